@@ -1,0 +1,40 @@
+//! The `DorisChangelogSync` API (`dcs.dev/v1alpha1`): types, defaults, validation and conditions.
+//!
+//! Shared by the operator and the runner. Pure: no I/O, no clock, no Kubernetes client.
+//!
+//! - [`spec`]: the desired state and the custom resource ([`DorisChangelogSync`]).
+//! - [`status`]: what the operator observed.
+//! - [`validate()`]: every rule the schema cannot express, with field paths.
+//! - [`conditions`]: condition names and helpers that keep `lastTransitionTime` honest.
+//! - [`duration`] and [`quantity`]: the string formats the spec uses.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod conditions;
+pub mod duration;
+pub mod error;
+pub mod manifest;
+pub mod quantity;
+pub mod spec;
+pub mod status;
+pub mod validate;
+
+pub use error::{Error, Result};
+pub use manifest::from_manifest;
+pub use spec::{
+    AutoPartition, BatchSpec, ChangelogSpec, CheckpointSpec, CreateTableSpec, Credentials,
+    DorisChangelogSync, DorisChangelogSyncSpec, DorisSink, IncrementType, OffsetsSpec,
+    OnOffsetExpired, PartitionUnit, RunnerSpec, SinkMode, SinkSpec, SourceSpec, StartupMode,
+    StartupSpec, StdoutFormat, StdoutSink, TableRef,
+};
+pub use status::{
+    Clock, DorisChangelogSyncStatus, ErrorStatus, OffsetStatus, Phase, ReinitStatus, SinkStatus,
+    SnapshotStatus, SourceStatus,
+};
+pub use validate::{FieldError, validate};
+
+/// The CRD as YAML, exactly what `crdgen` prints and the Helm chart ships.
+pub fn crd_yaml() -> String {
+    use kube::CustomResourceExt;
+    serde_yaml::to_string(&DorisChangelogSync::crd()).expect("a CRD always serializes to YAML")
+}

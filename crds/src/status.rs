@@ -1,0 +1,207 @@
+//! The observed state: `DorisChangelogSync.status`, written only by the operator.
+
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What the operator last observed and decided. Every field is optional.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DorisChangelogSyncStatus {
+    /// The metadata.generation this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Where the sync is in its life cycle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Ready, TtlSufficient, OffsetHealthy, SnapshotComplete and SinkHealthy, in the standard shape.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The consumer id the progress is recorded under (changes on reinitialization).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_id: Option<String>,
+    /// How many times the sync was reinitialized; part of the consumer id when above zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_generation: Option<i64>,
+    /// What the operator found out about the source table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceStatus>,
+    /// The last committed position in the changelog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<OffsetStatus>,
+    /// Seconds between Doris's now and offset.timestamp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_seconds: Option<i64>,
+    /// Seconds left before the oldest change still needed expires from the changelog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_headroom_seconds: Option<i64>,
+    /// Progress of the snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotStatus>,
+    /// What the sink has written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sink: Option<SinkStatus>,
+    /// The last reinitialization.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reinit: Option<ReinitStatus>,
+    /// The last error, kept after it is resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<ErrorStatus>,
+}
+
+/// The life-cycle phase.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Phase {
+    /// Accepted, nothing running yet.
+    Pending,
+    /// Not started because a precondition fails (TTL too short, changelog disabled, ...); see conditions.
+    Blocked,
+    /// Reading the snapshot.
+    Snapshotting,
+    /// Reading the changelog.
+    Streaming,
+    /// Starting again under a new consumer id after the offset expired.
+    Reinitializing,
+    /// Stopped by spec.suspend.
+    Suspended,
+    /// Stopped by an error that needs a person; see lastError.
+    Failed,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Pending => "Pending",
+            Self::Blocked => "Blocked",
+            Self::Snapshotting => "Snapshotting",
+            Self::Streaming => "Streaming",
+            Self::Reinitializing => "Reinitializing",
+            Self::Suspended => "Suspended",
+            Self::Failed => "Failed",
+        })
+    }
+}
+
+/// Facts about the source table.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceStatus {
+    /// The table's changelog.ttl_seconds (or binlog.ttl_seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<i64>,
+    /// Whether changelog.enable (or binlog.enable) is true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changelog_enabled: Option<bool>,
+    /// Whether the changelog keeps before-images (changelog.need_historical_value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub need_historical_value: Option<bool>,
+    /// The table model, e.g. UNIQUE_KEYS or DUP_KEYS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys_type: Option<String>,
+    /// Whose clock lag and headroom were measured with: doris (the FE's TSO) or local.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<Clock>,
+}
+
+/// The clock behind lag and headroom.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Clock {
+    /// The FE's current TSO physical time.
+    Doris,
+    /// The operator's own clock (Doris's time could not be read).
+    Local,
+}
+
+/// The last committed position in the changelog.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OffsetStatus {
+    /// The next window's start, "yyyy-MM-dd HH:mm:ss".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+    /// The TSO of the last change handed to the sink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tso: Option<i64>,
+    /// The id of the checkpoint holding this offset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_id: Option<i64>,
+    /// When that checkpoint was saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed_at: Option<Time>,
+}
+
+/// Progress of the snapshot.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotStatus {
+    /// T0: where the changelog is read from after the snapshot, "yyyy-MM-dd HH:mm:ss".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_timestamp: Option<String>,
+    /// When the snapshot started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When the snapshot finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+    /// Rows read so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_read: Option<i64>,
+    /// Rows in the table when the snapshot started, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_total: Option<i64>,
+}
+
+/// What the sink has written.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SinkStatus {
+    /// Rows written (inserts and updates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_written: Option<i64>,
+    /// Rows deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_deleted: Option<i64>,
+    /// Stream Loads committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loads: Option<i64>,
+    /// The label of the last committed load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_label: Option<String>,
+    /// When the last load was committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_load_at: Option<Time>,
+}
+
+/// A reinitialization.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReinitStatus {
+    /// When it happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Time>,
+    /// Why, as a CamelCase reason (OffsetExpired, NonceChanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The consumer id that was abandoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_consumer_id: Option<String>,
+}
+
+/// An error.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorStatus {
+    /// When it happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Time>,
+    /// A CamelCase reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What went wrong and what to do about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}

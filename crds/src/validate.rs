@@ -1,0 +1,403 @@
+//! Pure validation of a spec: every rule the schema cannot say, each error with its field path.
+//!
+//! The CEL rules in the CRD catch the cross-field mistakes at `kubectl apply` time; this module
+//! repeats them (the runner's standalone mode has no API server) and adds what CEL cannot check
+//! well: formats, ranges after parsing, names. All errors are collected, not just the first.
+
+use std::{fmt, time::Duration};
+
+use crate::{
+    duration::parse_duration,
+    quantity::parse_byte_quantity,
+    spec::{
+        BatchSpec, ChangelogSpec, Credentials, DorisChangelogSyncSpec, DorisSink, SourceSpec,
+        StartupMode, TableRef, parse_timestamp,
+    },
+};
+
+/// Characters Doris allows in a load label (and so in a label prefix or consumer id).
+const LABEL_CHARS: &str = "letters, digits, '_' and '-'";
+
+/// Doris's longest load label.
+const MAX_LABEL_LEN: usize = 128;
+
+/// The longest label prefix: `<prefix>-<consumerId>-<checkpointId>-<seq>` must fit in a label.
+pub const MAX_LABEL_PREFIX_LEN: usize = 32;
+
+/// The longest consumer id, leaving room for `-r<generation>` and the ids in a label.
+pub const MAX_CONSUMER_ID_LEN: usize = 64;
+
+/// The shortest poll interval, as the Flink connector has it.
+pub const MIN_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// One thing wrong with a spec: where, and what to do about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// The field's path from the object root, e.g. `spec.source.table` or `spec.source.feNodes[1]`.
+    pub path: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl FieldError {
+    /// A field error at `path`.
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+impl std::error::Error for FieldError {}
+
+/// Checks a spec and returns every error found, in field order.
+///
+/// # Errors
+/// All [`FieldError`]s of the spec, when there is at least one.
+pub fn validate(spec: &DorisChangelogSyncSpec) -> Result<(), Vec<FieldError>> {
+    let mut errors = Errors::default();
+    source(&mut errors, &spec.source, spec.startup.mode);
+    startup(&mut errors, spec);
+    changelog(&mut errors, &spec.changelog);
+    offsets(&mut errors, spec);
+    positive_duration(
+        &mut errors,
+        "spec.checkpoint.interval",
+        &spec.checkpoint.interval,
+    );
+    sink(&mut errors, spec);
+    if let Err(e) = parse_duration(&spec.expected_snapshot_duration) {
+        errors.push("spec.expectedSnapshotDuration", e.to_string());
+    }
+    if spec.runner.image.as_deref() == Some("") {
+        errors.push(
+            "spec.runner.image",
+            "is empty; remove it to use the operator's default image",
+        );
+    }
+    errors.finish()
+}
+
+#[derive(Default)]
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError::new(path, message));
+    }
+
+    fn finish(self) -> Result<(), Vec<FieldError>> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(self.0)
+        }
+    }
+}
+
+fn source(errors: &mut Errors, source: &SourceSpec, mode: StartupMode) {
+    endpoints(
+        errors,
+        "spec.source.feNodes",
+        &source.fe_nodes,
+        "doris-fe:8030",
+        true,
+    );
+    port(errors, "spec.source.queryPort", source.query_port);
+    if let Some(p) = source.flight_sql_port {
+        port(errors, "spec.source.flightSqlPort", p);
+    }
+    table(errors, "spec.source.table", &source.table);
+    credentials(errors, "spec.source.credentials", &source.credentials);
+    if let Some(columns) = &source.columns {
+        if columns.is_empty() {
+            errors.push(
+                "spec.source.columns",
+                "is empty; list the columns to read, or remove it to read them all",
+            );
+        }
+        for (i, column) in columns.iter().enumerate() {
+            if column.trim().is_empty() || column.contains('`') {
+                errors.push(
+                    format!("spec.source.columns[{i}]"),
+                    format!(
+                        "{column:?} is not a column name; write the plain name without backticks"
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(filter) = &source.filter {
+        if filter.trim().is_empty() {
+            errors.push(
+                "spec.source.filter",
+                "is empty; write a predicate such as \"age > 18\" or remove it",
+            );
+        }
+        if mode != StartupMode::Snapshot {
+            errors.push(
+                "spec.source.filter",
+                format!(
+                    "is only allowed with startup.mode snapshot, and the mode is {mode}: the changelog \
+                     cannot be filtered; remove the filter or use mode snapshot"
+                ),
+            );
+        }
+    }
+}
+
+fn startup(errors: &mut Errors, spec: &DorisChangelogSyncSpec) {
+    let mode = spec.startup.mode;
+    match (&spec.startup.timestamp, mode) {
+        (None, StartupMode::FromTimestamp) => errors.push(
+            "spec.startup.timestamp",
+            "is required with mode fromTimestamp; write where to start as \"yyyy-MM-dd HH:mm:ss\"",
+        ),
+        (Some(_), m) if m != StartupMode::FromTimestamp => errors.push(
+            "spec.startup.timestamp",
+            format!("is only allowed with mode fromTimestamp, and the mode is {m}; remove it or set mode: fromTimestamp"),
+        ),
+        (Some(ts), _) => {
+            if let Err(e) = parse_timestamp(ts) {
+                errors.push("spec.startup.timestamp", e.to_string());
+            }
+        }
+        (None, _) => {}
+    }
+}
+
+fn changelog(errors: &mut Errors, changelog: &ChangelogSpec) {
+    match parse_duration(&changelog.poll_interval) {
+        Ok(d) if d < MIN_POLL_INTERVAL => errors.push(
+            "spec.changelog.pollInterval",
+            format!("is {}; it must be at least 1s", changelog.poll_interval),
+        ),
+        Ok(_) => {}
+        Err(e) => errors.push("spec.changelog.pollInterval", e.to_string()),
+    }
+    if let Err(e) = parse_duration(&changelog.visible_wait_timeout) {
+        errors.push("spec.changelog.visibleWaitTimeout", e.to_string());
+    }
+}
+
+fn offsets(errors: &mut Errors, spec: &DorisChangelogSyncSpec) {
+    let Some(offsets) = &spec.offsets else {
+        return;
+    };
+    if !spec.startup.mode.is_incremental() {
+        errors.push(
+            "spec.offsets",
+            format!(
+                "is only allowed with an incremental startup.mode (initial, latest or fromTimestamp), \
+                 and the mode is {}; remove it or change the mode",
+                spec.startup.mode
+            ),
+        );
+    }
+    match (&offsets.table, &offsets.consumer_id) {
+        (Some(_), None) => errors.push(
+            "spec.offsets.consumerId",
+            "is required with offsets.table; name the consumer_id row to write, e.g. \"student-sync\"",
+        ),
+        (None, Some(_)) => errors.push(
+            "spec.offsets.table",
+            "is required with offsets.consumerId; name the offset table, e.g. \"ops.flink_source_offsets\"",
+        ),
+        (None, None) => errors.push(
+            "spec.offsets",
+            "is empty; set table and consumerId, or remove offsets",
+        ),
+        (Some(_), Some(_)) => {}
+    }
+    if let Some(t) = &offsets.table {
+        table(errors, "spec.offsets.table", t);
+    }
+    if let Some(id) = &offsets.consumer_id {
+        label_part(errors, "spec.offsets.consumerId", id, MAX_CONSUMER_ID_LEN);
+    }
+}
+
+fn sink(errors: &mut Errors, spec: &DorisChangelogSyncSpec) {
+    match (&spec.sink.doris, &spec.sink.stdout) {
+        (None, None) => errors.push(
+            "spec.sink",
+            "sets no sink; set exactly one of doris or stdout",
+        ),
+        (Some(_), Some(_)) => {
+            errors.push("spec.sink", "sets both doris and stdout; set exactly one")
+        }
+        _ => {}
+    }
+    if let Some(doris) = &spec.sink.doris {
+        doris_sink(errors, doris);
+    }
+}
+
+fn doris_sink(errors: &mut Errors, doris: &DorisSink) {
+    endpoints(
+        errors,
+        "spec.sink.doris.feNodes",
+        &doris.fe_nodes,
+        "doris-fe:8030",
+        true,
+    );
+    match &doris.be_nodes {
+        Some(be) => endpoints(errors, "spec.sink.doris.beNodes", be, "doris-be:8040", !doris.auto_redirect),
+        None if !doris.auto_redirect => errors.push(
+            "spec.sink.doris.beNodes",
+            "is required when autoRedirect is false; list the BE HTTP endpoints, e.g. \"doris-be:8040\"",
+        ),
+        None => {}
+    }
+    table(errors, "spec.sink.doris.table", &doris.table);
+    credentials(errors, "spec.sink.doris.credentials", &doris.credentials);
+    label_part(
+        errors,
+        "spec.sink.doris.labelPrefix",
+        &doris.label_prefix,
+        MAX_LABEL_PREFIX_LEN,
+    );
+    if doris.max_retries < 0 {
+        errors.push(
+            "spec.sink.doris.maxRetries",
+            format!("is {}; it must be 0 or more", doris.max_retries),
+        );
+    }
+    batch(errors, &doris.batch);
+    for key in doris.properties.keys() {
+        if key.trim().is_empty() {
+            errors.push(
+                "spec.sink.doris.properties",
+                "has an empty key; write the Stream Load header name",
+            );
+        }
+    }
+    if let Some(partition) = &doris.create_table.auto_partition
+        && (partition.key.trim().is_empty() || partition.key.contains('`'))
+    {
+        errors.push(
+            "spec.sink.doris.createTable.autoPartition.key",
+            format!(
+                "{:?} is not a column name; write the date column to partition by",
+                partition.key
+            ),
+        );
+    }
+}
+
+fn batch(errors: &mut Errors, batch: &BatchSpec) {
+    if batch.max_rows <= 0 {
+        errors.push(
+            "spec.sink.doris.batch.maxRows",
+            format!("is {}; it must be more than 0, e.g. 50000", batch.max_rows),
+        );
+    }
+    match parse_byte_quantity(&batch.max_bytes) {
+        Ok(0) => errors.push(
+            "spec.sink.doris.batch.maxBytes",
+            format!(
+                "is {}; it must be more than 0, e.g. \"10Mi\"",
+                batch.max_bytes
+            ),
+        ),
+        Ok(_) => {}
+        Err(e) => errors.push("spec.sink.doris.batch.maxBytes", e.to_string()),
+    }
+    positive_duration(errors, "spec.sink.doris.batch.interval", &batch.interval);
+}
+
+fn positive_duration(errors: &mut Errors, path: &str, value: &str) {
+    match parse_duration(value) {
+        Ok(Duration::ZERO) => errors.push(
+            path,
+            format!("is {value}; it must be more than 0s, e.g. \"10s\""),
+        ),
+        Ok(_) => {}
+        Err(e) => errors.push(path, e.to_string()),
+    }
+}
+
+fn table(errors: &mut Errors, path: &str, value: &str) {
+    if let Err(e) = value.parse::<TableRef>() {
+        errors.push(path, e.to_string());
+    }
+}
+
+fn credentials(errors: &mut Errors, path: &str, credentials: &Credentials) {
+    for (field, value) in [
+        ("secretName", &credentials.secret_name),
+        ("usernameKey", &credentials.username_key),
+        ("passwordKey", &credentials.password_key),
+    ] {
+        if value.trim().is_empty() {
+            errors.push(
+                format!("{path}.{field}"),
+                "is empty; name the Secret and the keys of the Doris user and password",
+            );
+        }
+    }
+}
+
+fn port(errors: &mut Errors, path: &str, value: i32) {
+    if !(1..=65535).contains(&value) {
+        errors.push(path, format!("is {value}; a port is between 1 and 65535"));
+    }
+}
+
+fn endpoints(errors: &mut Errors, path: &str, nodes: &[String], example: &str, required: bool) {
+    if nodes.is_empty() && required {
+        errors.push(
+            path,
+            format!("is empty; list at least one endpoint as host:port, e.g. {example:?}"),
+        );
+    }
+    for (i, node) in nodes.iter().enumerate() {
+        if !is_host_port(node) {
+            errors.push(
+                format!("{path}[{i}]"),
+                format!("{node:?} is not host:port; write the host and the HTTP port without a scheme, e.g. {example:?}"),
+            );
+        }
+    }
+}
+
+fn is_host_port(value: &str) -> bool {
+    let Some((host, port)) = value.rsplit_once(':') else {
+        return false;
+    };
+    let host_ok = !host.is_empty()
+        && !host.contains(['/', '@', '?', '#'])
+        && !host.chars().any(char::is_whitespace)
+        && (!host.contains(':') || host.starts_with('[') && host.ends_with(']'));
+    host_ok && port.parse::<u16>().is_ok_and(|p| p > 0)
+}
+
+fn label_part(errors: &mut Errors, path: &str, value: &str, max_len: usize) {
+    if value.is_empty() {
+        errors.push(path, format!("is empty; use {LABEL_CHARS}"));
+    } else if !value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        errors.push(
+            path,
+            format!("{value:?} may only hold {LABEL_CHARS}, because it becomes part of Doris load labels"),
+        );
+    } else if value.len() > max_len {
+        errors.push(
+            path,
+            format!(
+                "is {} characters long; keep it to {max_len}, because Doris load labels hold at most \
+                 {MAX_LABEL_LEN} characters",
+                value.len()
+            ),
+        );
+    }
+}

@@ -1,0 +1,343 @@
+//! The generated CRD: committed copy up to date, names, printer columns, subresources, CEL rules,
+//! and the CEL rules themselves evaluated the way the API server would.
+
+use dcs_crds::DorisChangelogSync;
+use kube::CustomResourceExt;
+use serde_json::{Value, json};
+
+const CHART_CRD: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../charts/dcs-operator/crds/dorischangelogsyncs.yaml"
+);
+
+fn schema() -> Value {
+    let crd = DorisChangelogSync::crd();
+    let version = &crd.spec.versions[0];
+    serde_json::to_value(
+        version
+            .schema
+            .as_ref()
+            .unwrap()
+            .open_api_v3_schema
+            .as_ref()
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// The CEL failures for an object, as `path: message`.
+fn cel_failures(object: &Value) -> Vec<String> {
+    match kube_cel::Validator::new().validate(&schema(), object, None) {
+        Ok(()) => Vec::new(),
+        Err(errors) => errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field_path, e.message))
+            .collect(),
+    }
+}
+
+/// A valid object; tests change one thing at a time.
+fn object() -> Value {
+    json!({
+        "apiVersion": "dcs.dev/v1alpha1",
+        "kind": "DorisChangelogSync",
+        "metadata": {"name": "student-sync", "namespace": "default"},
+        "spec": {
+            "source": {
+                "feNodes": ["doris-fe:8030"],
+                "table": "test.student",
+                "credentials": {"secretName": "doris"}
+            },
+            "startup": {"mode": "initial"},
+            "sink": {"stdout": {}}
+        }
+    })
+}
+
+fn with(mut object: Value, pointer: &str, value: Value) -> Value {
+    let (parent, key) = pointer.rsplit_once('/').unwrap();
+    let target = object.pointer_mut(parent).unwrap().as_object_mut().unwrap();
+    if value.is_null() {
+        target.remove(key);
+    } else {
+        target.insert(key.to_owned(), value);
+    }
+    object
+}
+
+#[test]
+fn committed_crd_matches_the_generated_one() {
+    let generated = dcs_crds::crd_yaml();
+    let committed = std::fs::read_to_string(CHART_CRD).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "charts/dcs-operator/crds/dorischangelogsyncs.yaml is out of date; regenerate it with\n  \
+         cargo run -p dcs-crds --bin crdgen > charts/dcs-operator/crds/dorischangelogsyncs.yaml"
+    );
+}
+
+#[test]
+fn names_scope_and_subresources() {
+    let crd = DorisChangelogSync::crd();
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("dorischangelogsyncs.dcs.dev")
+    );
+    assert_eq!(crd.spec.group, "dcs.dev");
+    assert_eq!(crd.spec.scope, "Namespaced");
+    assert_eq!(crd.spec.names.kind, "DorisChangelogSync");
+    assert_eq!(crd.spec.names.plural, "dorischangelogsyncs");
+    assert_eq!(crd.spec.names.short_names, Some(vec!["dcs".to_owned()]));
+    assert_eq!(crd.spec.versions.len(), 1);
+    let version = &crd.spec.versions[0];
+    assert_eq!(version.name, "v1alpha1");
+    assert!(version.served && version.storage);
+    let subresources = version.subresources.as_ref().expect("subresources");
+    assert!(subresources.status.is_some(), "status subresource");
+    assert!(subresources.scale.is_none());
+}
+
+#[test]
+fn printer_columns() {
+    let crd = DorisChangelogSync::crd();
+    let columns: Vec<(String, String, String)> = crd.spec.versions[0]
+        .additional_printer_columns
+        .as_ref()
+        .expect("printer columns")
+        .iter()
+        .map(|c| (c.name.clone(), c.type_.clone(), c.json_path.clone()))
+        .collect();
+    let expected = [
+        ("Phase", "string", ".status.phase"),
+        ("Lag", "integer", ".status.lagSeconds"),
+        ("TTL-Headroom", "integer", ".status.ttlHeadroomSeconds"),
+        ("Consumer", "string", ".status.consumerId"),
+        (
+            "Ready",
+            "string",
+            r#".status.conditions[?(@.type=="Ready")].status"#,
+        ),
+        ("Age", "date", ".metadata.creationTimestamp"),
+    ]
+    .map(|(n, t, p)| (n.to_owned(), t.to_owned(), p.to_owned()));
+    assert_eq!(columns, expected);
+}
+
+#[test]
+fn cel_rules_are_in_the_schema_where_they_belong() {
+    let schema = schema();
+    let rules = |pointer: &str| -> Vec<String> {
+        schema
+            .pointer(pointer)
+            .unwrap_or_else(|| panic!("no schema at {pointer}"))["x-kubernetes-validations"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no rules at {pointer}"))
+            .iter()
+            .map(|r| r["rule"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        rules("/properties/spec"),
+        [
+            "!has(self.source.filter) || !has(self.startup) || !has(self.startup.mode) || self.startup.mode == 'snapshot'",
+            "!has(self.offsets) || (has(self.startup) && has(self.startup.mode) && self.startup.mode != 'snapshot')",
+        ]
+    );
+    assert_eq!(
+        rules("/properties/spec/properties/startup"),
+        ["has(self.timestamp) == (has(self.mode) && self.mode == 'fromTimestamp')"]
+    );
+    assert_eq!(
+        rules("/properties/spec/properties/changelog/properties/pollInterval"),
+        ["!self.matches('^([0-9]+(ms|s|m|h))+$') || duration(self) >= duration('1s')"]
+    );
+    assert_eq!(
+        rules("/properties/spec/properties/sink"),
+        ["has(self.doris) != has(self.stdout)"]
+    );
+    assert_eq!(
+        rules("/properties/spec/properties/offsets"),
+        ["has(self.table) == has(self.consumerId)"]
+    );
+}
+
+#[test]
+fn every_cel_rule_compiles() {
+    let compiled = kube_cel::compile_schema(&schema());
+    let errors: Vec<String> = compiled
+        .compilation_errors()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+#[test]
+fn schema_defaults_match_serde_defaults() {
+    let minimal = object();
+    let defaulted = kube_cel::apply_defaults(&schema(), &minimal);
+    let spec = &defaulted["spec"];
+    assert_eq!(spec["startup"]["mode"], "initial");
+    assert_eq!(
+        spec["changelog"],
+        json!({"incrementType": "detail", "pollInterval": "10s", "visibleWaitTimeout": "5m"})
+    );
+    assert_eq!(spec["checkpoint"], json!({"interval": "10s"}));
+    assert_eq!(spec["source"]["queryPort"], 9030);
+    assert_eq!(spec["source"]["credentials"]["usernameKey"], "username");
+    assert_eq!(spec["expectedSnapshotDuration"], "30m");
+    assert_eq!(spec["onOffsetExpired"], "reinitialize");
+    assert_eq!(spec["sink"]["stdout"]["format"], "json");
+
+    // What the API server stores deserialises to what serde makes of the raw manifest.
+    let from_server: DorisChangelogSync = serde_json::from_value(defaulted).unwrap();
+    let from_serde: DorisChangelogSync = serde_json::from_value(minimal).unwrap();
+    assert_eq!(from_server, from_serde);
+
+    // And the same for every default of the Doris sink.
+    let doris = with(
+        object(),
+        "/spec/sink",
+        json!({"doris": {"feNodes": ["fe:8030"], "table": "a.b", "credentials": {"secretName": "s"}}}),
+    );
+    let from_server: DorisChangelogSync =
+        serde_json::from_value(kube_cel::apply_defaults(&schema(), &doris)).unwrap();
+    let from_serde: DorisChangelogSync = serde_json::from_value(doris).unwrap();
+    assert_eq!(from_server, from_serde);
+}
+
+#[test]
+fn cel_accepts_the_valid_object() {
+    assert_eq!(cel_failures(&object()), Vec::<String>::new());
+}
+
+#[test]
+fn cel_rejects_cross_field_mistakes() {
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "timestamp without fromTimestamp",
+            with(
+                object(),
+                "/spec/startup/timestamp",
+                json!("2026-01-01 00:00:00"),
+            ),
+            "spec.startup: timestamp is required with mode fromTimestamp and only allowed with it",
+        ),
+        (
+            "timestamp with the default mode",
+            with(
+                object(),
+                "/spec/startup",
+                json!({"timestamp": "2026-01-01 00:00:00"}),
+            ),
+            "spec.startup: timestamp is required with mode fromTimestamp and only allowed with it",
+        ),
+        (
+            "fromTimestamp without timestamp",
+            with(object(), "/spec/startup/mode", json!("fromTimestamp")),
+            "spec.startup: timestamp is required with mode fromTimestamp and only allowed with it",
+        ),
+        (
+            "pollInterval below 1s",
+            with(
+                object(),
+                "/spec/changelog",
+                json!({"pollInterval": "500ms"}),
+            ),
+            "spec.changelog.pollInterval: pollInterval must be at least 1s",
+        ),
+        (
+            "filter with an incremental mode",
+            with(object(), "/spec/source/filter", json!("age > 18")),
+            "spec.source.filter: source.filter is only allowed with startup.mode snapshot; the changelog cannot be filtered",
+        ),
+        (
+            "two sinks",
+            with(
+                object(),
+                "/spec/sink/doris",
+                json!({"feNodes": ["fe:8030"], "table": "a.b", "credentials": {"secretName": "s"}}),
+            ),
+            "spec.sink: set exactly one sink: doris or stdout",
+        ),
+        (
+            "no sink",
+            with(object(), "/spec/sink", json!({})),
+            "spec.sink: set exactly one sink: doris or stdout",
+        ),
+        (
+            "offset table in snapshot mode",
+            with(
+                with(object(), "/spec/startup", json!({})),
+                "/spec/offsets",
+                json!({"table": "ops.offsets", "consumerId": "c"}),
+            ),
+            "spec.offsets: offsets is only allowed with an incremental startup.mode (initial, latest or fromTimestamp)",
+        ),
+        (
+            "offset table without consumer id",
+            with(object(), "/spec/offsets", json!({"table": "ops.offsets"})),
+            "spec.offsets: offsets.table and offsets.consumerId are set together",
+        ),
+    ];
+    for (name, object, expected) in cases {
+        assert_eq!(cel_failures(&object), vec![expected.to_owned()], "{name}");
+    }
+}
+
+#[test]
+fn cel_accepts_what_the_rules_allow() {
+    let cases: Vec<(&str, Value)> = vec![
+        (
+            "fromTimestamp with timestamp",
+            with(
+                object(),
+                "/spec/startup",
+                json!({"mode": "fromTimestamp", "timestamp": "2026-01-01 00:00:00"}),
+            ),
+        ),
+        (
+            "pollInterval exactly 1s",
+            with(object(), "/spec/changelog", json!({"pollInterval": "1s"})),
+        ),
+        (
+            "pollInterval 1m",
+            with(object(), "/spec/changelog", json!({"pollInterval": "1m"})),
+        ),
+        (
+            "filter in snapshot mode",
+            with(
+                with(object(), "/spec/startup", json!({"mode": "snapshot"})),
+                "/spec/source/filter",
+                json!("age > 18"),
+            ),
+        ),
+        (
+            "filter with the default mode",
+            with(
+                with(object(), "/spec/startup", Value::Null),
+                "/spec/source/filter",
+                json!("age > 18"),
+            ),
+        ),
+        (
+            "offsets with initial",
+            with(
+                object(),
+                "/spec/offsets",
+                json!({"table": "ops.o", "consumerId": "c"}),
+            ),
+        ),
+        (
+            "doris sink alone",
+            with(
+                object(),
+                "/spec/sink",
+                json!({"doris": {"feNodes": ["fe:8030"], "table": "a.b", "credentials": {"secretName": "s"}}}),
+            ),
+        ),
+    ];
+    for (name, object) in cases {
+        assert_eq!(cel_failures(&object), Vec::<String>::new(), "{name}");
+    }
+}
