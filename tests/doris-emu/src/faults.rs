@@ -1,0 +1,150 @@
+//! Fault injection and request counters, driven by the `/_emu` control API.
+//!
+//! Every front end consults [`Faults`] at the points named below and bumps [`Counters`] once per
+//! request it receives, so tests can both provoke failures and assert what a client did.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+/// A Stream Load failure to inject.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamLoadFault {
+    /// How many of the next stream loads (BE `_stream_load` PUTs) fail.
+    pub count: u32,
+    /// Answer with this HTTP status code and an empty body (e.g. 500, 503) ...
+    #[serde(default)]
+    pub http_status: Option<u16>,
+    /// ... or with HTTP 200 and this `Status` in the JSON body (e.g. `Fail`, `Publish Timeout`).
+    #[serde(default)]
+    pub status: Option<String>,
+    /// `Message` to put in the body.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// The set of armed faults. All methods are cheap and thread-safe.
+#[derive(Debug, Default)]
+pub struct Faults {
+    inner: Mutex<FaultState>,
+}
+
+/// Faults as the control API shows them (`GET /_emu/faults`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FaultState {
+    /// Pending Stream Load failures.
+    pub stream_load: Option<StreamLoadFault>,
+    /// Delay every HTTP response (FE and BE) by this many milliseconds.
+    pub http_delay_ms: u64,
+    /// Cut the next Flight DoGet stream after this many batches (then the fault disarms).
+    pub flight_cut_after_batches: Option<u32>,
+    /// Make the next `count` @incr queries fail with this MySQL code (5100 or 5101).
+    pub incr_error: Option<IncrFault>,
+    /// Refuse (accept and immediately close) new connections on every port.
+    pub refuse_connections: bool,
+}
+
+/// An injected @incr window error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncrFault {
+    /// 5100 (`ERR_INCR_WINDOW_NOT_READY`) or 5101 (`ERR_INCR_VISIBLE_WAIT_TIMEOUT`).
+    pub code: u16,
+    /// How many @incr queries fail.
+    pub count: u32,
+}
+
+impl Faults {
+    /// Replace the whole fault state.
+    pub fn set(&self, state: FaultState) {
+        *self.inner.lock() = state;
+    }
+
+    /// The armed faults.
+    pub fn get(&self) -> FaultState {
+        self.inner.lock().clone()
+    }
+
+    /// Disarm everything.
+    pub fn clear(&self) {
+        self.set(FaultState::default());
+    }
+
+    /// Mutate the state in place.
+    pub fn update(&self, f: impl FnOnce(&mut FaultState)) {
+        f(&mut self.inner.lock());
+    }
+
+    /// Called by the BE for every stream load: the fault to apply to this one, if any.
+    pub fn take_stream_load(&self) -> Option<StreamLoadFault> {
+        let mut s = self.inner.lock();
+        let fault = s.stream_load.as_mut()?;
+        if fault.count == 0 {
+            s.stream_load = None;
+            return None;
+        }
+        fault.count -= 1;
+        let out = fault.clone();
+        if fault.count == 0 {
+            s.stream_load = None;
+        }
+        Some(out)
+    }
+
+    /// Called by every HTTP handler before answering.
+    pub fn http_delay(&self) -> Option<Duration> {
+        let ms = self.inner.lock().http_delay_ms;
+        (ms > 0).then(|| Duration::from_millis(ms))
+    }
+
+    /// Called by the BE at the start of each DoGet: cut after this many batches, if armed (disarms).
+    pub fn take_flight_cut(&self) -> Option<u32> {
+        self.inner.lock().flight_cut_after_batches.take()
+    }
+
+    /// Called before each @incr query: the error code to fail it with, if armed.
+    pub fn take_incr_error(&self) -> Option<u16> {
+        let mut s = self.inner.lock();
+        let fault = s.incr_error.as_mut()?;
+        let code = fault.code;
+        fault.count = fault.count.saturating_sub(1);
+        if fault.count == 0 {
+            s.incr_error = None;
+        }
+        Some(code)
+    }
+
+    /// Called by every listener on accept: close the connection at once when true.
+    pub fn refuse_connections(&self) -> bool {
+        self.inner.lock().refuse_connections
+    }
+}
+
+/// Requests received, per endpoint name (`fe_stream_load`, `be_stream_load`, `flight_get_flight_info`, ...).
+#[derive(Debug, Default)]
+pub struct Counters {
+    inner: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Counters {
+    /// Count one request to `endpoint`.
+    pub fn hit(&self, endpoint: &str) {
+        *self.inner.lock().entry(endpoint.to_string()).or_default() += 1;
+    }
+
+    /// All counts.
+    pub fn snapshot(&self) -> BTreeMap<String, u64> {
+        self.inner.lock().clone()
+    }
+
+    /// Count for one endpoint.
+    pub fn get(&self, endpoint: &str) -> u64 {
+        self.inner.lock().get(endpoint).copied().unwrap_or(0)
+    }
+
+    /// Reset all counts to zero.
+    pub fn reset(&self) {
+        self.inner.lock().clear();
+    }
+}
