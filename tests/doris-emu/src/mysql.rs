@@ -7,7 +7,6 @@
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use opensrv_mysql::{
     AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
@@ -24,8 +23,6 @@ use crate::types::{DorisType, QueryResult, ResultSet};
 
 /// The version string Doris reports in the handshake and `SELECT VERSION()`.
 pub const SERVER_VERSION: &str = "5.7.99";
-
-static NEXT_CONNECTION_ID: AtomicU32 = AtomicU32::new(1);
 
 /// Accept MySQL connections until the task is aborted.
 pub async fn serve(listener: TcpListener, doris: Arc<Doris>) {
@@ -57,7 +54,6 @@ pub async fn serve(listener: TcpListener, doris: Arc<Doris>) {
 /// One client connection: its session and its prepared statements.
 struct Connection {
     doris: Arc<Doris>,
-    id: u32,
     salt: [u8; 20],
     session: Session,
     statements: Vec<Option<String>>,
@@ -65,7 +61,6 @@ struct Connection {
 
 impl Connection {
     fn new(doris: Arc<Doris>) -> Self {
-        let id = NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed);
         let mut salt = [0u8; 20];
         for b in salt.iter_mut() {
             // Printable, never NUL or '$' (the handshake treats those specially).
@@ -74,22 +69,21 @@ impl Connection {
         Self {
             session: Session::new(doris.config.user.clone()),
             doris,
-            id,
             salt,
             statements: Vec::new(),
         }
     }
 
+    /// Run one statement and answer it. Prepared statements answer in the binary protocol, where
+    /// every column is sent as a string (clients convert to the type they ask for).
     async fn run<W: AsyncWrite + Send + Unpin>(
         &mut self,
         query: &str,
         results: QueryResultWriter<'_, W>,
+        binary: bool,
     ) -> io::Result<()> {
-        self.session
-            .variables
-            .insert("__connection_id".into(), self.id.to_string());
         match sql::execute(&self.doris, &mut self.session, query).await {
-            Ok(QueryResult::Rows(rs)) => write_rows(results, &rs).await,
+            Ok(QueryResult::Rows(rs)) => write_rows(results, &rs, binary).await,
             Ok(QueryResult::Ok {
                 affected_rows,
                 info,
@@ -143,6 +137,7 @@ fn mysql_type(ty: &DorisType) -> ColumnType {
 async fn write_rows<W: AsyncWrite + Send + Unpin>(
     results: QueryResultWriter<'_, W>,
     rs: &ResultSet,
+    binary: bool,
 ) -> io::Result<()> {
     let columns: Vec<Column> = rs
         .columns
@@ -150,8 +145,12 @@ async fn write_rows<W: AsyncWrite + Send + Unpin>(
         .map(|c| Column {
             table: String::new(),
             column: c.name.clone(),
-            coltype: mysql_type(&c.ty),
-            colflags: if c.nullable {
+            coltype: if binary {
+                ColumnType::MYSQL_TYPE_VAR_STRING
+            } else {
+                mysql_type(&c.ty)
+            },
+            colflags: if c.nullable || binary {
                 ColumnFlags::empty()
             } else {
                 ColumnFlags::NOT_NULL_FLAG
@@ -278,7 +277,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
     }
 
     fn connect_id(&self) -> u32 {
-        self.id
+        self.session.connection_id
     }
 
     fn salt(&self) -> [u8; 20] {
@@ -338,7 +337,10 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
         };
         let literals: Vec<String> = params.into_iter().map(|p| param_literal(p.value)).collect();
         match bind_params(&query, &literals) {
-            Ok(sql) => self.run_binary(&sql, results).await,
+            Ok(sql) => {
+                self.doris.counters.hit("mysql_execute");
+                self.run(&sql, results, true).await
+            }
             Err(e) => {
                 results
                     .error(ErrorKind::ER_WRONG_ARGUMENTS, e.as_bytes())
@@ -362,7 +364,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
         results: QueryResultWriter<'a, W>,
     ) -> io::Result<()> {
         self.doris.counters.hit("mysql_query");
-        self.run(query, results).await
+        self.run(query, results, false).await
     }
 
     async fn on_init<'a>(&'a mut self, db: &'a str, writer: InitWriter<'a, W>) -> io::Result<()> {
@@ -370,53 +372,6 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
         match sql::execute(&self.doris, &mut self.session, &use_db).await {
             Ok(_) => writer.ok().await,
             Err(e) => writer.error(error_kind(e.code), e.message.as_bytes()).await,
-        }
-    }
-}
-
-impl Connection {
-    /// Execute a bound prepared statement; result values are sent as strings in the binary protocol
-    /// (clients convert them to the type they ask for).
-    async fn run_binary<W: AsyncWrite + Send + Unpin>(
-        &mut self,
-        query: &str,
-        results: QueryResultWriter<'_, W>,
-    ) -> io::Result<()> {
-        self.doris.counters.hit("mysql_execute");
-        match sql::execute(&self.doris, &mut self.session, query).await {
-            Ok(QueryResult::Rows(rs)) => {
-                let columns: Vec<Column> = rs
-                    .columns
-                    .iter()
-                    .map(|c| Column {
-                        table: String::new(),
-                        column: c.name.clone(),
-                        coltype: ColumnType::MYSQL_TYPE_VAR_STRING,
-                        colflags: ColumnFlags::empty(),
-                    })
-                    .collect();
-                let mut w = results.start(&columns).await?;
-                for row in &rs.rows {
-                    for (value, meta) in row.iter().zip(&rs.columns) {
-                        w.write_col(value.to_text(&meta.ty))?;
-                    }
-                    w.end_row().await?;
-                }
-                w.finish().await
-            }
-            Ok(QueryResult::Ok {
-                affected_rows,
-                info,
-            }) => {
-                results
-                    .completed(OkResponse {
-                        affected_rows,
-                        info,
-                        ..Default::default()
-                    })
-                    .await
-            }
-            Err(e) => write_error(results, &e).await,
         }
     }
 }

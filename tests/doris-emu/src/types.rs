@@ -154,6 +154,30 @@ impl DorisType {
         }
     }
 
+    /// Doris's `PrimitiveType` name (`INT`, `DECIMAL64`, `DATETIMEV2`, ...), as `_schema` and
+    /// Flight's GetTables report it.
+    pub fn primitive_name(&self) -> &'static str {
+        match self {
+            DorisType::Boolean => "BOOLEAN",
+            DorisType::TinyInt => "TINYINT",
+            DorisType::SmallInt => "SMALLINT",
+            DorisType::Int => "INT",
+            DorisType::BigInt => "BIGINT",
+            DorisType::LargeInt => "LARGEINT",
+            DorisType::Float => "FLOAT",
+            DorisType::Double => "DOUBLE",
+            DorisType::Decimal { precision, .. } if *precision <= 9 => "DECIMAL32",
+            DorisType::Decimal { precision, .. } if *precision <= 18 => "DECIMAL64",
+            DorisType::Decimal { .. } => "DECIMAL128",
+            DorisType::Char(_) => "CHAR",
+            DorisType::Varchar(_) => "VARCHAR",
+            DorisType::String => "STRING",
+            DorisType::Date => "DATEV2",
+            DorisType::DateTime(_) => "DATETIMEV2",
+            DorisType::Json => "JSON",
+        }
+    }
+
     /// Integer range of the integer types up to BIGINT.
     fn int_range(&self) -> Option<(i64, i64)> {
         match self {

@@ -18,29 +18,6 @@ pub const INTERNAL_CATALOG: &str = "internal";
 /// Table type of OLAP tables (`Table.getMysqlType()`).
 pub const BASE_TABLE: &str = "BASE TABLE";
 
-/// Doris's `PrimitiveType` name of a column type.
-pub fn type_name(ty: DorisType) -> &'static str {
-    match ty {
-        DorisType::Boolean => "BOOLEAN",
-        DorisType::TinyInt => "TINYINT",
-        DorisType::SmallInt => "SMALLINT",
-        DorisType::Int => "INT",
-        DorisType::BigInt => "BIGINT",
-        DorisType::LargeInt => "LARGEINT",
-        DorisType::Float => "FLOAT",
-        DorisType::Double => "DOUBLE",
-        DorisType::Decimal { precision, .. } if precision <= 9 => "DECIMAL32",
-        DorisType::Decimal { precision, .. } if precision <= 18 => "DECIMAL64",
-        DorisType::Decimal { .. } => "DECIMAL128",
-        DorisType::Char(_) => "CHAR",
-        DorisType::Varchar(_) => "VARCHAR",
-        DorisType::String => "STRING",
-        DorisType::Date => "DATEV2",
-        DorisType::DateTime(_) => "DATETIMEV2",
-        DorisType::Json => "JSON",
-    }
-}
-
 /// The Arrow schema GetTables reports for a table.
 pub fn table_schema(t: &TableInfo) -> Schema {
     let fields: Vec<Field> = t
@@ -52,7 +29,7 @@ pub fn table_schema(t: &TableInfo) -> Schema {
                 ("ARROW:FLIGHT:SQL:TABLE_NAME".to_string(), t.name.clone()),
                 (
                     "ARROW:FLIGHT:SQL:TYPE_NAME".to_string(),
-                    type_name(c.ty).to_string(),
+                    c.ty.primitive_name().to_string(),
                 ),
                 (
                     "ARROW:FLIGHT:SQL:IS_AUTO_INCREMENT".to_string(),

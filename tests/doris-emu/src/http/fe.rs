@@ -233,29 +233,6 @@ async fn query(
     }
 }
 
-/// The `_schema` name of a column type (`PrimitiveType.toString()`).
-pub fn schema_type(ty: &DorisType) -> &'static str {
-    match ty {
-        DorisType::Boolean => "BOOLEAN",
-        DorisType::TinyInt => "TINYINT",
-        DorisType::SmallInt => "SMALLINT",
-        DorisType::Int => "INT",
-        DorisType::BigInt => "BIGINT",
-        DorisType::LargeInt => "LARGEINT",
-        DorisType::Float => "FLOAT",
-        DorisType::Double => "DOUBLE",
-        DorisType::Decimal { precision, .. } if *precision <= 9 => "DECIMAL32",
-        DorisType::Decimal { precision, .. } if *precision <= 18 => "DECIMAL64",
-        DorisType::Decimal { .. } => "DECIMAL128",
-        DorisType::Char(_) => "CHAR",
-        DorisType::Varchar(_) => "VARCHAR",
-        DorisType::String => "STRING",
-        DorisType::Date => "DATEV2",
-        DorisType::DateTime(_) => "DATETIMEV2",
-        DorisType::Json => "JSON",
-    }
-}
-
 fn column_info(i: usize, c: &ColumnDef, keys_type: KeysType) -> String {
     let agg = if c.is_key || keys_type != KeysType::Unique {
         ""
@@ -269,7 +246,7 @@ fn column_info(i: usize, c: &ColumnDef, keys_type: KeysType) -> String {
             .s("scale", &scale.to_string());
     }
     o.s("column_uid", &i.to_string())
-        .s("type", schema_type(&c.ty))
+        .s("type", c.ty.primitive_name())
         .s("comment", &c.comment)
         .s("name", &c.name)
         .s("aggregation_type", agg)

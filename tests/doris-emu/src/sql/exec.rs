@@ -602,9 +602,9 @@ fn run_insert(
     })
 }
 
-fn table_relation(info: &TableInfo, rows: Vec<Vec<Value>>, alias: Option<&str>) -> Relation {
-    let mut columns: Vec<RelColumn> = info
-        .columns
+/// A table's visible columns as relation columns.
+fn visible_columns(info: &TableInfo) -> Vec<RelColumn> {
+    info.columns
         .iter()
         .map(|c| RelColumn {
             meta: ColumnMeta {
@@ -614,7 +614,11 @@ fn table_relation(info: &TableInfo, rows: Vec<Vec<Value>>, alias: Option<&str>) 
             },
             visibility: Visibility::Visible,
         })
-        .collect();
+        .collect()
+}
+
+fn table_relation(info: &TableInfo, rows: Vec<Vec<Value>>, alias: Option<&str>) -> Relation {
+    let mut columns = visible_columns(info);
     let unique = info.keys_type == KeysType::Unique;
     if unique {
         for (name, ty) in [
@@ -885,18 +889,7 @@ async fn incr_relation(
     };
     let changes: Vec<ChangeRow> = ctx.doris.engine.incr(req).await?;
     let info = ctx.doris.engine.table_info(db, table)?;
-    let mut columns: Vec<RelColumn> = info
-        .columns
-        .iter()
-        .map(|c| RelColumn {
-            meta: ColumnMeta {
-                name: c.name.clone(),
-                ty: c.ty,
-                nullable: c.nullable,
-            },
-            visibility: Visibility::Visible,
-        })
-        .collect();
+    let mut columns = visible_columns(&info);
     for (name, ty) in [
         (hidden::BINLOG_OP, DorisType::TinyInt),
         (hidden::BINLOG_TSO, DorisType::BigInt),
