@@ -1,0 +1,672 @@
+//! Encoders: Arrow record batches into Stream Load bodies (JSON lines).
+//!
+//! Rows stay columnar until here; each column is downcast once per batch and written value by
+//! value. Values follow doris-protocols.md §3.5: DATETIME as `yyyy-MM-dd HH:mm:ss.ffffff`, LARGEINT
+//! and DECIMAL as strings (exact), booleans as `true`/`false`, NULL as `null`.
+//!
+//! Which events become rows is decided here too (DESIGN.md §3): in upsert mode inserts and
+//! update-afters carry `__DORIS_DELETE_SIGN__` 0, deletes 1, update-befores are dropped (or sent as
+//! deletes when `ignoreUpdateBefore` is false); in changelog mode every event is a row with
+//! `dcs_op`, `dcs_tso` and `dcs_lsn`.
+
+use std::io::Write;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Date32Type, Decimal128Type, Decimal256Type, Float32Type, Float64Type, Int8Type, Int16Type,
+    Int32Type, Int64Type, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use arrow_array::{Array, ArrayRef, Int8Array, Int64Array, RecordBatch};
+use arrow_schema::{DataType, TimeUnit};
+use dcs_crds::SinkMode;
+
+/// The hidden column Doris reads the per-row delete flag from.
+pub const DELETE_SIGN_COLUMN: &str = "__DORIS_DELETE_SIGN__";
+/// Changelog-mode columns.
+pub const OP_COLUMN: &str = "dcs_op";
+/// Changelog-mode TSO column.
+pub const TSO_COLUMN: &str = "dcs_tso";
+/// Changelog-mode LSN column.
+pub const LSN_COLUMN: &str = "dcs_lsn";
+
+/// Doris changelog op codes (`__DORIS_BINLOG_OP__`).
+pub mod op {
+    /// Insert.
+    pub const APPEND: i8 = 0;
+    /// Delete.
+    pub const DELETE: i8 = 1;
+    /// Update, before image.
+    pub const UPDATE_BEFORE: i8 = 2;
+    /// Update, after image.
+    pub const UPDATE_AFTER: i8 = 3;
+}
+
+/// How events map to sink rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventPolicy {
+    /// Upsert or changelog.
+    pub mode: SinkMode,
+    /// Deletes reach the sink (upsert mode).
+    pub enable_delete: bool,
+    /// Update-before events are dropped (upsert mode); otherwise they are sent as deletes.
+    pub ignore_update_before: bool,
+}
+
+/// What a sink row is, in upsert mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpsertAction {
+    /// `__DORIS_DELETE_SIGN__` = 0.
+    Upsert,
+    /// `__DORIS_DELETE_SIGN__` = 1.
+    Delete,
+    /// Not sent.
+    Skip,
+}
+
+impl EventPolicy {
+    /// The upsert-mode action for an op code; `Err` for codes Doris does not define.
+    pub fn upsert_action(&self, op: i8) -> Result<UpsertAction, EncodeError> {
+        Ok(match op {
+            op::APPEND | op::UPDATE_AFTER => UpsertAction::Upsert,
+            op::DELETE if self.enable_delete => UpsertAction::Delete,
+            op::UPDATE_BEFORE if !self.ignore_update_before && self.enable_delete => {
+                UpsertAction::Delete
+            }
+            op::DELETE | op::UPDATE_BEFORE => UpsertAction::Skip,
+            other => return Err(EncodeError::UnknownOp(other)),
+        })
+    }
+}
+
+/// The `dcs_op` text of an op code (Flink RowKind short strings).
+pub fn changelog_op_text(op: i8) -> Result<&'static str, EncodeError> {
+    Ok(match op {
+        op::APPEND => "+I",
+        op::DELETE => "-D",
+        op::UPDATE_BEFORE => "-U",
+        op::UPDATE_AFTER => "+U",
+        other => return Err(EncodeError::UnknownOp(other)),
+    })
+}
+
+/// Why a batch could not be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    /// An op code outside 0..=3.
+    #[error("Unsupported Doris binlog operation {0}")]
+    UnknownOp(i8),
+    /// A column type the sink cannot write.
+    #[error("column {column} has Arrow type {data_type}, which the Doris sink cannot write")]
+    UnsupportedType {
+        /// Column name.
+        column: String,
+        /// Its Arrow type.
+        data_type: String,
+    },
+    /// A time zone name Arrow carried that is not known.
+    #[error("column {column} has an unknown time zone {tz}")]
+    UnknownTimeZone {
+        /// Column name.
+        column: String,
+        /// The zone.
+        tz: String,
+    },
+    /// Changelog mode needs the op, TSO and LSN of every row.
+    #[error("changelog mode needs the change columns (op, TSO, LSN) of every row")]
+    MissingChangeColumns,
+}
+
+/// The change columns of an `@incr` batch.
+#[derive(Debug, Clone, Copy)]
+pub struct ChangeColumns<'a> {
+    /// `__DORIS_BINLOG_OP__`.
+    pub op: &'a Int8Array,
+    /// `__DORIS_BINLOG_TSO__`.
+    pub tso: &'a Int64Array,
+    /// `__DORIS_BINLOG_LSN__`.
+    pub lsn: &'a Int64Array,
+}
+
+/// Counts of one encoded batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Encoded {
+    /// Rows written with delete sign 0 (or, in changelog mode, every row).
+    pub upserts: u64,
+    /// Rows written with delete sign 1.
+    pub deletes: u64,
+    /// Events not sent (update-befores, deletes with enableDelete off).
+    pub skipped: u64,
+}
+
+/// Encode `data` (the table's columns only) as JSON lines appended to `out`. `changes` is `None`
+/// for snapshot rows (all inserts).
+pub fn encode_json_lines(
+    data: &RecordBatch,
+    changes: Option<ChangeColumns<'_>>,
+    policy: &EventPolicy,
+    out: &mut Vec<u8>,
+) -> Result<Encoded, EncodeError> {
+    let schema = data.schema();
+    let columns: Vec<ColumnWriter<'_>> = schema
+        .fields()
+        .iter()
+        .zip(data.columns())
+        .map(|(f, a)| ColumnWriter::new(f.name(), a))
+        .collect::<Result<_, _>>()?;
+    let keys: Vec<Vec<u8>> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut k = Vec::with_capacity(f.name().len() + 4);
+            write_json_str(&mut k, f.name());
+            k.push(b':');
+            k
+        })
+        .collect();
+    let mut counts = Encoded::default();
+    for row in 0..data.num_rows() {
+        let op = match changes {
+            Some(c) => c.op.value(row),
+            None => op::APPEND,
+        };
+        let mut tail: Option<(&[u8], &str)> = None;
+        match policy.mode {
+            SinkMode::Upsert => match policy.upsert_action(op)? {
+                UpsertAction::Skip => {
+                    counts.skipped += 1;
+                    continue;
+                }
+                UpsertAction::Upsert => {
+                    counts.upserts += 1;
+                    tail = Some((b"0", DELETE_SIGN_COLUMN));
+                }
+                UpsertAction::Delete => {
+                    counts.deletes += 1;
+                    tail = Some((b"1", DELETE_SIGN_COLUMN));
+                }
+            },
+            SinkMode::Changelog => {
+                changelog_op_text(op)?;
+                counts.upserts += 1;
+            }
+        }
+        out.push(b'{');
+        for (i, (col, key)) in columns.iter().zip(&keys).enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(key);
+            col.write(row, out);
+        }
+        if let Some((sign, name)) = tail {
+            if !columns.is_empty() {
+                out.push(b',');
+            }
+            write_json_str(out, name);
+            out.push(b':');
+            out.extend_from_slice(sign);
+        }
+        if policy.mode == SinkMode::Changelog {
+            let c = changes.ok_or(EncodeError::MissingChangeColumns)?;
+            if !columns.is_empty() {
+                out.push(b',');
+            }
+            let _ = write!(
+                out,
+                "\"{OP_COLUMN}\":\"{}\",\"{TSO_COLUMN}\":{},\"{LSN_COLUMN}\":{}",
+                changelog_op_text(op)?,
+                c.tso.value(row),
+                c.lsn.value(row)
+            );
+        }
+        out.extend_from_slice(b"}\n");
+    }
+    Ok(counts)
+}
+
+/// One column, downcast once, ready to write any of its values.
+enum ColumnWriter<'a> {
+    Null,
+    Bool(&'a arrow_array::BooleanArray),
+    Int(&'a dyn Array, fn(&dyn Array, usize, &mut Vec<u8>)),
+    Float(&'a dyn Array, fn(&dyn Array, usize) -> f64),
+    Utf8(&'a arrow_array::StringArray),
+    LargeUtf8(&'a arrow_array::LargeStringArray),
+    Decimal128(&'a arrow_array::Decimal128Array, i8),
+    Decimal256(&'a arrow_array::Decimal256Array),
+    Date32(&'a arrow_array::Date32Array),
+    /// Microseconds of the wall clock, after any time-zone conversion.
+    Timestamp(&'a dyn Array, TimeUnit, Option<jiff::tz::TimeZone>),
+    /// Old Doris builds send LARGEINT as 16 little-endian bytes.
+    LargeIntBytes(&'a arrow_array::FixedSizeBinaryArray),
+}
+
+macro_rules! int_writer {
+    ($t:ty) => {
+        |a: &dyn Array, i: usize, out: &mut Vec<u8>| {
+            let _ = write!(out, "{}", a.as_primitive::<$t>().value(i));
+        }
+    };
+}
+
+impl<'a> ColumnWriter<'a> {
+    fn new(name: &str, array: &'a ArrayRef) -> Result<Self, EncodeError> {
+        let a: &dyn Array = array.as_ref();
+        Ok(match array.data_type() {
+            DataType::Null => Self::Null,
+            DataType::Boolean => Self::Bool(array.as_boolean()),
+            DataType::Int8 => Self::Int(a, int_writer!(Int8Type)),
+            DataType::Int16 => Self::Int(a, int_writer!(Int16Type)),
+            DataType::Int32 => Self::Int(a, int_writer!(Int32Type)),
+            DataType::Int64 => Self::Int(a, int_writer!(Int64Type)),
+            DataType::UInt8 => Self::Int(a, int_writer!(UInt8Type)),
+            DataType::UInt16 => Self::Int(a, int_writer!(UInt16Type)),
+            DataType::UInt32 => Self::Int(a, int_writer!(UInt32Type)),
+            DataType::UInt64 => Self::Int(a, int_writer!(UInt64Type)),
+            DataType::Float32 => Self::Float(a, |a, i| {
+                f64::from(a.as_primitive::<Float32Type>().value(i))
+            }),
+            DataType::Float64 => Self::Float(a, |a, i| a.as_primitive::<Float64Type>().value(i)),
+            DataType::Utf8 => Self::Utf8(array.as_string::<i32>()),
+            DataType::LargeUtf8 => Self::LargeUtf8(array.as_string::<i64>()),
+            DataType::Decimal128(_, s) => {
+                Self::Decimal128(array.as_primitive::<Decimal128Type>(), *s)
+            }
+            DataType::Decimal256(_, _) => Self::Decimal256(array.as_primitive::<Decimal256Type>()),
+            DataType::Date32 => Self::Date32(array.as_primitive::<Date32Type>()),
+            DataType::Timestamp(unit, tz) => {
+                let zone = match tz {
+                    None => None,
+                    Some(tz) => Some(crate::source::datetime::parse_zone(tz).map_err(|_| {
+                        EncodeError::UnknownTimeZone {
+                            column: name.to_string(),
+                            tz: tz.to_string(),
+                        }
+                    })?),
+                };
+                Self::Timestamp(a, *unit, zone)
+            }
+            DataType::FixedSizeBinary(16) => Self::LargeIntBytes(array.as_fixed_size_binary()),
+            other => {
+                return Err(EncodeError::UnsupportedType {
+                    column: name.to_string(),
+                    data_type: other.to_string(),
+                });
+            }
+        })
+    }
+
+    fn write(&self, row: usize, out: &mut Vec<u8>) {
+        let array: &dyn Array = match self {
+            Self::Null => {
+                out.extend_from_slice(b"null");
+                return;
+            }
+            Self::Bool(a) => *a,
+            Self::Int(a, _) | Self::Float(a, _) | Self::Timestamp(a, _, _) => *a,
+            Self::Utf8(a) => *a,
+            Self::LargeUtf8(a) => *a,
+            Self::Decimal128(a, _) => *a,
+            Self::Decimal256(a) => *a,
+            Self::Date32(a) => *a,
+            Self::LargeIntBytes(a) => *a,
+        };
+        if array.is_null(row) {
+            out.extend_from_slice(b"null");
+            return;
+        }
+        match self {
+            Self::Null => {}
+            Self::Bool(a) => out.extend_from_slice(if a.value(row) { b"true" } else { b"false" }),
+            Self::Int(a, w) => w(*a, row, out),
+            Self::Float(a, f) => {
+                let v = f(*a, row);
+                if v.is_finite() {
+                    let _ = write!(out, "{v}");
+                } else {
+                    // JSON has no NaN/Infinity; Doris's float parser reads these strings.
+                    let _ = write!(out, "\"{v}\"");
+                }
+            }
+            Self::Utf8(a) => write_json_str(out, a.value(row)),
+            Self::LargeUtf8(a) => write_json_str(out, a.value(row)),
+            Self::Decimal128(a, scale) => {
+                out.push(b'"');
+                write_decimal(out, a.value(row), *scale);
+                out.push(b'"');
+            }
+            Self::Decimal256(a) => {
+                let _ = write!(out, "\"{}\"", a.value_as_string(row));
+            }
+            Self::Date32(a) => {
+                let d = jiff::civil::date(1970, 1, 1)
+                    .checked_add(jiff::Span::new().days(i64::from(a.value(row))))
+                    .unwrap_or(jiff::civil::date(1970, 1, 1));
+                let _ = write!(out, "\"{}\"", d.strftime("%Y-%m-%d"));
+            }
+            Self::Timestamp(a, unit, zone) => {
+                let micros = timestamp_micros(*a, *unit, row);
+                write_datetime(out, micros, zone.as_ref());
+            }
+            Self::LargeIntBytes(a) => {
+                let bytes: [u8; 16] = a.value(row).try_into().unwrap_or([0; 16]);
+                let _ = write!(out, "\"{}\"", i128::from_le_bytes(bytes));
+            }
+        }
+    }
+}
+
+fn timestamp_micros(a: &dyn Array, unit: TimeUnit, row: usize) -> i64 {
+    match unit {
+        TimeUnit::Second => a
+            .as_primitive::<TimestampSecondType>()
+            .value(row)
+            .saturating_mul(1_000_000),
+        TimeUnit::Millisecond => a
+            .as_primitive::<TimestampMillisecondType>()
+            .value(row)
+            .saturating_mul(1_000),
+        TimeUnit::Microsecond => a.as_primitive::<TimestampMicrosecondType>().value(row),
+        TimeUnit::Nanosecond => a.as_primitive::<TimestampNanosecondType>().value(row) / 1_000,
+    }
+}
+
+/// The reader rule of doris-protocols.md §3.5: with a time zone the value is an instant shown as
+/// wall time in that zone; without one, its digits are the wall time.
+fn write_datetime(out: &mut Vec<u8>, micros: i64, zone: Option<&jiff::tz::TimeZone>) {
+    let ts = jiff::Timestamp::from_microsecond(micros).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    let wall = ts
+        .to_zoned(zone.cloned().unwrap_or(jiff::tz::TimeZone::UTC))
+        .datetime();
+    let _ = write!(
+        out,
+        "\"{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:06}\"",
+        wall.year(),
+        wall.month(),
+        wall.day(),
+        wall.hour(),
+        wall.minute(),
+        wall.second(),
+        wall.subsec_nanosecond() / 1_000
+    );
+}
+
+fn write_decimal(out: &mut Vec<u8>, unscaled: i128, scale: i8) {
+    if scale <= 0 {
+        let _ = write!(
+            out,
+            "{}",
+            unscaled * 10i128.pow(scale.unsigned_abs() as u32)
+        );
+        return;
+    }
+    let scale = scale as u32;
+    let div = 10i128.pow(scale);
+    let sign = if unscaled < 0 { "-" } else { "" };
+    let abs = unscaled.unsigned_abs();
+    let _ = write!(
+        out,
+        "{sign}{}.{:0width$}",
+        abs / div as u128,
+        abs % div as u128,
+        width = scale as usize
+    );
+}
+
+/// Write `s` as a JSON string.
+fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: Option<&[u8]> = match b {
+            b'"' => Some(b"\\\""),
+            b'\\' => Some(b"\\\\"),
+            b'\n' => Some(b"\\n"),
+            b'\r' => Some(b"\\r"),
+            b'\t' => Some(b"\\t"),
+            0..=0x1f => None,
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        match escape {
+            Some(e) => out.extend_from_slice(e),
+            None => {
+                let _ = write!(out, "\\u{b:04x}");
+            }
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{
+        BooleanArray, Date32Array, Decimal128Array, Float64Array, Int32Array, StringArray,
+        TimestampMicrosecondArray, TimestampMillisecondArray,
+    };
+    use arrow_schema::{Field, Schema};
+
+    use super::*;
+
+    const UPSERT: EventPolicy = EventPolicy {
+        mode: SinkMode::Upsert,
+        enable_delete: true,
+        ignore_update_before: true,
+    };
+
+    fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
+        let fields: Vec<Field> = cols
+            .iter()
+            .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
+            .collect();
+        RecordBatch::try_new(
+            Arc::new(Schema::new(fields)),
+            cols.into_iter().map(|(_, a)| a).collect(),
+        )
+        .unwrap()
+    }
+
+    fn lines(out: &[u8]) -> Vec<serde_json::Value> {
+        std::str::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn every_type_is_written_as_doris_reads_it() {
+        let b = batch(vec![
+            ("id", Arc::new(Int32Array::from(vec![Some(1), None]))),
+            ("ok", Arc::new(BooleanArray::from(vec![Some(true), None]))),
+            (
+                "x",
+                Arc::new(Float64Array::from(vec![Some(0.1), Some(f64::NAN)])),
+            ),
+            (
+                "s",
+                Arc::new(StringArray::from(vec![Some("a\"b\\c\n\u{1}é"), None])),
+            ),
+            (
+                "d",
+                Arc::new(
+                    Decimal128Array::from(vec![Some(-1250), Some(5)])
+                        .with_precision_and_scale(10, 2)
+                        .unwrap(),
+                ),
+            ),
+            ("day", Arc::new(Date32Array::from(vec![Some(19_000), None]))),
+            (
+                "ts",
+                Arc::new(TimestampMicrosecondArray::from(vec![
+                    Some(1_700_000_000_123_456),
+                    None,
+                ])),
+            ),
+        ]);
+        let mut out = Vec::new();
+        let n = encode_json_lines(&b, None, &UPSERT, &mut out).unwrap();
+        assert_eq!(
+            n,
+            Encoded {
+                upserts: 2,
+                deletes: 0,
+                skipped: 0
+            }
+        );
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert_eq!(
+            text.lines().next().unwrap(),
+            r#"{"id":1,"ok":true,"x":0.1,"s":"a\"b\\c\n\u0001é","d":"-12.50","day":"2022-01-08","ts":"2023-11-14 22:13:20.123456","__DORIS_DELETE_SIGN__":0}"#
+        );
+        let rows = lines(&out);
+        assert_eq!(rows[1]["id"], serde_json::Value::Null);
+        assert_eq!(rows[1]["x"], "NaN");
+        assert_eq!(rows[1]["d"], "0.05");
+    }
+
+    #[test]
+    fn time_zoned_timestamps_become_wall_time_in_their_zone() {
+        let ts =
+            TimestampMillisecondArray::from(vec![Some(1_740_993_808_000)]).with_timezone("+08:00");
+        let b = batch(vec![("t", Arc::new(ts))]);
+        let mut out = Vec::new();
+        encode_json_lines(&b, None, &UPSERT, &mut out).unwrap();
+        // doris-protocols.md §3.5: 17:23:28 in a +08:00 session arrives as 09:23:28Z.
+        assert_eq!(lines(&out)[0]["t"], "2025-03-03 17:23:28.000000");
+    }
+
+    fn changes() -> (RecordBatch, Int8Array, Int64Array, Int64Array) {
+        let b = batch(vec![("id", Arc::new(Int32Array::from(vec![1, 1, 1, 2])))]);
+        (
+            b,
+            Int8Array::from(vec![0, 2, 3, 1]),
+            Int64Array::from(vec![10, 20, 20, 30]),
+            Int64Array::from(vec![0, 0, 0, 0]),
+        )
+    }
+
+    #[test]
+    fn upsert_mode_signs_deletes_and_drops_update_befores() {
+        let (b, op, tso, lsn) = changes();
+        let c = ChangeColumns {
+            op: &op,
+            tso: &tso,
+            lsn: &lsn,
+        };
+        let mut out = Vec::new();
+        let n = encode_json_lines(&b, Some(c), &UPSERT, &mut out).unwrap();
+        assert_eq!(
+            n,
+            Encoded {
+                upserts: 2,
+                deletes: 1,
+                skipped: 1
+            }
+        );
+        let signs: Vec<_> = lines(&out)
+            .iter()
+            .map(|r| r[DELETE_SIGN_COLUMN].as_i64().unwrap())
+            .collect();
+        assert_eq!(signs, vec![0, 0, 1]);
+
+        let keep_before = EventPolicy {
+            ignore_update_before: false,
+            ..UPSERT
+        };
+        let mut out = Vec::new();
+        let n = encode_json_lines(&b, Some(c), &keep_before, &mut out).unwrap();
+        assert_eq!(
+            n,
+            Encoded {
+                upserts: 2,
+                deletes: 2,
+                skipped: 0
+            }
+        );
+
+        let no_delete = EventPolicy {
+            enable_delete: false,
+            ..UPSERT
+        };
+        let mut out = Vec::new();
+        let n = encode_json_lines(&b, Some(c), &no_delete, &mut out).unwrap();
+        assert_eq!(
+            n,
+            Encoded {
+                upserts: 2,
+                deletes: 0,
+                skipped: 2
+            }
+        );
+    }
+
+    #[test]
+    fn changelog_mode_writes_every_event_with_its_position() {
+        let (b, op, tso, lsn) = changes();
+        let c = ChangeColumns {
+            op: &op,
+            tso: &tso,
+            lsn: &lsn,
+        };
+        let policy = EventPolicy {
+            mode: SinkMode::Changelog,
+            ..UPSERT
+        };
+        let mut out = Vec::new();
+        encode_json_lines(&b, Some(c), &policy, &mut out).unwrap();
+        let ops: Vec<_> = lines(&out)
+            .iter()
+            .map(|r| {
+                (
+                    r["dcs_op"].as_str().unwrap().to_string(),
+                    r["dcs_tso"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ops,
+            vec![
+                ("+I".into(), 10),
+                ("-U".into(), 20),
+                ("+U".into(), 20),
+                ("-D".into(), 30)
+            ]
+        );
+        assert!(!String::from_utf8(out).unwrap().contains(DELETE_SIGN_COLUMN));
+        let err = encode_json_lines(&b, None, &policy, &mut Vec::new()).unwrap_err();
+        assert_eq!(err, EncodeError::MissingChangeColumns);
+    }
+
+    #[test]
+    fn unknown_ops_fail_with_the_connectors_message() {
+        let (b, _, tso, lsn) = changes();
+        let op = Int8Array::from(vec![0, 7, 0, 0]);
+        let c = ChangeColumns {
+            op: &op,
+            tso: &tso,
+            lsn: &lsn,
+        };
+        let err = encode_json_lines(&b, Some(c), &UPSERT, &mut Vec::new()).unwrap_err();
+        assert_eq!(err.to_string(), "Unsupported Doris binlog operation 7");
+    }
+
+    #[test]
+    fn unsupported_types_name_the_column() {
+        let b = batch(vec![(
+            "blob",
+            Arc::new(arrow_array::BinaryArray::from(vec![b"x".as_ref()])) as ArrayRef,
+        )]);
+        let err = encode_json_lines(&b, None, &UPSERT, &mut Vec::new()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "column blob has Arrow type Binary, which the Doris sink cannot write"
+        );
+    }
+}

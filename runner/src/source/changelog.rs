@@ -1,0 +1,568 @@
+//! The changelog: window planning and `@incr` SQL (pure), and the poller that reads one window at a
+//! time over Flight SQL (doris-protocols.md §1.3–§1.7, §2.4).
+//!
+//! Windows are `[start, end)` with `end` = Doris "now" floored to the second; the next start is the
+//! previous end. The poller hands a window's batches downstream and only then sends
+//! [`ChangelogEvent::WindowDone`]; the caller advances its offset on that event, once the sink has
+//! the rows. Visibility errors (5100/5101) retry the same window until `visibleWaitTimeout`.
+
+use std::time::Duration;
+
+use arrow_array::{Array, Int8Array, RecordBatch};
+use arrow_schema::DataType;
+use dcs_crds::spec::{IncrementType, TableRef};
+use futures::TryStreamExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::fe_http::FeHttpClient;
+use super::flight::{FlightSession, resolve_flight_port};
+use super::row_kind::row_kinds;
+use super::snapshot::select_list;
+use super::tso::{self, offset_at};
+use crate::checkpoint::Offset;
+use crate::{Error, Result};
+
+/// The commit TSO column `@incr` returns when named.
+pub const TSO_COLUMN: &str = "__DORIS_BINLOG_TSO__";
+/// The order-within-commit column.
+pub const LSN_COLUMN: &str = "__DORIS_BINLOG_LSN__";
+/// The operation column (0 insert, 1 delete, 2 update-before, 3 update-after).
+pub const OP_COLUMN: &str = "__DORIS_BINLOG_OP__";
+/// The hidden columns, in the order the connector selects and sorts them.
+pub const HIDDEN_COLUMNS: [&str; 3] = [TSO_COLUMN, LSN_COLUMN, OP_COLUMN];
+
+/// One `@incr` window `[start, end)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangelogWindow {
+    /// Inclusive start.
+    pub start: Offset,
+    /// Exclusive end; the next window's start.
+    pub end: Offset,
+}
+
+impl ChangelogWindow {
+    /// The connector's split name, `stream-yyyyMMddHHmmss-yyyyMMddHHmmss`.
+    pub fn split_id(&self) -> String {
+        let compact = |o: &Offset| o.timestamp.replace(['-', ' ', ':'], "");
+        format!("stream-{}-{}", compact(&self.start), compact(&self.end))
+    }
+}
+
+/// What to do at a poll.
+#[derive(Debug)]
+pub enum WindowDecision {
+    /// Doris "now" has not passed the start: nothing to read yet.
+    Wait,
+    /// Read this window.
+    Window(ChangelogWindow),
+    /// Doris's clock is behind the start; the sync must fail.
+    Backwards(Error),
+}
+
+/// Plan the next window from `start` and Doris "now" (connector §2.4): end = now floored to the
+/// second; equal → wait; earlier → fail.
+pub fn next_window(start: &Offset, doris_now_ms: i64) -> WindowDecision {
+    let end = offset_at(doris_now_ms);
+    match end.epoch_ms.cmp(&start.epoch_ms) {
+        std::cmp::Ordering::Equal => WindowDecision::Wait,
+        std::cmp::Ordering::Less => WindowDecision::Backwards(Error::TimestampBackwards {
+            start: start.timestamp.clone(),
+            now: end.timestamp,
+        }),
+        std::cmp::Ordering::Greater => WindowDecision::Window(ChangelogWindow {
+            start: start.clone(),
+            end,
+        }),
+    }
+}
+
+/// The connector's `@incr` statement for a window; `fields` empty selects `*`.
+pub fn incr_sql(
+    table: &TableRef,
+    fields: &[String],
+    window: &ChangelogWindow,
+    increment_type: IncrementType,
+) -> String {
+    let hidden = HIDDEN_COLUMNS.join(", ");
+    format!(
+        "SELECT {}, {hidden} FROM {}@incr('startTimestamp' = '{}', 'endTimestamp' = '{}', 'incrementType' = '{}') ORDER BY {hidden}",
+        select_list(fields),
+        table.quoted(),
+        window.start.timestamp,
+        window.end.timestamp,
+        increment_type.as_sql(),
+    )
+}
+
+/// Check a changelog batch: every expected field present, each hidden column exactly once and
+/// without NULLs, and every op known.
+///
+/// # Errors
+/// [`Error::UnexpectedResult`] naming what is wrong, or [`Error::UnsupportedOperation`].
+pub fn validate_batch(table: &str, fields: &[String], batch: &RecordBatch) -> Result<()> {
+    let bad = |reason: String| Error::UnexpectedResult {
+        context: format!("changelog of {table}"),
+        reason,
+    };
+    let schema = batch.schema();
+    for f in fields {
+        if schema
+            .fields()
+            .iter()
+            .all(|sf| !sf.name().eq_ignore_ascii_case(f))
+        {
+            return Err(bad(format!("the changelog result has no column {f}")));
+        }
+    }
+    for hidden in HIDDEN_COLUMNS {
+        let idx: Vec<usize> = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.name().eq_ignore_ascii_case(hidden))
+            .map(|(i, _)| i)
+            .collect();
+        let [i] = idx[..] else {
+            return Err(bad(format!(
+                "{hidden} appears {} times in the changelog result, expected once",
+                idx.len()
+            )));
+        };
+        let column = batch.column(i);
+        if column.null_count() > 0 {
+            return Err(bad(format!("{hidden} holds NULLs")));
+        }
+        if hidden == OP_COLUMN {
+            let ops = column
+                .as_any()
+                .downcast_ref::<Int8Array>()
+                .ok_or_else(|| bad(format!("{hidden} is {}, expected Int8", column.data_type())))?;
+            row_kinds(ops)?;
+        } else if column.data_type() != &DataType::Int64 {
+            return Err(bad(format!(
+                "{hidden} is {}, expected Int64",
+                column.data_type()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `retryAfterMs=<n>` in a 5100/5101 message.
+pub fn retry_after(message: &str) -> Option<Duration> {
+    let rest = &message[message.find("retryAfterMs=")? + "retryAfterMs=".len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse::<u64>().ok().map(Duration::from_millis)
+}
+
+/// After a visibility error, how long to wait before asking for the same window again, or `None`
+/// when `visible_wait_timeout` has passed since the first error (zero: never retry). The delay is
+/// Doris's `retryAfterMs` (else `retry_delay`), capped by `max_retry_delay` and the time left.
+pub fn visibility_retry_delay(
+    options: &ChangelogOptions,
+    waited: Duration,
+    message: &str,
+) -> Option<Duration> {
+    let left = options
+        .visible_wait_timeout
+        .checked_sub(waited)
+        .filter(|l| !l.is_zero())?;
+    Some(
+        retry_after(message)
+            .unwrap_or(options.retry_delay)
+            .min(options.max_retry_delay)
+            .min(left),
+    )
+}
+
+/// What the changelog reader hands downstream.
+#[derive(Debug)]
+pub enum ChangelogEvent {
+    /// Rows of the current window, in TSO, LSN, OP order.
+    Batch(RecordBatch),
+    /// Every row of the window has been sent; the next window starts at `window.end`.
+    WindowDone {
+        /// The finished window.
+        window: ChangelogWindow,
+        /// Rows it held.
+        rows: u64,
+    },
+}
+
+/// How the changelog is polled (`spec.changelog`).
+#[derive(Debug, Clone)]
+pub struct ChangelogOptions {
+    /// The increment type.
+    pub increment_type: IncrementType,
+    /// Time between polls.
+    pub poll_interval: Duration,
+    /// How long a window is retried after its first visibility error; zero disables retries.
+    pub visible_wait_timeout: Duration,
+    /// Delay between retries when Doris does not say (`retryAfterMs`).
+    pub retry_delay: Duration,
+    /// Upper bound of a retry delay, whatever Doris says.
+    pub max_retry_delay: Duration,
+}
+
+impl Default for ChangelogOptions {
+    fn default() -> Self {
+        Self {
+            increment_type: IncrementType::Detail,
+            poll_interval: Duration::from_secs(10),
+            visible_wait_timeout: Duration::from_secs(300),
+            retry_delay: Duration::from_secs(1),
+            max_retry_delay: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What reading one window did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WindowStats {
+    /// Rows sent downstream.
+    pub rows: u64,
+    /// Attempts made (1 without retries).
+    pub attempts: u32,
+    /// False when the receiver went away before the window was done.
+    pub delivered: bool,
+}
+
+/// Reads changelog windows over one Flight SQL session, reconnecting when Doris drops it.
+#[derive(Debug)]
+pub struct ChangelogReader {
+    http: FeHttpClient,
+    flight_port: u16,
+    session: Option<FlightSession>,
+    fields: Vec<String>,
+    options: ChangelogOptions,
+}
+
+impl ChangelogReader {
+    /// A reader of `fields` (see [`super::snapshot::projection`]) of the settings' table.
+    ///
+    /// # Errors
+    /// When the Flight SQL port cannot be resolved.
+    pub async fn new(
+        http: FeHttpClient,
+        fields: Vec<String>,
+        options: ChangelogOptions,
+    ) -> Result<Self> {
+        let flight_port = resolve_flight_port(&http).await?;
+        Ok(Self {
+            http,
+            flight_port,
+            session: None,
+            fields,
+            options,
+        })
+    }
+
+    /// Doris "now" as an offset (floored to the second): the start point of `latest` and `initial`.
+    ///
+    /// # Errors
+    /// As [`tso::current`].
+    pub async fn now_offset(&self) -> Result<Offset> {
+        Ok(tso::current(&self.http).await?.window_end())
+    }
+
+    /// Resolve Doris "now" and read the window from `start` if there is one.
+    ///
+    /// # Errors
+    /// As [`tso::current`], [`next_window`] and [`ChangelogReader::read_window`].
+    pub async fn poll_once(
+        &mut self,
+        start: &Offset,
+        tx: &mpsc::Sender<ChangelogEvent>,
+    ) -> Result<Option<(ChangelogWindow, WindowStats)>> {
+        let now = tso::current(&self.http).await?;
+        match next_window(start, now.physical_ms) {
+            WindowDecision::Wait => Ok(None),
+            WindowDecision::Backwards(e) => Err(e),
+            WindowDecision::Window(w) => {
+                let stats = self.read_window(&w, tx).await?;
+                Ok(Some((w, stats)))
+            }
+        }
+    }
+
+    /// Poll every `poll_interval` from `start`, chaining windows end → start, until the receiver
+    /// goes away or a window fails.
+    ///
+    /// # Errors
+    /// The first failure that is not retried.
+    pub async fn run(mut self, mut start: Offset, tx: mpsc::Sender<ChangelogEvent>) -> Result<()> {
+        let mut ticker = tokio::time::interval(self.options.poll_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let result = loop {
+            ticker.tick().await;
+            if tx.is_closed() {
+                break Ok(());
+            }
+            match self.poll_once(&start, &tx).await {
+                Ok(Some((w, stats))) if stats.delivered => start = w.end,
+                Ok(Some(_)) => break Ok(()),
+                Ok(None) => {}
+                Err(e) => break Err(e),
+            }
+        };
+        self.close().await;
+        result
+    }
+
+    /// Read one window, retrying it on visibility errors until `visible_wait_timeout` has passed
+    /// since the first one, and reconnecting once if Doris dropped the session.
+    ///
+    /// # Errors
+    /// The Doris message of the last visibility error once the wait is over, or any other error
+    /// at once.
+    pub async fn read_window(
+        &mut self,
+        window: &ChangelogWindow,
+        tx: &mpsc::Sender<ChangelogEvent>,
+    ) -> Result<WindowStats> {
+        let mut first_failure: Option<Instant> = None;
+        let mut reconnected = false;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let mut sent_any = false;
+            match self.try_window(window, tx, &mut sent_any).await {
+                Ok(mut stats) => {
+                    stats.attempts = attempts;
+                    return Ok(stats);
+                }
+                Err(Error::WindowNotReady { code, message }) if !sent_any => {
+                    let first = *first_failure.get_or_insert_with(Instant::now);
+                    let Some(delay) =
+                        visibility_retry_delay(&self.options, first.elapsed(), &message)
+                    else {
+                        return Err(Error::Doris {
+                            context: format!(
+                                "changelog window {} was not readable within visibleWaitTimeout {:?}",
+                                window.split_id(),
+                                self.options.visible_wait_timeout
+                            ),
+                            message,
+                        });
+                    };
+                    tracing::info!(window = %window.split_id(), code, attempt = attempts, ?delay, "changelog window not ready; retrying it");
+                    tokio::time::sleep(delay).await;
+                }
+                Err(Error::FlightSessionLost { message }) if !sent_any && !reconnected => {
+                    tracing::info!(%message, "Flight SQL session lost; reconnecting");
+                    self.session = None;
+                    reconnected = true;
+                }
+                Err(e) => {
+                    // A broken session is not reused.
+                    if let Some(s) = self.session.take() {
+                        s.close().await;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    async fn try_window(
+        &mut self,
+        window: &ChangelogWindow,
+        tx: &mpsc::Sender<ChangelogEvent>,
+        sent_any: &mut bool,
+    ) -> Result<WindowStats> {
+        let settings = self.http.settings();
+        let table = settings.table.to_string();
+        let sql = incr_sql(
+            &settings.table,
+            &self.fields,
+            window,
+            self.options.increment_type,
+        );
+        if self.session.is_none() {
+            self.session = Some(FlightSession::connect(settings, self.flight_port).await?);
+        }
+        let session = self.session.as_mut().expect("connected above");
+        tracing::debug!(window = %window.split_id(), "reading changelog window");
+        let mut stream = session.query(&sql).await?;
+        let mut stats = WindowStats::default();
+        while let Some(batch) = stream.try_next().await? {
+            validate_batch(&table, &self.fields, &batch)?;
+            stats.rows += batch.num_rows() as u64;
+            *sent_any = true;
+            if tx.send(ChangelogEvent::Batch(batch)).await.is_err() {
+                return Ok(stats);
+            }
+        }
+        let done = ChangelogEvent::WindowDone {
+            window: window.clone(),
+            rows: stats.rows,
+        };
+        stats.delivered = tx.send(done).await.is_ok();
+        Ok(stats)
+    }
+
+    /// Close the Flight SQL session.
+    pub async fn close(mut self) {
+        if let Some(s) = self.session.take() {
+            s.close().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use arrow_array::{Int32Array, Int64Array};
+    use arrow_schema::{Field, Schema};
+
+    fn at(ts: &str) -> Offset {
+        offset_at(tso::parse_timestamp(ts).unwrap())
+    }
+
+    #[test]
+    fn windows_end_at_now_floored() {
+        let start = at("2026-11-29 10:00:00");
+        let now = start.epoch_ms + 12_345;
+        let WindowDecision::Window(w) = next_window(&start, now) else {
+            panic!()
+        };
+        assert_eq!(w.start, start);
+        assert_eq!(w.end.timestamp, "2026-11-29 10:00:12");
+        assert_eq!(w.split_id(), "stream-20261129100000-20261129100012");
+        assert!(matches!(
+            next_window(&start, start.epoch_ms + 999),
+            WindowDecision::Wait
+        ));
+        let WindowDecision::Backwards(e) = next_window(&start, start.epoch_ms - 1) else {
+            panic!()
+        };
+        assert_eq!(
+            e.to_string(),
+            "Current Doris timestamp moved backwards: now 2026-11-29 09:59:59 is before the changelog offset 2026-11-29 10:00:00"
+        );
+    }
+
+    #[test]
+    fn sql_matches_the_connector() {
+        let t: TableRef = "db.tbl".parse().unwrap();
+        let w = ChangelogWindow {
+            start: at("2026-11-29 10:00:00"),
+            end: at("2026-11-29 10:00:10"),
+        };
+        assert_eq!(
+            incr_sql(&t, &["id".into(), "name".into()], &w, IncrementType::Detail),
+            "SELECT `id`, `name`, __DORIS_BINLOG_TSO__, __DORIS_BINLOG_LSN__, __DORIS_BINLOG_OP__ FROM `db`.`tbl`@incr('startTimestamp' = '2026-11-29 10:00:00', 'endTimestamp' = '2026-11-29 10:00:10', 'incrementType' = 'DETAIL') ORDER BY __DORIS_BINLOG_TSO__, __DORIS_BINLOG_LSN__, __DORIS_BINLOG_OP__"
+        );
+        assert!(
+            incr_sql(&t, &[], &w, IncrementType::MinDelta)
+                .starts_with("SELECT *, __DORIS_BINLOG_TSO__")
+        );
+        assert!(
+            incr_sql(&t, &[], &w, IncrementType::AppendOnly)
+                .contains("'incrementType' = 'APPEND_ONLY'")
+        );
+    }
+
+    fn batch(names: &[&str], ops: Vec<Option<i8>>) -> RecordBatch {
+        let n = ops.len();
+        let mut fields = vec![Field::new("id", DataType::Int32, false)];
+        let mut cols: Vec<Arc<dyn Array>> = vec![Arc::new(Int32Array::from(
+            (0..n as i32).collect::<Vec<_>>(),
+        ))];
+        for name in names {
+            if *name == OP_COLUMN {
+                fields.push(Field::new(*name, DataType::Int8, true));
+                cols.push(Arc::new(Int8Array::from(ops.clone())));
+            } else {
+                fields.push(Field::new(*name, DataType::Int64, false));
+                cols.push(Arc::new(Int64Array::from(vec![1i64; n])));
+            }
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+    }
+
+    #[test]
+    fn batches_are_validated() {
+        let fields = vec!["id".to_owned()];
+        let ok = batch(&HIDDEN_COLUMNS, vec![Some(0), Some(3)]);
+        validate_batch("t", &fields, &ok).unwrap();
+        let missing = batch(&[TSO_COLUMN, OP_COLUMN], vec![Some(0)]);
+        assert!(
+            validate_batch("t", &fields, &missing)
+                .unwrap_err()
+                .to_string()
+                .contains(LSN_COLUMN)
+        );
+        let twice = batch(
+            &[TSO_COLUMN, LSN_COLUMN, OP_COLUMN, TSO_COLUMN],
+            vec![Some(0)],
+        );
+        assert!(
+            validate_batch("t", &fields, &twice)
+                .unwrap_err()
+                .to_string()
+                .contains("2 times")
+        );
+        let null = batch(&HIDDEN_COLUMNS, vec![None]);
+        assert!(
+            validate_batch("t", &fields, &null)
+                .unwrap_err()
+                .to_string()
+                .contains("NULL")
+        );
+        let bad_op = batch(&HIDDEN_COLUMNS, vec![Some(7)]);
+        assert_eq!(
+            validate_batch("t", &fields, &bad_op)
+                .unwrap_err()
+                .to_string(),
+            "Unsupported Doris binlog operation 7"
+        );
+        assert!(validate_batch("t", &["name".into()], &ok).is_err());
+    }
+
+    #[test]
+    fn visibility_retries_stop_at_the_timeout() {
+        let o = ChangelogOptions {
+            visible_wait_timeout: Duration::from_secs(5),
+            retry_delay: Duration::from_millis(700),
+            max_retry_delay: Duration::from_secs(2),
+            ..Default::default()
+        };
+        let s = Duration::from_secs;
+        assert_eq!(
+            visibility_retry_delay(&o, s(0), "retryAfterMs=1000"),
+            Some(s(1))
+        );
+        assert_eq!(
+            visibility_retry_delay(&o, s(0), "no hint"),
+            Some(Duration::from_millis(700))
+        );
+        assert_eq!(
+            visibility_retry_delay(&o, s(0), "retryAfterMs=60000"),
+            Some(s(2))
+        );
+        assert_eq!(
+            visibility_retry_delay(&o, Duration::from_millis(4_500), "retryAfterMs=1000"),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(visibility_retry_delay(&o, s(5), "retryAfterMs=1000"), None);
+        let never = ChangelogOptions {
+            visible_wait_timeout: Duration::ZERO,
+            ..o
+        };
+        assert_eq!(
+            visibility_retry_delay(&never, Duration::ZERO, "retryAfterMs=1000"),
+            None
+        );
+    }
+
+    #[test]
+    fn retry_after_is_read_from_the_message() {
+        let m = "ERR_INCR_VISIBLE_WAIT_TIMEOUT: reason=VISIBLE_WAIT_TIMEOUT, requestedEndTimestampMs=1, retryAfterMs=1000, timeoutMs=100";
+        assert_eq!(retry_after(m), Some(Duration::from_millis(1000)));
+        assert_eq!(retry_after("nothing"), None);
+    }
+}

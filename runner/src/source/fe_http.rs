@@ -1,0 +1,328 @@
+//! The FE HTTP API (`/api/...`): Basic auth, failover across FE nodes and Doris's response envelope.
+//!
+//! Every FE `/api` answer is HTTP 200 with `{"msg","code","data","count"}`, including
+//! authentication failures (`code` 401), so the `code` decides, not the HTTP status.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::SourceSettings;
+use crate::{Error, Result};
+
+/// What one FE answered, before failover decides whether to try the next node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvelopeError {
+    /// `code` 401: the user or password is wrong.
+    Unauthorized(String),
+    /// Any other non-zero `code`: Doris's message.
+    Doris(String),
+    /// Not the envelope at all.
+    Malformed(String),
+}
+
+/// Unwrap Doris's `{"msg","code","data"}` envelope into its `data`.
+pub fn unwrap_envelope(body: &str) -> std::result::Result<Value, EnvelopeError> {
+    let v: Value = serde_json::from_str(body).map_err(|e| {
+        EnvelopeError::Malformed(format!("not JSON ({e}): {}", truncate(body, 200)))
+    })?;
+    let code = v
+        .get("code")
+        .and_then(Value::as_i64)
+        .ok_or_else(|| EnvelopeError::Malformed(format!("no code in {}", truncate(body, 200))))?;
+    let data = v.get("data").cloned().unwrap_or(Value::Null);
+    let text = |d: &Value| match d {
+        Value::String(s) => s.clone(),
+        Value::Null => v
+            .get("msg")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        other => other.to_string(),
+    };
+    match code {
+        0 => Ok(data),
+        401 => Err(EnvelopeError::Unauthorized(text(&data))),
+        _ => Err(EnvelopeError::Doris(text(&data))),
+    }
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// A client for the FE HTTP API of the source cluster.
+#[derive(Debug, Clone)]
+pub struct FeHttpClient {
+    http: reqwest::Client,
+    settings: SourceSettings,
+}
+
+/// An HTTP method the FE API is called with.
+#[derive(Debug, Clone)]
+pub enum FeRequest {
+    /// `GET path`.
+    Get,
+    /// `POST path` with this JSON body.
+    Post(Value),
+}
+
+impl FeHttpClient {
+    /// A client for `settings.fe_nodes`.
+    ///
+    /// # Errors
+    /// When the HTTP client cannot be built.
+    pub fn new(settings: SourceSettings) -> Result<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(settings.request_timeout)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| Error::SourceConfig {
+                reason: format!("cannot build an HTTP client: {e}"),
+            })?;
+        Ok(Self { http, settings })
+    }
+
+    /// The settings this client was made with.
+    pub fn settings(&self) -> &SourceSettings {
+        &self.settings
+    }
+
+    /// One request to one FE node; `node` indexes `fe_nodes` (wrapping).
+    pub async fn call_once(
+        &self,
+        node: usize,
+        path: &str,
+        req: &FeRequest,
+    ) -> std::result::Result<Value, AttemptError> {
+        let base = &self.settings.fe_nodes[node % self.settings.fe_nodes.len()];
+        let url = if base.starts_with("http://") || base.starts_with("https://") {
+            format!("{}{path}", base.trim_end_matches('/'))
+        } else {
+            format!("http://{base}{path}")
+        };
+        let creds = &self.settings.credentials;
+        let builder = match req {
+            FeRequest::Get => self.http.get(&url),
+            FeRequest::Post(body) => self.http.post(&url).json(body),
+        };
+        let resp = builder
+            .basic_auth(&creds.user, Some(&creds.password))
+            .send()
+            .await
+            .map_err(|e| AttemptError::Transport(format!("{url}: {}", without_url(&e))))?;
+        let status = resp.status();
+        let body = resp
+            .text()
+            .await
+            .map_err(|e| AttemptError::Transport(format!("{url}: {}", without_url(&e))))?;
+        match unwrap_envelope(&body) {
+            Ok(v) => Ok(v),
+            Err(EnvelopeError::Unauthorized(m)) => Err(AttemptError::Unauthorized(m)),
+            Err(EnvelopeError::Doris(m)) => Err(AttemptError::Doris(m)),
+            Err(EnvelopeError::Malformed(m)) => Err(AttemptError::Transport(format!(
+                "{url}: HTTP {status}, {m}"
+            ))),
+        }
+    }
+
+    /// Call `path` on the FE nodes in turn, up to `request_retries` attempts, until one answers.
+    /// A Doris error or a credentials error is final; only transport failures move on.
+    ///
+    /// # Errors
+    /// [`Error::SourceCredentials`], [`Error::Doris`] with Doris's message, or
+    /// [`Error::SourceUnavailable`] with the last transport failure.
+    pub async fn call(&self, context: &str, path: &str, req: FeRequest) -> Result<Value> {
+        let attempts = self.settings.request_retries.max(1);
+        let mut last = String::new();
+        for attempt in 0..attempts {
+            match self.call_once(attempt as usize, path, &req).await {
+                Ok(v) => return Ok(v),
+                Err(AttemptError::Transport(m)) => {
+                    tracing::warn!(context, attempt, error = %m, "FE request failed; trying the next FE");
+                    last = m;
+                }
+                Err(e) => return Err(e.into_error(context)),
+            }
+        }
+        Err(Error::SourceUnavailable {
+            context: format!("{context} (after {attempts} attempts)"),
+            reason: last,
+        })
+    }
+
+    /// Run a statement through `POST /api/query/default_cluster/information_schema` and return
+    /// its result set as column names and rows.
+    ///
+    /// # Errors
+    /// As [`FeHttpClient::call`], or when the answer is not a result set.
+    pub async fn statement(&self, stmt: &str) -> Result<ResultSet> {
+        let data = self
+            .call(
+                "statement API",
+                "/api/query/default_cluster/information_schema",
+                FeRequest::Post(serde_json::json!({ "stmt": stmt })),
+            )
+            .await?;
+        ResultSet::from_data(&data).map_err(|reason| Error::SourceUnavailable {
+            context: format!("statement API answered `{stmt}` unexpectedly"),
+            reason,
+        })
+    }
+}
+
+/// Drop the URL from a reqwest error (the URL is reported separately, and holds no secret anyway).
+fn without_url(e: &reqwest::Error) -> String {
+    let mut msg = e.to_string();
+    if let Some(u) = e.url() {
+        msg = msg.replace(&format!(" for url ({u})"), "");
+    }
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    msg
+}
+
+/// Why one FE request failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptError {
+    /// Not reached, timed out, or answered something that is not the envelope.
+    Transport(String),
+    /// `code` 401.
+    Unauthorized(String),
+    /// Another non-zero `code`.
+    Doris(String),
+}
+
+impl AttemptError {
+    /// The runner error for this failure.
+    pub fn into_error(self, context: &str) -> Error {
+        match self {
+            Self::Transport(reason) => Error::SourceUnavailable {
+                context: context.to_owned(),
+                reason,
+            },
+            Self::Unauthorized(detail) => Error::SourceCredentials { detail },
+            Self::Doris(message) => Error::Doris {
+                context: context.to_owned(),
+                message,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for AttemptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Transport(m) | Self::Doris(m) => f.write_str(m),
+            Self::Unauthorized(m) => write!(f, "unauthorized: {m}"),
+        }
+    }
+}
+
+/// A statement API result set: `{"type":"result_set","meta":[{"name","type"}],"data":[[...]]}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultSet {
+    /// Column names in order.
+    pub columns: Vec<String>,
+    /// Rows, one JSON value per column.
+    pub rows: Vec<Vec<Value>>,
+}
+
+impl ResultSet {
+    /// Parse the envelope's `data`.
+    ///
+    /// # Errors
+    /// When `data` is not a result set.
+    pub fn from_data(data: &Value) -> std::result::Result<Self, String> {
+        let meta = data
+            .get("meta")
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("no meta in {data}"))?;
+        let columns = meta
+            .iter()
+            .map(|m| m.get("name").and_then(Value::as_str).map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| format!("a meta entry has no name: {data}"))?;
+        let rows = data
+            .get("data")
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("no data in {data}"))?
+            .iter()
+            .map(|r| {
+                r.as_array()
+                    .cloned()
+                    .ok_or_else(|| format!("row is not an array: {r}"))
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(Self { columns, rows })
+    }
+
+    /// The values of the named column (case-insensitive), as text.
+    pub fn column_text(&self, name: &str) -> Option<Vec<String>> {
+        let i = self
+            .columns
+            .iter()
+            .position(|c| c.eq_ignore_ascii_case(name))?;
+        Some(
+            self.rows
+                .iter()
+                .map(|r| match r.get(i) {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Null) | None => String::new(),
+                    Some(v) => v.to_string(),
+                })
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_success_gives_data() {
+        let v = unwrap_envelope(r#"{"msg":"success","code":0,"data":{"a":1},"count":0}"#).unwrap();
+        assert_eq!(v, serde_json::json!({"a": 1}));
+    }
+
+    #[test]
+    fn envelope_401_is_unauthorized_even_with_http_200() {
+        let e = unwrap_envelope(
+            r#"{"msg":"Unauthorized","code":401,"data":"Access denied for user 'root@127.0.0.1' (using password: YES)","count":0}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            EnvelopeError::Unauthorized(
+                "Access denied for user 'root@127.0.0.1' (using password: YES)".into()
+            )
+        );
+    }
+
+    #[test]
+    fn envelope_error_keeps_the_message() {
+        let e = unwrap_envelope(r#"{"msg":"Error","code":1,"data":"Unknown table 'x'","count":0}"#)
+            .unwrap_err();
+        assert_eq!(e, EnvelopeError::Doris("Unknown table 'x'".into()));
+        assert!(matches!(
+            unwrap_envelope("<html>"),
+            Err(EnvelopeError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn result_sets_are_read_by_column_name() {
+        let data = serde_json::json!({"type":"result_set","meta":[{"name":"Host","type":"CHAR"},{"name":"ArrowFlightSqlPort","type":"CHAR"}],"data":[["fe",8070]]});
+        let rs = ResultSet::from_data(&data).unwrap();
+        assert_eq!(rs.column_text("arrowflightsqlport").unwrap(), vec!["8070"]);
+        assert_eq!(rs.column_text("nope"), None);
+    }
+}

@@ -1,0 +1,423 @@
+//! Arrow Flight SQL to the source cluster (doris-protocols.md §3): handshake for a bearer token,
+//! `GetFlightInfo` on the FE, `DoGet` at each endpoint's location (the BE needs no auth; the
+//! ticket is the credential), errors mapped to what the runner does next.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_client::FlightServiceClient;
+use arrow_flight::sql::client::FlightSqlServiceClient;
+use arrow_flight::{Action, FlightInfo, HandshakeRequest, Ticket};
+use base64::Engine as _;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use tonic::transport::{Channel, Endpoint};
+
+use super::SourceSettings;
+use super::fe_http::FeHttpClient;
+use crate::{Error, Result};
+
+/// gRPC message limit in both directions; Doris batches outgrow tonic's 4 MiB default.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// The session time zone the runner reads and writes `@incr` timestamps in.
+pub const SESSION_TIME_ZONE_SQL: &str = "SET time_zone = '+00:00'";
+
+/// A stream of record batches from one statement, across all its endpoints.
+pub type BatchStream = BoxStream<'static, Result<RecordBatch>>;
+
+/// `grpc+tcp://host:port` (Doris's endpoint locations) → `http://host:port` for tonic.
+pub fn location_to_uri(location: &str) -> String {
+    for scheme in ["grpc+tcp://", "grpc://"] {
+        if let Some(rest) = location.strip_prefix(scheme) {
+            return format!("http://{rest}");
+        }
+    }
+    if let Some(rest) = location.strip_prefix("grpc+tls://") {
+        return format!("https://{rest}");
+    }
+    location.to_owned()
+}
+
+/// Map a gRPC status from Doris to a runner error.
+///
+/// - `UNAVAILABLE` with `doris-error-code` 5100/5101 → [`Error::WindowNotReady`] (retry the window);
+/// - `UNAUTHENTICATED` on the handshake → [`Error::SourceCredentials`]; later (an expired or
+///   evicted token) → [`Error::FlightSessionLost`], after which the caller reconnects;
+/// - `UNAVAILABLE` otherwise → [`Error::SourceUnavailable`];
+/// - anything else → [`Error::Doris`] with Doris's message verbatim.
+pub fn map_status(context: &str, status: &tonic::Status, handshake: bool) -> Error {
+    let message = status.message().to_owned();
+    match status.code() {
+        tonic::Code::Unavailable => {
+            let code = status
+                .metadata()
+                .get("doris-error-code")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u16>().ok());
+            match code {
+                Some(code @ (5100 | 5101)) => Error::WindowNotReady { code, message },
+                _ => Error::SourceUnavailable {
+                    context: context.to_owned(),
+                    reason: message,
+                },
+            }
+        }
+        tonic::Code::Unauthenticated if handshake => Error::SourceCredentials { detail: message },
+        tonic::Code::Unauthenticated => Error::FlightSessionLost { message },
+        _ => Error::Doris {
+            context: context.to_owned(),
+            message,
+        },
+    }
+}
+
+/// Map an arrow-flight error (a gRPC status or a decoding problem).
+pub fn map_flight_error(context: &str, e: FlightError) -> Error {
+    match e {
+        FlightError::Tonic(status) => map_status(context, &status, false),
+        other => Error::SourceUnavailable {
+            context: context.to_owned(),
+            reason: other.to_string(),
+        },
+    }
+}
+
+fn grpc_client(channel: Channel) -> FlightSqlServiceClient<Channel> {
+    FlightSqlServiceClient::new_from_inner(
+        FlightServiceClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
+    )
+}
+
+/// Find the FE Flight SQL port: `spec.source.flightSqlPort`, else `SHOW FRONTENDS` through the
+/// statement API (column `ArrowFlightSqlPort`, the first value that is a port).
+///
+/// # Errors
+/// When the FE does not answer or no frontend has a Flight port.
+pub async fn resolve_flight_port(http: &FeHttpClient) -> Result<u16> {
+    if let Some(p) = http.settings().flight_sql_port {
+        return Ok(p);
+    }
+    let rs = http.statement("show frontends").await?;
+    let ports = rs
+        .column_text("ArrowFlightSqlPort")
+        .ok_or_else(|| Error::SourceConfig {
+            reason: "SHOW FRONTENDS has no ArrowFlightSqlPort column; set source.flightSqlPort"
+                .into(),
+        })?;
+    pick_flight_port(&ports).ok_or_else(|| Error::SourceConfig {
+        reason: format!(
+            "no frontend has an Arrow Flight SQL port (ArrowFlightSqlPort {ports:?}); set \
+             arrow_flight_sql_port in fe.conf or source.flightSqlPort"
+        ),
+    })
+}
+
+/// The first `ArrowFlightSqlPort` value that is a port (`-1` means off).
+pub fn pick_flight_port(values: &[String]) -> Option<u16> {
+    values
+        .iter()
+        .find_map(|v| v.trim().parse::<u16>().ok().filter(|p| *p > 0))
+}
+
+/// One authenticated Flight SQL session on an FE, set to UTC.
+#[derive(Debug)]
+pub struct FlightSession {
+    client: FlightSqlServiceClient<Channel>,
+    fe_channel: Channel,
+    /// Channels to endpoint locations (the BEs), reused across statements.
+    locations: HashMap<String, Channel>,
+    closed: bool,
+}
+
+impl FlightSession {
+    /// Connect to the first reachable FE on `port`, hand-shake with the source credentials and
+    /// set the session time zone to UTC.
+    ///
+    /// # Errors
+    /// [`Error::SourceCredentials`] for a bad user or password, [`Error::SourceUnavailable`] when no
+    /// FE can be reached.
+    pub async fn connect(settings: &SourceSettings, port: u16) -> Result<Self> {
+        let mut last = None;
+        for i in 0..settings.fe_nodes.len() {
+            let uri = format!("http://{}:{port}", settings.fe_host(i));
+            match connect_channel(&uri).await {
+                Ok(channel) => {
+                    let mut session = Self {
+                        client: grpc_client(channel.clone()),
+                        fe_channel: channel,
+                        locations: HashMap::new(),
+                        closed: false,
+                    };
+                    if let Err(e) = session.handshake(settings).await {
+                        session.closed = true; // there is no session to close
+                        return Err(e);
+                    }
+                    if let Err(e) = session.statement(SESSION_TIME_ZONE_SQL).await {
+                        session.close().await;
+                        return Err(e);
+                    }
+                    return Ok(session);
+                }
+                Err(e) => {
+                    tracing::warn!(uri, error = %e, "cannot reach the FE Flight SQL port");
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::SourceConfig {
+            reason: "source.feNodes is empty".into(),
+        }))
+    }
+
+    /// `Handshake` with `authorization: Basic …`; the answer's bearer token authenticates the rest.
+    async fn handshake(&mut self, settings: &SourceSettings) -> Result<()> {
+        let creds = &settings.credentials;
+        let basic = base64::engine::general_purpose::STANDARD
+            .encode(format!("{}:{}", creds.user, creds.password));
+        let mut req = tonic::Request::new(futures::stream::iter(vec![HandshakeRequest::default()]));
+        let value = format!("Basic {basic}")
+            .parse()
+            .map_err(|_| Error::SourceCredentials {
+                detail: "the user or password cannot be sent in a header".into(),
+            })?;
+        req.metadata_mut().insert("authorization", value);
+        let resp = self
+            .client
+            .inner_mut()
+            .handshake(req)
+            .await
+            .map_err(|s| map_status("Flight SQL handshake", &s, true))?;
+        let token = resp
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::to_owned)
+            .ok_or_else(|| Error::SourceUnavailable {
+                context: "Flight SQL handshake".into(),
+                reason: "the FE answered without a bearer token".into(),
+            })?;
+        // Drain the (empty) response stream.
+        let mut stream = resp.into_inner();
+        while let Some(r) = stream.next().await {
+            r.map_err(|s| map_status("Flight SQL handshake", &s, true))?;
+        }
+        self.client.set_token(token);
+        Ok(())
+    }
+
+    /// Plan a statement on the FE (`GetFlightInfo`).
+    ///
+    /// # Errors
+    /// As [`map_status`].
+    pub async fn execute(&mut self, sql: &str) -> Result<FlightInfo> {
+        self.client
+            .execute(sql.to_owned(), None)
+            .await
+            .map_err(|e| map_flight_error("Flight SQL query", e))
+    }
+
+    /// Read every endpoint of `info`, one after the other, as one stream of batches.
+    ///
+    /// # Errors
+    /// When a location is not a URI; fetch errors arrive in the stream.
+    pub fn fetch(&mut self, info: FlightInfo) -> Result<BatchStream> {
+        let mut targets = Vec::with_capacity(info.endpoint.len());
+        for ep in info.endpoint {
+            let ticket = ep.ticket.ok_or_else(|| Error::SourceUnavailable {
+                context: "Flight SQL query".into(),
+                reason: "an endpoint has no ticket".into(),
+            })?;
+            let channel = match ep.location.first() {
+                Some(loc) => self.location_channel(&loc.uri)?,
+                None => self.fe_channel.clone(),
+            };
+            targets.push((channel, ticket));
+        }
+        // The bearer token is harmless on a BE and needed for FE-local results.
+        let token = self.client.token().cloned();
+        let stream = futures::stream::iter(targets)
+            .then(move |(channel, ticket)| do_get(channel, token.clone(), ticket))
+            .try_flatten();
+        Ok(Box::pin(stream))
+    }
+
+    /// `execute` then `fetch`.
+    ///
+    /// # Errors
+    /// As [`FlightSession::execute`].
+    pub async fn query(&mut self, sql: &str) -> Result<BatchStream> {
+        let info = self.execute(sql).await?;
+        self.fetch(info)
+    }
+
+    /// Run a statement whose result is not needed (e.g. `SET`), reading it to the end.
+    ///
+    /// # Errors
+    /// As [`FlightSession::query`].
+    pub async fn statement(&mut self, sql: &str) -> Result<()> {
+        let mut stream = self.query(sql).await?;
+        while stream.try_next().await?.is_some() {}
+        Ok(())
+    }
+
+    fn location_channel(&mut self, location: &str) -> Result<Channel> {
+        if let Some(c) = self.locations.get(location) {
+            return Ok(c.clone());
+        }
+        let uri = location_to_uri(location);
+        let channel = Endpoint::from_shared(uri.clone())
+            .map_err(|e| Error::SourceUnavailable {
+                context: "Flight SQL endpoint".into(),
+                reason: format!("location {location:?} is not a URI: {e}"),
+            })?
+            .connect_timeout(Duration::from_secs(10))
+            .connect_lazy();
+        self.locations.insert(location.to_owned(), channel.clone());
+        Ok(channel)
+    }
+
+    /// End the Doris session (`CloseSession`), freeing its connection slot. Failures are only
+    /// logged: the token expires on its own. A session dropped without `close` is closed in the
+    /// background.
+    pub async fn close(mut self) {
+        self.closed = true;
+        close_session(&mut self.client).await;
+    }
+}
+
+impl Drop for FlightSession {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let mut client = self.client.clone();
+            runtime.spawn(async move { close_session(&mut client).await });
+        }
+    }
+}
+
+async fn close_session(client: &mut FlightSqlServiceClient<Channel>) {
+    let result = async {
+        let mut results = client
+            .do_action(Action::new("CloseSession", Vec::<u8>::new()))
+            .await?;
+        while results
+            .message()
+            .await
+            .map_err(|s| FlightError::Tonic(Box::new(s)))?
+            .is_some()
+        {}
+        Ok::<_, FlightError>(())
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "CloseSession failed");
+    }
+}
+
+async fn connect_channel(uri: &str) -> Result<Channel> {
+    Endpoint::from_shared(uri.to_owned())
+        .map_err(|e| Error::SourceConfig {
+            reason: format!("{uri} is not a URI: {e}"),
+        })?
+        .connect_timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .map_err(|e| Error::SourceUnavailable {
+            context: format!("connecting to Flight SQL at {uri}"),
+            reason: error_chain(&e),
+        })
+}
+
+async fn do_get(
+    channel: Channel,
+    token: Option<String>,
+    ticket: Ticket,
+) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    let mut client = grpc_client(channel);
+    if let Some(t) = token {
+        client.set_token(t);
+    }
+    let stream = client
+        .do_get(ticket)
+        .await
+        .map_err(|e| map_flight_error("Flight DoGet", e))?;
+    Ok(stream
+        .map_err(|e| map_flight_error("Flight DoGet", e))
+        .boxed())
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_become_http_uris() {
+        assert_eq!(
+            location_to_uri("grpc+tcp://10.0.0.2:8050"),
+            "http://10.0.0.2:8050"
+        );
+        assert_eq!(location_to_uri("grpc://be:8050"), "http://be:8050");
+        assert_eq!(location_to_uri("http://be:8050"), "http://be:8050");
+    }
+
+    #[test]
+    fn window_errors_are_retryable_and_others_keep_the_message() {
+        let mut s = tonic::Status::unavailable(
+            "ERR_INCR_VISIBLE_WAIT_TIMEOUT: reason=VISIBLE_WAIT_TIMEOUT",
+        );
+        s.metadata_mut()
+            .insert("doris-error-code", "5101".parse().unwrap());
+        assert!(matches!(
+            map_status("q", &s, false),
+            Error::WindowNotReady { code: 5101, ref message } if message.starts_with("ERR_INCR_VISIBLE")
+        ));
+        let plain = tonic::Status::unavailable("connection refused");
+        assert!(matches!(
+            map_status("q", &plain, false),
+            Error::SourceUnavailable { .. }
+        ));
+        let internal = tonic::Status::internal(
+            "Changelog offset has expired according to changelog.ttl_seconds",
+        );
+        assert!(
+            map_status("q", &internal, false)
+                .to_string()
+                .ends_with("Changelog offset has expired according to changelog.ttl_seconds")
+        );
+        let unauth = tonic::Status::unauthenticated("Access denied");
+        assert!(matches!(
+            map_status("h", &unauth, true),
+            Error::SourceCredentials { .. }
+        ));
+        assert!(matches!(
+            map_status("q", &unauth, false),
+            Error::FlightSessionLost { .. }
+        ));
+    }
+
+    #[test]
+    fn the_first_real_port_is_picked() {
+        let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(pick_flight_port(&v(&["-1", "8070"])), Some(8070));
+        assert_eq!(pick_flight_port(&v(&["-1"])), None);
+    }
+}

@@ -1,0 +1,324 @@
+//! The source table's changelog properties and key model, read over MySQL
+//! (`information_schema.table_properties`, then `SHOW CREATE TABLE` as the fallback).
+//!
+//! Doris 5.0 names the feature `changelog.*`; earlier builds `binlog.*` with `binlog.format=ROW`
+//! (doris-protocols.md §0). Both are accepted; [`PropertySpelling`] says which the table uses.
+
+use std::collections::BTreeMap;
+
+use mysql_async::prelude::Queryable;
+
+use super::SourceSettings;
+use crate::{Error, Result};
+
+/// The default `*.ttl_seconds`.
+pub const DEFAULT_TTL_SECONDS: u64 = 86_400;
+
+/// Which property names the table uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PropertySpelling {
+    /// `changelog.enable`, `changelog.ttl_seconds`, … (Doris 5.0).
+    Changelog,
+    /// `binlog.enable` + `binlog.format=ROW`, `binlog.ttl_seconds`, … (earlier builds).
+    Binlog,
+}
+
+impl PropertySpelling {
+    /// The property prefix, `changelog.` or `binlog.`.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Self::Changelog => "changelog.",
+            Self::Binlog => "binlog.",
+        }
+    }
+}
+
+/// The table's key model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeysModel {
+    /// `UNIQUE KEY`; `merge_on_write` from `enable_unique_key_merge_on_write` (default true).
+    Unique {
+        /// Merge-on-write, the only unique model with a changelog.
+        merge_on_write: bool,
+    },
+    /// `DUPLICATE KEY` (inserts only).
+    Duplicate,
+    /// `AGGREGATE KEY` (no changelog).
+    Aggregate,
+    /// Not stated.
+    Unknown,
+}
+
+/// What the runner needs to know about the source table before reading its changelog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceTableInfo {
+    /// The spelling in use; `Changelog` when none is set.
+    pub spelling: PropertySpelling,
+    /// The row changelog is on (`changelog.enable`, or `binlog.enable` with `binlog.format=ROW`).
+    pub enabled: bool,
+    /// Before-images are kept (`*.need_historical_value`).
+    pub need_historical_value: bool,
+    /// `*.ttl_seconds` (default 86400).
+    pub ttl_seconds: u64,
+    /// The key model.
+    pub keys: KeysModel,
+}
+
+fn is_true(v: Option<&String>) -> bool {
+    v.is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// Decide the changelog settings from the table's properties and key model.
+pub fn table_info_from(properties: &BTreeMap<String, String>, keys: KeysModel) -> SourceTableInfo {
+    let get = |k: &str| properties.get(k);
+    let spelling = if properties.keys().any(|k| k.starts_with("changelog.")) {
+        PropertySpelling::Changelog
+    } else if properties.keys().any(|k| k.starts_with("binlog.")) {
+        PropertySpelling::Binlog
+    } else {
+        PropertySpelling::Changelog
+    };
+    let p = spelling.prefix();
+    let enabled = match spelling {
+        PropertySpelling::Changelog => is_true(get("changelog.enable")),
+        // The format value is case-sensitive in Doris.
+        PropertySpelling::Binlog => {
+            is_true(get("binlog.enable")) && get("binlog.format").is_some_and(|f| f.trim() == "ROW")
+        }
+    };
+    let ttl_seconds = get(&format!("{p}ttl_seconds"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(DEFAULT_TTL_SECONDS);
+    let keys = match keys {
+        KeysModel::Unique { .. } => KeysModel::Unique {
+            merge_on_write: get("enable_unique_key_merge_on_write")
+                .is_none_or(|v| v.trim().eq_ignore_ascii_case("true")),
+        },
+        other => other,
+    };
+    SourceTableInfo {
+        spelling,
+        enabled,
+        need_historical_value: is_true(get(&format!("{p}need_historical_value"))),
+        ttl_seconds,
+        keys,
+    }
+}
+
+/// The key model named in a `SHOW CREATE TABLE` text.
+pub fn keys_model_of_ddl(ddl: &str) -> KeysModel {
+    let upper = ddl.to_ascii_uppercase();
+    if upper.contains("UNIQUE KEY(") || upper.contains("UNIQUE KEY (") {
+        KeysModel::Unique {
+            merge_on_write: true,
+        }
+    } else if upper.contains("DUPLICATE KEY(") || upper.contains("DUPLICATE KEY (") {
+        KeysModel::Duplicate
+    } else if upper.contains("AGGREGATE KEY(") || upper.contains("AGGREGATE KEY (") {
+        KeysModel::Aggregate
+    } else {
+        KeysModel::Unknown
+    }
+}
+
+/// The `PROPERTIES ("k" = "v", …)` of a `SHOW CREATE TABLE` text.
+pub fn properties_of_ddl(ddl: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Some(start) = ddl
+        .rfind("PROPERTIES (")
+        .or_else(|| ddl.rfind("PROPERTIES("))
+    else {
+        return out;
+    };
+    let body = &ddl[start..];
+    let mut chars = body.char_indices().peekable();
+    let mut strings = Vec::new();
+    // Collect every double-quoted string (with backslash escapes), pairing them k, v.
+    while let Some((_, c)) = chars.next() {
+        if c == ')' && strings.len() % 2 == 0 {
+            break;
+        }
+        if c != '"' {
+            continue;
+        }
+        let mut s = String::new();
+        while let Some((_, c)) = chars.next() {
+            match c {
+                '\\' => {
+                    if let Some((_, n)) = chars.next() {
+                        s.push(n);
+                    }
+                }
+                '"' => break,
+                c => s.push(c),
+            }
+        }
+        strings.push(s);
+    }
+    for pair in strings.chunks_exact(2) {
+        out.insert(pair[0].clone(), pair[1].clone());
+    }
+    out
+}
+
+/// `SHOW CREATE TABLE` text → [`SourceTableInfo`].
+pub fn table_info_of_ddl(ddl: &str) -> SourceTableInfo {
+    table_info_from(&properties_of_ddl(ddl), keys_model_of_ddl(ddl))
+}
+
+fn sql_string(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// Read the source table's properties and key model over the FE MySQL port.
+///
+/// # Errors
+/// [`Error::SourceCredentials`] for a rejected login, [`Error::Doris`] when the table is unknown,
+/// [`Error::SourceUnavailable`] when no FE answers.
+pub async fn read_table_info(settings: &SourceSettings) -> Result<SourceTableInfo> {
+    let mut conn = connect(settings).await?;
+    let result = read_with(&mut conn, settings).await;
+    let _ = conn.disconnect().await;
+    result
+}
+
+async fn read_with(
+    conn: &mut mysql_async::Conn,
+    settings: &SourceSettings,
+) -> Result<SourceTableInfo> {
+    let t = &settings.table;
+    let ddl_sql = format!("SHOW CREATE TABLE {}", t.quoted());
+    let ddl: Option<(String, String)> = conn
+        .query_first(ddl_sql.as_str())
+        .await
+        .map_err(|e| mysql_error(&format!("reading {t}'s definition"), e))?;
+    let ddl = ddl.map(|(_, ddl)| ddl).ok_or_else(|| Error::Doris {
+        context: format!("reading {t}'s definition"),
+        message: format!("SHOW CREATE TABLE {t} returned nothing"),
+    })?;
+    let props_sql = format!(
+        "SELECT PROPERTY_NAME, PROPERTY_VALUE FROM information_schema.table_properties \
+         WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
+        sql_string(&t.database),
+        sql_string(&t.table)
+    );
+    let properties: BTreeMap<String, String> = match conn
+        .query::<(String, String), _>(props_sql)
+        .await
+    {
+        Ok(rows) if !rows.is_empty() => rows.into_iter().collect(),
+        Ok(_) => properties_of_ddl(&ddl),
+        Err(e) => {
+            tracing::debug!(error = %e, "information_schema.table_properties unavailable; using SHOW CREATE TABLE");
+            properties_of_ddl(&ddl)
+        }
+    };
+    Ok(table_info_from(&properties, keys_model_of_ddl(&ddl)))
+}
+
+async fn connect(settings: &SourceSettings) -> Result<mysql_async::Conn> {
+    let mut last = None;
+    for i in 0..settings.fe_nodes.len() {
+        let opts = mysql_async::OptsBuilder::default()
+            .ip_or_hostname(settings.fe_host(i).to_owned())
+            .tcp_port(settings.query_port)
+            .user(Some(settings.credentials.user.clone()))
+            .pass(Some(settings.credentials.password.clone()))
+            .prefer_socket(false);
+        match mysql_async::Conn::new(opts).await {
+            Ok(c) => return Ok(c),
+            Err(e) => {
+                let err = mysql_error("connecting to the FE query port", e);
+                if matches!(err, Error::SourceCredentials { .. }) {
+                    return Err(err);
+                }
+                last = Some(err);
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::SourceConfig {
+        reason: "source.feNodes is empty".into(),
+    }))
+}
+
+/// Map a MySQL error: server errors keep Doris's message, login failures are credentials errors.
+pub fn mysql_error(context: &str, e: mysql_async::Error) -> Error {
+    match e {
+        mysql_async::Error::Server(s) if matches!(s.code, 1045 | 1698) => {
+            Error::SourceCredentials { detail: s.message }
+        }
+        mysql_async::Error::Server(s) => Error::Doris {
+            context: context.to_owned(),
+            message: s.message,
+        },
+        other => Error::SourceUnavailable {
+            context: context.to_owned(),
+            reason: other.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHANGELOG_DDL: &str = "CREATE TABLE `t` (\n  `id` int NOT NULL COMMENT \"\",\n  `v` varchar(20) NULL COMMENT \"\"\n) ENGINE=OLAP\nUNIQUE KEY(`id`)\nCOMMENT 'OLAP'\nDISTRIBUTED BY HASH(`id`) BUCKETS 4\nPROPERTIES (\n\"replication_allocation\" = \"tag.location.default: 1\",\n\"enable_unique_key_merge_on_write\" = \"true\",\n\"light_schema_change\" = \"true\",\n\"changelog.enable\" = \"true\",\n\"changelog.need_historical_value\" = \"true\",\n\"changelog.ttl_seconds\" = \"3600\"\n);";
+
+    const BINLOG_DDL: &str = "CREATE TABLE `d` (\n  `id` bigint NOT NULL COMMENT \"\"\n) ENGINE=OLAP\nDUPLICATE KEY(`id`)\nCOMMENT 'OLAP'\nDISTRIBUTED BY RANDOM BUCKETS AUTO\nPROPERTIES (\n\"replication_allocation\" = \"tag.location.default: 1\",\n\"binlog.enable\" = \"true\",\n\"binlog.format\" = \"ROW\",\n\"binlog.max_bytes\" = \"9223372036854775807\",\n\"binlog.max_history_nums\" = \"9223372036854775807\"\n);";
+
+    #[test]
+    fn changelog_spelling_is_read_from_show_create_table() {
+        let info = table_info_of_ddl(CHANGELOG_DDL);
+        assert_eq!(
+            info,
+            SourceTableInfo {
+                spelling: PropertySpelling::Changelog,
+                enabled: true,
+                need_historical_value: true,
+                ttl_seconds: 3600,
+                keys: KeysModel::Unique {
+                    merge_on_write: true
+                },
+            }
+        );
+    }
+
+    #[test]
+    fn binlog_spelling_needs_row_format_and_defaults_the_ttl() {
+        let info = table_info_of_ddl(BINLOG_DDL);
+        assert_eq!(info.spelling, PropertySpelling::Binlog);
+        assert!(info.enabled);
+        assert!(!info.need_historical_value);
+        assert_eq!(info.ttl_seconds, DEFAULT_TTL_SECONDS);
+        assert_eq!(info.keys, KeysModel::Duplicate);
+        let lower = table_info_of_ddl(&BINLOG_DDL.replace("\"ROW\"", "\"row\""));
+        assert!(!lower.enabled, "the format value is case-sensitive");
+    }
+
+    #[test]
+    fn merge_on_read_and_plain_tables() {
+        let mor = CHANGELOG_DDL.replace(
+            "\"enable_unique_key_merge_on_write\" = \"true\"",
+            "\"enable_unique_key_merge_on_write\" = \"false\"",
+        );
+        assert_eq!(
+            table_info_of_ddl(&mor).keys,
+            KeysModel::Unique {
+                merge_on_write: false
+            }
+        );
+        let plain = table_info_of_ddl(
+            "CREATE TABLE `a` (`k` int) ENGINE=OLAP\nAGGREGATE KEY(`k`)\nPROPERTIES (\"replication_num\" = \"1\");",
+        );
+        assert!(!plain.enabled);
+        assert_eq!(plain.spelling, PropertySpelling::Changelog);
+        assert_eq!(plain.keys, KeysModel::Aggregate);
+    }
+
+    #[test]
+    fn property_values_may_hold_escapes_and_parentheses() {
+        let p = properties_of_ddl("PROPERTIES (\n\"a\" = \"x (y)\",\n\"b\" = \"q\\\"r\"\n);");
+        assert_eq!(p["a"], "x (y)");
+        assert_eq!(p["b"], "q\"r");
+    }
+}

@@ -1,0 +1,162 @@
+//! Reaching the source: Doris "now" from /api/tso with failover, credentials errors on every
+//! port, and the table's changelog properties over MySQL.
+
+mod source_support;
+
+use dcs_runner::Error;
+use dcs_runner::source::flight::FlightSession;
+use dcs_runner::source::properties::{
+    KeysModel, PropertySpelling, SourceTableInfo, read_table_info,
+};
+use dcs_runner::source::tso;
+use source_support::*;
+
+#[tokio::test]
+async fn doris_now_comes_from_the_tso_api() {
+    let emu = emu().await;
+    emu.doris.clock.advance_ms(10_000);
+    let before = emu.doris.clock.now_ms();
+    let now = tso::current(&http(settings(&emu, "src.t"))).await.unwrap();
+    let after = emu.doris.clock.now_ms();
+    assert!((before..=after).contains(&now.physical_ms));
+    assert_eq!(tso::tso_to_ms(now.tso), now.physical_ms);
+    assert_eq!(now.window_end().epoch_ms, now.physical_ms / 1000 * 1000);
+    assert_eq!(emu.doris.counters.get("fe_tso"), 1);
+}
+
+#[tokio::test]
+async fn tso_rotates_through_fe_nodes_and_reports_the_last_error() {
+    let emu = emu().await;
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap().to_string();
+    drop(dead);
+    let mut s = settings(&emu, "src.t");
+    s.fe_nodes = vec![dead_addr.clone(), emu.fe_http_addr()];
+    assert!(
+        tso::current(&http(s.clone())).await.is_ok(),
+        "the second FE answers"
+    );
+
+    s.fe_nodes = vec![dead_addr.clone()];
+    let err = tso::current(&http(s)).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("Failed to resolve current Doris timestamp after 3 attempts: "),
+        "{msg}"
+    );
+    assert!(msg.contains(&dead_addr), "{msg}");
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_a_credentials_error_everywhere_without_the_password() {
+    let emu = emu_with(|c| c.password = "right-one".into()).await;
+    exec(&emu, &["CREATE DATABASE src", &unique_ddl("src.t", 1)]).await;
+    let secret = "Wr0ng-Pa55word";
+    let s = settings_with_password(&emu, "src.t", secret);
+
+    let http_err = tso::current(&http(s.clone())).await.unwrap_err();
+    let flight_err = FlightSession::connect(&s, emu.ports().fe_flight_port)
+        .await
+        .unwrap_err();
+    let mysql_err = read_table_info(&s).await.unwrap_err();
+    for err in [&http_err, &flight_err, &mysql_err] {
+        assert!(matches!(err, Error::SourceCredentials { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("check the user and password in the source Secret"),
+            "{msg}"
+        );
+        assert!(!msg.contains(secret), "{msg}");
+        assert!(!format!("{err:?}").contains(secret));
+    }
+    assert!(
+        http_err
+            .to_string()
+            .contains("Access denied for user 'root@"),
+        "{http_err}"
+    );
+    assert_eq!(
+        emu.doris.counters.get("fe_tso"),
+        1,
+        "credentials errors are not retried"
+    );
+
+    // The right password works on every port.
+    let ok = settings_with_password(&emu, "src.t", "right-one");
+    tso::current(&http(ok.clone())).await.unwrap();
+    FlightSession::connect(&ok, emu.ports().fe_flight_port)
+        .await
+        .unwrap()
+        .close()
+        .await;
+    read_table_info(&ok).await.unwrap();
+}
+
+#[tokio::test]
+async fn changelog_properties_are_read() {
+    let emu = emu().await;
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE src",
+            "CREATE TABLE src.t (id INT NOT NULL, v VARCHAR(8)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+             PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
+             \"changelog.need_historical_value\" = \"true\", \"changelog.ttl_seconds\" = \"7200\")",
+        ],
+    )
+    .await;
+    // information_schema answers first (SHOW CREATE TABLE is the fallback).
+    let props = mysql_rows(
+        &emu,
+        "SELECT PROPERTY_NAME, PROPERTY_VALUE FROM information_schema.table_properties \
+         WHERE TABLE_SCHEMA = 'src' AND TABLE_NAME = 't'",
+    )
+    .await;
+    assert!(
+        props.contains(&vec!["changelog.ttl_seconds".to_owned(), "7200".to_owned()]),
+        "{props:?}"
+    );
+    let info = read_table_info(&settings(&emu, "src.t")).await.unwrap();
+    assert_eq!(
+        info,
+        SourceTableInfo {
+            spelling: PropertySpelling::Changelog,
+            enabled: true,
+            need_historical_value: true,
+            ttl_seconds: 7200,
+            keys: KeysModel::Unique {
+                merge_on_write: true
+            },
+        }
+    );
+}
+
+#[tokio::test]
+async fn binlog_properties_are_detected() {
+    let emu = emu().await;
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE src",
+            "CREATE TABLE src.b (id INT NOT NULL, v VARCHAR(8)) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+             PROPERTIES (\"replication_num\" = \"1\", \"binlog.enable\" = \"true\", \"binlog.format\" = \"ROW\")",
+            "CREATE TABLE src.plain (id INT NOT NULL) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+             PROPERTIES (\"replication_num\" = \"1\")",
+        ],
+    )
+    .await;
+    let info = read_table_info(&settings(&emu, "src.b")).await.unwrap();
+    assert_eq!(info.spelling, PropertySpelling::Binlog);
+    assert!(info.enabled);
+    assert!(!info.need_historical_value);
+    assert_eq!(info.ttl_seconds, 86_400);
+    assert_eq!(info.keys, KeysModel::Duplicate);
+
+    let plain = read_table_info(&settings(&emu, "src.plain")).await.unwrap();
+    assert!(!plain.enabled);
+
+    let err = read_table_info(&settings(&emu, "src.nosuch"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Doris { .. }), "{err:?}");
+}

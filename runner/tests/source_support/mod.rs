@@ -1,0 +1,126 @@
+//! Shared set-up of the source tests: an emulator, settings pointing at it, SQL helpers and a
+//! way to turn record batches into comparable rows.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use arrow_array::RecordBatch;
+use dcs_doris_emu::sql::{self, Session};
+use dcs_doris_emu::{EmuConfig, RunningEmulator};
+use dcs_runner::source::fe_http::FeHttpClient;
+use dcs_runner::source::{SourceCredentials, SourceSettings};
+use mysql_async::prelude::Queryable;
+
+/// An emulator on free ports, user root with an empty password.
+pub async fn emu() -> RunningEmulator {
+    dcs_doris_emu::start(EmuConfig::ephemeral())
+        .await
+        .expect("emulator starts")
+}
+
+/// An emulator with a changed configuration.
+pub async fn emu_with(f: impl FnOnce(&mut EmuConfig)) -> RunningEmulator {
+    let mut c = EmuConfig::ephemeral();
+    f(&mut c);
+    dcs_doris_emu::start(c).await.expect("emulator starts")
+}
+
+/// Settings for `table` on the emulator, with the Flight port left to discovery.
+pub fn settings(emu: &RunningEmulator, table: &str) -> SourceSettings {
+    settings_with_password(emu, table, "")
+}
+
+/// Settings with a given password.
+pub fn settings_with_password(
+    emu: &RunningEmulator,
+    table: &str,
+    password: &str,
+) -> SourceSettings {
+    SourceSettings {
+        fe_nodes: vec![emu.fe_http_addr()],
+        query_port: emu.ports().query_port,
+        flight_sql_port: None,
+        table: table.parse().unwrap(),
+        credentials: SourceCredentials {
+            user: "root".into(),
+            password: password.into(),
+        },
+        request_retries: 3,
+        request_timeout: Duration::from_secs(10),
+    }
+}
+
+/// An FE HTTP client for the settings.
+pub fn http(settings: SourceSettings) -> FeHttpClient {
+    FeHttpClient::new(settings).unwrap()
+}
+
+/// Run statements on the emulator's engine (set-up and scripted writes).
+pub async fn exec(emu: &RunningEmulator, stmts: &[&str]) {
+    let mut s = Session::new("root");
+    for stmt in stmts {
+        if let Err(e) = sql::execute(&emu.doris, &mut s, stmt).await {
+            panic!("statement failed: {stmt}: {e}");
+        }
+    }
+}
+
+/// A UNIQUE KEY (merge-on-write) table with the changelog and before images on.
+pub fn unique_ddl(table: &str, buckets: u32) -> String {
+    format!(
+        "CREATE TABLE {table} (id INT NOT NULL, name VARCHAR(64), age INT) UNIQUE KEY(id) \
+         DISTRIBUTED BY HASH(id) BUCKETS {buckets} PROPERTIES (\"replication_num\" = \"1\", \
+         \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")"
+    )
+}
+
+/// Rows from the MySQL port, every value as text (`NULL` for NULL).
+pub async fn mysql_rows(emu: &RunningEmulator, query: &str) -> Vec<Vec<String>> {
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(emu.ports().query_port)
+        .user(Some("root"))
+        .pass(Some(""))
+        .prefer_socket(false);
+    let mut conn = mysql_async::Conn::new(opts).await.unwrap();
+    let rows: Vec<mysql_async::Row> = conn.query(query).await.unwrap();
+    conn.disconnect().await.unwrap();
+    rows.into_iter()
+        .map(|r| {
+            (0..r.len())
+                .map(|i| match r.as_ref(i).unwrap() {
+                    mysql_async::Value::NULL => "NULL".to_owned(),
+                    mysql_async::Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+                    v => v.as_sql(true).trim_matches('\'').to_owned(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Rows of record batches, every value as text (`NULL` for NULL), optionally only some columns.
+pub fn batch_rows(batches: &[RecordBatch], columns: Option<&[&str]>) -> Vec<Vec<String>> {
+    let opts = FormatOptions::default().with_null("NULL");
+    let mut out = Vec::new();
+    for b in batches {
+        let idx: Vec<usize> = match columns {
+            None => (0..b.num_columns()).collect(),
+            Some(cs) => cs.iter().map(|c| b.schema().index_of(c).unwrap()).collect(),
+        };
+        let fmts: Vec<ArrayFormatter> = idx
+            .iter()
+            .map(|i| ArrayFormatter::try_new(b.column(*i).as_ref(), &opts).unwrap())
+            .collect();
+        for r in 0..b.num_rows() {
+            out.push(fmts.iter().map(|f| f.value(r).to_string()).collect());
+        }
+    }
+    out
+}
+
+/// Rows as a set, for order-free comparison (duplicates would show up as a count mismatch).
+pub fn row_set(rows: &[Vec<String>]) -> BTreeSet<Vec<String>> {
+    rows.iter().cloned().collect()
+}

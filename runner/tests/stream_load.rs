@@ -1,0 +1,211 @@
+//! The Stream Load client against the Doris emulator: redirects by hand, labels, 2PC, faults.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use dcs_doris_emu::faults::StreamLoadFault;
+use dcs_doris_emu::{EmuConfig, RunningEmulator};
+use dcs_runner::sink::stream_load::{
+    LoadOutcome, LoadRequest, StreamLoadClient, TxnOperation, TxnOutcome,
+};
+use mysql_async::prelude::*;
+
+async fn emu_with_table() -> (RunningEmulator, mysql_async::Conn) {
+    let emu = dcs_doris_emu::start(EmuConfig::ephemeral()).await.unwrap();
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(emu.ports().query_port)
+        .user(Some("root"))
+        .pass(Some(""));
+    let mut c = mysql_async::Conn::new(opts).await.unwrap();
+    c.query_drop("CREATE DATABASE sink").await.unwrap();
+    c.query_drop(
+        "CREATE TABLE sink.t (id INT NOT NULL, name VARCHAR(32)) UNIQUE KEY(id) \
+         DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES ('replication_num' = '1')",
+    )
+    .await
+    .unwrap();
+    (emu, c)
+}
+
+fn client(emu: &RunningEmulator, password: &str) -> StreamLoadClient {
+    StreamLoadClient::new(
+        vec![emu.fe_http_addr()],
+        vec![],
+        "root".into(),
+        password.into(),
+        Duration::from_secs(10),
+    )
+}
+
+fn json_load(label: &str, body: &str, two_phase: bool) -> LoadRequest {
+    LoadRequest {
+        db: "sink".into(),
+        table: "t".into(),
+        label: label.into(),
+        headers: vec![
+            ("format".into(), "json".into()),
+            ("read_json_by_line".into(), "true".into()),
+            ("hidden_columns".into(), "__DORIS_DELETE_SIGN__".into()),
+            ("two_phase_commit".into(), two_phase.to_string()),
+        ],
+        body: Bytes::from(body.to_string()),
+    }
+}
+
+async fn rows(c: &mut mysql_async::Conn) -> Vec<(i32, String)> {
+    c.query("SELECT id, name FROM sink.t ORDER BY id")
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn loads_through_the_fe_redirect_and_deduplicates_by_label() {
+    let (emu, mut c) = emu_with_table().await;
+    let sl = client(&emu, "");
+    let body = "{\"id\":1,\"name\":\"a\",\"__DORIS_DELETE_SIGN__\":0}\n{\"id\":2,\"name\":\"b\",\"__DORIS_DELETE_SIGN__\":0}\n";
+    match sl.load_once(&json_load("dcs-x-1-0", body, false), 0).await {
+        LoadOutcome::Loaded(r) => assert_eq!(r.number_loaded_rows, 2),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rows(&mut c).await, vec![(1, "a".into()), (2, "b".into())]);
+    // The same label again is recognised as done, and nothing loads twice.
+    let again = sl
+        .load_once(
+            &json_load("dcs-x-1-0", "{\"id\":3,\"name\":\"c\"}\n", false),
+            1,
+        )
+        .await;
+    assert!(
+        matches!(again, LoadOutcome::AlreadyLoaded { ref existing_status, .. } if existing_status == "FINISHED"),
+        "{again:?}"
+    );
+    assert_eq!(rows(&mut c).await.len(), 2);
+    // A delete sign deletes.
+    let del = "{\"id\":1,\"name\":\"a\",\"__DORIS_DELETE_SIGN__\":1}\n";
+    assert!(matches!(
+        sl.load_once(&json_load("dcs-x-2-0", del, false), 0).await,
+        LoadOutcome::Loaded(_)
+    ));
+    assert_eq!(rows(&mut c).await, vec![(2, "b".into())]);
+    assert_eq!(
+        emu.doris.counters.get("fe_stream_load"),
+        3,
+        "every load asked the FE for a BE"
+    );
+    assert_eq!(emu.doris.counters.get("be_stream_load"), 3);
+}
+
+#[tokio::test]
+async fn two_phase_loads_become_visible_on_commit_only() {
+    let (emu, mut c) = emu_with_table().await;
+    let sl = client(&emu, "");
+    let txn = match sl
+        .load_once(
+            &json_load("dcs-x-5-0", "{\"id\":5,\"name\":\"e\"}\n", true),
+            0,
+        )
+        .await
+    {
+        LoadOutcome::Loaded(r) => r.txn_id,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        rows(&mut c).await.is_empty(),
+        "pre-committed rows are invisible"
+    );
+    // A replayed pre-commit after a crash is recognised, with the transaction id.
+    let replay = sl
+        .load_once(
+            &json_load("dcs-x-5-0", "{\"id\":5,\"name\":\"e\"}\n", true),
+            0,
+        )
+        .await;
+    assert_eq!(
+        replay,
+        LoadOutcome::AlreadyLoaded {
+            existing_status: "PRECOMMITTED".into(),
+            txn_id: Some(txn)
+        }
+    );
+    assert_eq!(
+        sl.finish_txn("sink", txn, TxnOperation::Commit).await,
+        TxnOutcome::Done
+    );
+    assert_eq!(rows(&mut c).await, vec![(5, "e".into())]);
+    // Committing again (a restart re-commits the saved checkpoint's txns) is still done.
+    assert_eq!(
+        sl.finish_txn("sink", txn, TxnOperation::Commit).await,
+        TxnOutcome::Done
+    );
+    // An abort of a visible transaction cannot succeed.
+    assert!(matches!(
+        sl.finish_txn("sink", txn, TxnOperation::Abort).await,
+        TxnOutcome::Permanent(_)
+    ));
+
+    let txn2 = match sl
+        .load_once(
+            &json_load("dcs-x-6-0", "{\"id\":6,\"name\":\"f\"}\n", true),
+            0,
+        )
+        .await
+    {
+        LoadOutcome::Loaded(r) => r.txn_id,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        sl.finish_txn("sink", txn2, TxnOperation::Abort).await,
+        TxnOutcome::Done
+    );
+    assert_eq!(rows(&mut c).await, vec![(5, "e".into())]);
+}
+
+#[tokio::test]
+async fn server_errors_are_retryable_and_bad_credentials_are_not() {
+    let (emu, _c) = emu_with_table().await;
+    emu.doris.faults.update(|f| {
+        f.stream_load = Some(StreamLoadFault {
+            count: 1,
+            http_status: Some(503),
+            status: None,
+            message: None,
+        })
+    });
+    let sl = client(&emu, "");
+    let req = json_load("dcs-x-7-0", "{\"id\":7,\"name\":\"g\"}\n", false);
+    assert!(matches!(sl.load_once(&req, 0).await, LoadOutcome::Retry(m) if m.contains("503")));
+    assert!(matches!(
+        sl.load_once(&req, 1).await,
+        LoadOutcome::Loaded(_)
+    ));
+
+    let wrong = client(&emu, "not-the-password");
+    let outcome = wrong
+        .load_once(&json_load("dcs-x-8-0", "{}\n", false), 0)
+        .await;
+    assert!(
+        matches!(&outcome, LoadOutcome::Permanent(m) if m.contains("credentials")),
+        "{outcome:?}"
+    );
+    assert!(
+        !format!("{outcome:?}").contains("not-the-password"),
+        "the password never appears in errors"
+    );
+}
+
+#[tokio::test]
+async fn data_errors_are_permanent_with_the_error_url() {
+    let (emu, _c) = emu_with_table().await;
+    let sl = client(&emu, "");
+    let outcome = sl
+        .load_once(
+            &json_load("dcs-x-9-0", "{\"id\":null,\"name\":\"x\"}\n", false),
+            0,
+        )
+        .await;
+    match outcome {
+        LoadOutcome::Permanent(m) => assert!(m.contains("_load_error_log"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
