@@ -1,0 +1,377 @@
+//! The process kubelet: pods run as local processes with real volumes, environment, service
+//! account credentials, restarts, probes and graceful termination.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use common::{WAIT, eventually, start};
+use dcs_kube_emu::Config;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+
+fn kubelet_config(work: &std::path::Path) -> Config {
+    Config {
+        kubelet: true,
+        work_dir: Some(work.to_path_buf()),
+        ..Config::default()
+    }
+}
+
+fn scratch() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("kube-emu-test-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+async fn logs(pods: &Api<Pod>, name: &str) -> String {
+    pods.logs(name, &Default::default())
+        .await
+        .unwrap_or_default()
+}
+
+fn pod(v: serde_json::Value) -> Pod {
+    serde_json::from_value(v).expect("valid pod")
+}
+
+#[tokio::test]
+async fn pod_gets_env_volumes_and_service_account() -> Result<()> {
+    let dir = scratch();
+    let (emu, client) = start(kubelet_config(&dir)).await?;
+    let ns = "default";
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(
+            json!({"metadata": {"name": "cfg"}, "data": {"key": "from-configmap"}}),
+        )?,
+    )
+    .await?;
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "sec"}, "stringData": {"pw": "s3cret"}}),
+            )?,
+        )
+        .await?;
+    // Mount points live in the test's directory so the host is left as it was; the mounts
+    // themselves exist only in the container's mount namespace.
+    let mnt = dir.join("mnt");
+    let m = mnt.display().to_string();
+    let script = r#"echo CM=$(cat MNT/cfg/key); echo SEC=$(cat MNT/sec/pw); echo NS=$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace);
+echo ENV=$E1,$E2,$E3,$E4; echo IP=$MY_IP; echo API=$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT; echo DOWN=$(cat MNT/info/name);
+touch MNT/scratch/x && echo SCRATCH=ok; (echo x > MNT/sec/pw) 2>/dev/null || echo READONLY=ok; echo PWD=$(pwd);
+echo KUBECTL=$(/usr/bin/kubectl get configmap cfg -o jsonpath='{.data.key}' 2>&1); sleep 60"#
+        .replace("MNT", &m);
+    pods.create(&PostParams::default(), &pod(json!({
+        "metadata": {"name": "env", "labels": {"app": "x"}},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "main", "image": "busybox", "command": ["/bin/sh", "-c", script], "workingDir": "/tmp",
+                "env": [
+                    {"name": "E1", "value": "plain"},
+                    {"name": "E2", "valueFrom": {"secretKeyRef": {"name": "sec", "key": "pw"}}},
+                    {"name": "E3", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "key"}}},
+                    {"name": "E4", "value": "$(E1)-expanded"},
+                    {"name": "MY_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                ],
+                "volumeMounts": [
+                    {"name": "cfg", "mountPath": format!("{m}/cfg")}, {"name": "sec", "mountPath": format!("{m}/sec"), "readOnly": true},
+                    {"name": "info", "mountPath": format!("{m}/info")}, {"name": "scratch", "mountPath": format!("{m}/scratch")},
+                ]}],
+            "volumes": [
+                {"name": "cfg", "configMap": {"name": "cfg"}}, {"name": "sec", "secret": {"secretName": "sec"}},
+                {"name": "info", "downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+                {"name": "scratch", "emptyDir": {}},
+            ],
+        },
+    }))).await?;
+    eventually("the script to run", || async {
+        logs(&pods, "env").await.contains("KUBECTL=")
+    })
+    .await?;
+    let out = logs(&pods, "env").await;
+    let p = pods.get("env").await?;
+    let status = p.status.unwrap();
+    let ip = status.pod_ip.unwrap();
+    assert!(ip.starts_with("127.0.0.") && ip != "127.0.0.1", "{ip}");
+    assert_eq!(status.phase.as_deref(), Some("Running"));
+    for want in [
+        "CM=from-configmap".to_string(),
+        "SEC=s3cret".into(),
+        "NS=default".into(),
+        "ENV=plain,s3cret,from-configmap,plain-expanded".into(),
+        format!("IP={ip}"),
+        format!("API={}", emu.addr),
+        "DOWN=env".into(),
+        "SCRATCH=ok".into(),
+        "READONLY=ok".into(),
+        "PWD=/tmp".into(),
+        "KUBECTL=from-configmap".into(),
+    ] {
+        assert!(out.contains(&want), "missing {want:?} in:\n{out}");
+    }
+    assert!(
+        !mnt.join("cfg/key").exists(),
+        "the mounts are private to the container"
+    );
+    pods.delete("env", &DeleteParams::default()).await?;
+    eventually("the pod to go", || async {
+        matches!(pods.get_opt("env").await, Ok(None))
+    })
+    .await?;
+    emu.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+fn alive(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+}
+
+#[tokio::test]
+async fn killed_child_is_restarted_and_exit_codes_are_reported() -> Result<()> {
+    let dir = scratch();
+    let (emu, client) = start(kubelet_config(&dir)).await?;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let pidfile = dir.join("pid");
+    let script = format!(
+        "echo $$ > {}; echo started; exec sleep 1000",
+        pidfile.display()
+    );
+    pods.create(
+        &PostParams::default(),
+        &pod(
+            json!({"metadata": {"name": "victim"}, "spec": {"terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "main", "image": "x", "command": ["/bin/sh", "-c", script]}]}}),
+        ),
+    )
+    .await?;
+    eventually("the first run", || async {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| !s.trim().is_empty())
+    })
+    .await?;
+    let first: i32 = std::fs::read_to_string(&pidfile)?.trim().parse()?;
+    std::fs::remove_file(&pidfile)?;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first),
+        nix::sys::signal::Signal::SIGKILL,
+    )?;
+    eventually("the restart", || async {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| !s.trim().is_empty())
+    })
+    .await?;
+    let second: i32 = std::fs::read_to_string(&pidfile)?.trim().parse()?;
+    assert_ne!(first, second);
+    let p = pods.get("victim").await?;
+    let cs = &p.status.unwrap().container_statuses.unwrap()[0];
+    assert_eq!(cs.restart_count, 1);
+    let last = cs
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .expect("last state terminated");
+    assert_eq!(last.exit_code, 137);
+    assert!(cs.state.as_ref().and_then(|s| s.running.as_ref()).is_some());
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(pods.clone().into_client(), "default");
+    let reasons: Vec<String> = events
+        .list(&kube::api::ListParams::default().fields("involvedObject.name=victim"))
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r == "Started") && reasons.iter().any(|r| r == "BackOff"),
+        "{reasons:?}"
+    );
+
+    // A container that keeps failing under restartPolicy OnFailure backs off and counts restarts;
+    // one that succeeds under Never completes the pod.
+    pods.create(&PostParams::default(), &pod(json!({"metadata": {"name": "crash"}, "spec": {"restartPolicy": "OnFailure",
+        "containers": [{"name": "main", "image": "x", "command": ["/bin/sh", "-c", "echo boom; exit 3"]}]}}))).await?;
+    pods.create(
+        &PostParams::default(),
+        &pod(
+            json!({"metadata": {"name": "once"}, "spec": {"restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "x", "command": ["/bin/sh", "-c", "exit 0"]}]}}),
+        ),
+    )
+    .await?;
+    eventually("two restarts", || async {
+        pods.get("crash")
+            .await
+            .ok()
+            .and_then(|p| {
+                p.status?
+                    .container_statuses?
+                    .first()
+                    .map(|c| c.restart_count)
+            })
+            .is_some_and(|n| n >= 2)
+    })
+    .await?;
+    let p = pods.get("crash").await?;
+    let cs = &p
+        .status
+        .as_ref()
+        .unwrap()
+        .container_statuses
+        .as_ref()
+        .unwrap()[0];
+    assert_eq!(
+        cs.last_state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap()
+            .exit_code,
+        3
+    );
+    eventually("the pod to succeed", || async {
+        pods.get("once")
+            .await
+            .ok()
+            .and_then(|p| p.status?.phase)
+            .is_some_and(|p| p == "Succeeded")
+    })
+    .await?;
+    emu.shutdown().await;
+    assert!(!alive(second), "shutdown must stop pod processes");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[tokio::test]
+async fn delete_sends_sigterm_then_sigkill_after_the_grace_period() -> Result<()> {
+    let dir = scratch();
+    let (emu, client) = start(kubelet_config(&dir)).await?;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let marker = dir.join("term");
+    let polite = format!(
+        "trap 'echo TERM > {}; exit 0' TERM; echo ready; while :; do sleep 0.1; done",
+        marker.display()
+    );
+    pods.create(
+        &PostParams::default(),
+        &pod(
+            json!({"metadata": {"name": "polite"}, "spec": {"terminationGracePeriodSeconds": 20,
+        "containers": [{"name": "main", "image": "x", "command": ["/bin/sh", "-c", polite]}]}}),
+        ),
+    )
+    .await?;
+    let pidfile = dir.join("stubborn.pid");
+    let stubborn = format!(
+        "trap '' TERM; echo $$ > {}; while :; do sleep 0.1; done",
+        pidfile.display()
+    );
+    pods.create(
+        &PostParams::default(),
+        &pod(
+            json!({"metadata": {"name": "stubborn"}, "spec": {"terminationGracePeriodSeconds": 2,
+        "containers": [{"name": "main", "image": "x", "command": ["/bin/sh", "-c", stubborn]}]}}),
+        ),
+    )
+    .await?;
+    eventually("both running", || async {
+        let running = |p: Option<Pod>| {
+            p.and_then(|p| p.status?.phase)
+                .is_some_and(|p| p == "Running")
+        };
+        running(pods.get_opt("polite").await.ok().flatten())
+            && running(pods.get_opt("stubborn").await.ok().flatten())
+            && pidfile.exists()
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // SIGTERM first: the polite one exits at once, well before its 20 s grace period.
+    let t = Instant::now();
+    pods.delete("polite", &DeleteParams::default()).await?;
+    eventually("the polite pod gone", || async {
+        matches!(pods.get_opt("polite").await, Ok(None))
+    })
+    .await?;
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert_eq!(std::fs::read_to_string(&marker)?.trim(), "TERM");
+
+    // SIGKILL after the grace period for one that ignores SIGTERM.
+    let pid: i32 = std::fs::read_to_string(&pidfile)?.trim().parse()?;
+    let t = Instant::now();
+    let deleted = pods.delete("stubborn", &DeleteParams::default()).await?;
+    assert!(
+        deleted
+            .left()
+            .and_then(|p| p.metadata.deletion_timestamp)
+            .is_some(),
+        "graceful deletion is pending"
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(alive(pid), "still inside the grace period");
+    eventually("the stubborn pod gone", || async {
+        matches!(pods.get_opt("stubborn").await, Ok(None))
+    })
+    .await?;
+    assert!(
+        t.elapsed() >= Duration::from_secs(2),
+        "not before the grace period"
+    );
+    assert!(!alive(pid));
+    assert!(t.elapsed() < WAIT);
+    emu.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[tokio::test]
+async fn probes_drive_readiness_and_liveness_restarts() -> Result<()> {
+    let dir = scratch();
+    let (emu, client) = start(kubelet_config(&dir)).await?;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        l.local_addr()?.port()
+    };
+    pods.create(&PostParams::default(), &pod(json!({"metadata": {"name": "web"}, "spec": {"terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "main", "image": "x", "command": ["/usr/bin/python3", "-m", "http.server", port.to_string(), "--bind", "127.0.0.1"],
+            "workingDir": dir.to_string_lossy(),
+            "readinessProbe": {"httpGet": {"path": "/", "port": port}, "periodSeconds": 1}}]}}))).await?;
+    eventually("ready", || async {
+        pods.get("web")
+            .await
+            .ok()
+            .and_then(|p| p.status?.conditions)
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    })
+    .await?;
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        l.local_addr()?.port()
+    };
+    pods.create(&PostParams::default(), &pod(json!({"metadata": {"name": "sick"}, "spec": {"terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "main", "image": "x", "command": ["/bin/sleep", "1000"],
+            "livenessProbe": {"tcpSocket": {"port": closed}, "periodSeconds": 1, "failureThreshold": 1}}]}}))).await?;
+    eventually("a liveness restart", || async {
+        pods.get("sick")
+            .await
+            .ok()
+            .and_then(|p| {
+                p.status?
+                    .container_statuses?
+                    .first()
+                    .map(|c| c.restart_count)
+            })
+            .is_some_and(|n| n >= 1)
+    })
+    .await?;
+    emu.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
