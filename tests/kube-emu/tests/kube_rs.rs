@@ -125,6 +125,35 @@ async fn typed_crud_conflicts_and_selectors() -> Result<()> {
     cms.delete("a", &DeleteParams::default()).await?;
     let e = cms.get("a").await.unwrap_err();
     assert_eq!(api_code(&e), Some((404, "NotFound".into())));
+
+    // deletecollection honours the selector and leaves the rest.
+    cms.patch(
+        "p1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"batch": "old"}}})),
+    )
+    .await?;
+    cms.patch(
+        "p2",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"batch": "old"}}})),
+    )
+    .await?;
+    cms.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("batch=old"),
+    )
+    .await?;
+    let mut left: Vec<String> = cms
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .filter(|n| n.starts_with('p'))
+        .collect();
+    left.sort();
+    assert_eq!(left, vec!["p0", "p3", "p4"]);
     emu.shutdown().await;
     Ok(())
 }
