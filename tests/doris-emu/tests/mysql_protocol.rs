@@ -222,3 +222,24 @@ async fn refused_connections_fault_refuses() {
             .is_ok()
     );
 }
+
+#[tokio::test]
+async fn an_fe_without_the_changelog_feature_refuses_changelog_tables() {
+    let emu = common::emu_with(|c| c.feature_changelog = false).await;
+    let mut c = conn(emu.ports().query_port).await;
+    c.query_drop("CREATE DATABASE test").await.unwrap();
+    let err = c.query_drop(common::STUDENT_DDL).await.unwrap_err();
+    match err {
+        mysql_async::Error::Server(e) => assert_eq!(
+            e.message,
+            "errCode = 2, detailMessage = changelog is not enabled, set enable_feature_changelog=true in fe.conf"
+        ),
+        other => panic!("expected a server error, got {other:?}"),
+    }
+    // Tables without the changelog are still fine.
+    c.query_drop(
+        "CREATE TABLE test.plain (id INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1",
+    )
+    .await
+    .unwrap();
+}
