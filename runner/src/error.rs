@@ -130,12 +130,72 @@ pub enum Error {
         /// What is wrong and how to fix it.
         reason: String,
     },
+    /// The manifest, the environment or the command line cannot be used.
+    #[error("invalid configuration: {reason}")]
+    Config {
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+    /// The sink refused the rows for a reason retrying cannot fix, or retries ran out.
+    #[error("{message}")]
+    Sink {
+        /// Doris's message (and the ErrorURL when there is one), verbatim after a short context.
+        message: String,
+    },
+    /// A test hook stopped the pipeline at a chosen point (tests only).
+    #[error("stopped by a test hook: {point}")]
+    Injected {
+        /// Where it stopped.
+        point: &'static str,
+    },
+}
+
+/// Exit codes of `dcs-runner` (documented in `--help` and runner/README.md).
+pub mod exit_code {
+    /// The sync finished (snapshot mode) or stopped on request.
+    pub const DONE: u8 = 0;
+    /// Any other failure.
+    pub const FAILURE: u8 = 1;
+    /// The manifest, environment or command line is wrong.
+    pub const CONFIG: u8 = 2;
+    /// The changelog offset has expired (minDelta's expiry error).
+    pub const OFFSET_EXPIRED: u8 = 3;
+    /// Another runner owns the checkpoint.
+    pub const FENCED: u8 = 4;
 }
 
 impl Error {
     /// Whether the failure is a transient "window not ready" that retries the same window.
     pub fn is_window_not_ready(&self) -> bool {
         matches!(self, Self::WindowNotReady { .. })
+    }
+
+    /// Whether Doris said the changelog offset has expired (`… offset has expired according to
+    /// changelog.ttl_seconds`, or the `binlog.*` spelling).
+    pub fn is_offset_expired(&self) -> bool {
+        self.to_string().contains("offset has expired according to")
+    }
+
+    /// The process exit code this error stops `dcs-runner` with (see [`exit_code`]).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Config { .. } | Self::SourceConfig { .. } => exit_code::CONFIG,
+            Self::Fenced { .. } | Self::CheckpointLocked { .. } => exit_code::FENCED,
+            e if e.is_offset_expired() => exit_code::OFFSET_EXPIRED,
+            _ => exit_code::FAILURE,
+        }
+    }
+
+    /// A CamelCase reason for the checkpoint's `lastError` and logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Config { .. } | Self::SourceConfig { .. } => "InvalidConfiguration",
+            Self::Fenced { .. } | Self::CheckpointLocked { .. } => "Fenced",
+            e if e.is_offset_expired() => "OffsetExpired",
+            Self::Sink { .. } => "StreamLoadFailed",
+            Self::SourceCredentials { .. } => "SourceCredentials",
+            _ => "SourceFailed",
+        }
     }
 
     /// Wrap an I/O error with what was being done.
@@ -149,3 +209,29 @@ impl Error {
 
 /// Result alias for the runner.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_tell_failures_apart() {
+        let expired = Error::Doris {
+            context: "reading changelog window".into(),
+            message: "Changelog offset has expired according to changelog.ttl_seconds".into(),
+        };
+        assert_eq!(expired.exit_code(), exit_code::OFFSET_EXPIRED);
+        assert_eq!(expired.reason(), "OffsetExpired");
+        let fenced = Error::Fenced {
+            expected: 1,
+            found: 2,
+        };
+        assert_eq!(fenced.exit_code(), exit_code::FENCED);
+        let config = Error::Config { reason: "x".into() };
+        assert_eq!(config.exit_code(), exit_code::CONFIG);
+        let sink = Error::Sink {
+            message: "Stream Load of label l failed: bad".into(),
+        };
+        assert_eq!(sink.exit_code(), exit_code::FAILURE);
+    }
+}

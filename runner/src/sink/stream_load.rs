@@ -412,46 +412,100 @@ pub fn classify_txn(operation: TxnOperation, status: u16, body: &str) -> TxnOutc
     }
 }
 
+/// What aborting a label found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LabelAbort {
+    /// Aborted now, or the label's transaction is no longer running (aborted or finished).
+    Done,
+    /// Doris has no transaction with this label.
+    NotFound,
+    /// Worth another attempt.
+    Retry(String),
+    /// Doris refused for a reason retrying cannot fix.
+    Permanent(String),
+}
+
+/// Decide what a label-addressed abort answer means: `transaction not found, label=<l>` is
+/// [`LabelAbort::NotFound`]; `running transaction not found` (nothing left to abort) is done.
+pub fn classify_label_abort(status: u16, body: &str) -> LabelAbort {
+    let unknown = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("msg").and_then(|m| m.as_str()).map(str::to_owned))
+        .is_some_and(|m| {
+            m.contains("transaction not found, label=")
+                && !m.contains("running transaction not found")
+        });
+    if unknown {
+        return LabelAbort::NotFound;
+    }
+    match classify_txn(TxnOperation::Abort, status, body) {
+        TxnOutcome::Done => LabelAbort::Done,
+        TxnOutcome::Retry(m) if m.contains("running transaction not found") => LabelAbort::Done,
+        TxnOutcome::Retry(m) => LabelAbort::Retry(m),
+        TxnOutcome::Permanent(m) if m.contains("running transaction not found") => LabelAbort::Done,
+        TxnOutcome::Permanent(m) => LabelAbort::Permanent(m),
+    }
+}
+
 impl StreamLoadClient {
     /// Commit or abort transaction `txn_id` of database `db`, following the FE's redirect by hand.
     pub async fn finish_txn(&self, db: &str, txn_id: i64, operation: TxnOperation) -> TxnOutcome {
+        let pick = txn_id.unsigned_abs() as usize;
+        match self
+            .send_2pc(db, ("txn_id", txn_id.to_string()), operation, pick)
+            .await
+        {
+            Ok((status, body)) => classify_txn(operation, status, &body),
+            Err(message) => TxnOutcome::Retry(message),
+        }
+    }
+
+    /// Abort the transaction labelled `label` in database `db` (the `label:` form of 2PC).
+    pub async fn abort_label(&self, db: &str, label: &str) -> LabelAbort {
+        let pick = hash(label) as usize;
+        match self
+            .send_2pc(db, ("label", label.to_owned()), TxnOperation::Abort, pick)
+            .await
+        {
+            Ok((status, body)) => classify_label_abort(status, &body),
+            Err(message) => LabelAbort::Retry(message),
+        }
+    }
+
+    /// One `_stream_load_2pc` request, redirects followed by hand; the HTTP status and body.
+    async fn send_2pc(
+        &self,
+        db: &str,
+        key: (&str, String),
+        operation: TxnOperation,
+        pick: usize,
+    ) -> Result<(u16, String), String> {
         let path = format!("/api/{db}/_stream_load_2pc");
         let nodes = if self.be_nodes.is_empty() {
             &self.fe_nodes
         } else {
             &self.be_nodes
         };
-        let mut url = format!(
-            "http://{}{path}",
-            nodes[(txn_id.unsigned_abs() as usize) % nodes.len()]
-        );
+        let mut url = format!("http://{}{path}", nodes[pick % nodes.len()]);
         for _ in 0..3 {
             let resp = self
                 .http
                 .put(&url)
                 .basic_auth(&self.user, Some(&self.password))
-                .header("txn_id", txn_id.to_string())
+                .header(key.0, key.1.as_str())
                 .header("txn_operation", operation.as_header())
                 .header(reqwest::header::CONTENT_LENGTH, "0")
                 .send()
-                .await;
-            let resp = match resp {
-                Ok(r) => r,
-                Err(e) => {
-                    return TxnOutcome::Retry(format!("2PC request failed: {}", without_url(&e)));
-                }
-            };
+                .await
+                .map_err(|e| format!("2PC request failed: {}", without_url(&e)))?;
             if resp.status() == StatusCode::TEMPORARY_REDIRECT {
-                let Some(next) = resp
+                let next = resp
                     .headers()
                     .get(reqwest::header::LOCATION)
                     .and_then(|v| v.to_str().ok())
-                else {
-                    return TxnOutcome::Retry("2PC redirect without a Location".into());
-                };
-                let Ok(mut next) = reqwest::Url::parse(next) else {
-                    return TxnOutcome::Retry("2PC redirect to an invalid Location".into());
-                };
+                    .ok_or("2PC redirect without a Location")?;
+                let mut next = reqwest::Url::parse(next)
+                    .map_err(|_| "2PC redirect to an invalid Location".to_owned())?;
                 let _ = next.set_username("");
                 let _ = next.set_password(None);
                 url = next.to_string();
@@ -459,9 +513,9 @@ impl StreamLoadClient {
             }
             let status = resp.status().as_u16();
             let body = resp.text().await.unwrap_or_default();
-            return classify_txn(operation, status, &body);
+            return Ok((status, body));
         }
-        TxnOutcome::Retry("2PC redirected too many times".into())
+        Err("2PC redirected too many times".into())
     }
 }
 
@@ -600,6 +654,20 @@ mod tests {
         assert!(matches!(
             classify_txn(TxnOperation::Commit, 502, ""),
             TxnOutcome::Retry(_)
+        ));
+    }
+
+    #[test]
+    fn label_aborts_tell_unknown_labels_apart() {
+        let unknown = r#"{"status":"Fail","msg":"errCode = 2, detailMessage = transaction not found, label=dcs-c-3-0"}"#;
+        assert_eq!(classify_label_abort(200, unknown), LabelAbort::NotFound);
+        let idle = r#"{"status":"Fail","msg":"errCode = 2, detailMessage = running transaction not found, label=dcs-c-3-0"}"#;
+        assert_eq!(classify_label_abort(200, idle), LabelAbort::Done);
+        let ok = r#"{"status":"Success","msg":"label [dcs-c-3-0] abort successfully."}"#;
+        assert_eq!(classify_label_abort(200, ok), LabelAbort::Done);
+        assert!(matches!(
+            classify_label_abort(503, ""),
+            LabelAbort::Retry(_)
         ));
     }
 

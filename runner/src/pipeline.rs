@@ -1,0 +1,805 @@
+//! The pipeline: source → encoder/batcher → sink → ack → checkpoint (DESIGN.md §3).
+//!
+//! The snapshot reader and the changelog poller run as their own tasks and hand record batches
+//! through bounded channels; this loop encodes them into the [`Batcher`], loads full batches, and
+//! checkpoints every `checkpoint.interval`. Memory is bounded by the channel capacities and the
+//! batch limits, whatever the table size.
+//!
+//! A checkpoint flushes the open batch, then (2PC) saves the position together with the
+//! pre-committed transactions and only then commits them; a save that loses the store's fence stops
+//! the run with [`Error::Fenced`] and commits nothing. On start the transactions of the saved
+//! checkpoint are committed again ("already committed" is success) and loads pre-committed under
+//! the next checkpoint id are aborted, since no checkpoint records them.
+//!
+//! Changelog checkpoints are taken between windows, so a checkpoint never holds part of a window.
+//! Snapshot checkpoints record the finished tablets: rows of an unfinished split are loaded again
+//! after a restart (at least once; idempotent on UNIQUE KEY sinks).
+
+pub mod config;
+pub mod doris_writer;
+pub mod start;
+
+use std::io::Write;
+
+use arrow_array::{Array, Int8Array, Int64Array, RecordBatch};
+use dcs_crds::SinkMode;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+pub use config::{CREDENTIAL_ENV, Credentials, DorisSinkConfig, PipelineConfig, SinkConfig};
+use doris_writer::DorisWriter;
+use start::{StartPlan, plan_start};
+
+use crate::checkpoint::{
+    Checkpoint, CheckpointStore, Counters, FORMAT_VERSION, LastError, Offset, PendingTxn, Position,
+};
+use crate::sink::batcher::Batcher;
+use crate::sink::encode::{ChangeColumns, EncodeError, encode_json_lines};
+use crate::sink::stdout::encode_records;
+use crate::source::changelog::{self, ChangelogEvent, ChangelogReader};
+use crate::source::fe_http::FeHttpClient;
+use crate::source::snapshot::{self, SnapshotEvent, SnapshotOptions};
+use crate::source::tso;
+use crate::{Error, Result};
+
+/// Rows encoded at a time, so one Flight batch never makes a load much larger than its limits.
+const SLICE_ROWS: usize = 1024;
+/// Capacity of the channels between the readers and this loop (in record batches).
+const CHANNEL_CAPACITY: usize = 4;
+
+/// How a run ended without an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A bounded (`snapshot` mode) sync finished: `Position::Done` is saved.
+    Done,
+    /// Stopped on request after a final checkpoint.
+    Stopped,
+}
+
+/// What the pipeline is doing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Phase {
+    /// Resolving the start point.
+    #[default]
+    Starting,
+    /// Reading the snapshot.
+    Snapshot,
+    /// Reading changelog windows.
+    Changelog,
+    /// Finished.
+    Done,
+}
+
+/// Live progress, published after every event that changes it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Progress {
+    /// Phase.
+    pub phase: Phase,
+    /// Snapshot rows read in this run.
+    pub snapshot_rows_read: u64,
+    /// Tablets of the snapshot written completely.
+    pub tablets_done: usize,
+    /// Tablets in the snapshot.
+    pub tablets_total: usize,
+    /// End of the last changelog window handed to the sink.
+    pub window_end: Option<Offset>,
+    /// Totals (as in the checkpoint, including loads not yet checkpointed).
+    pub counters: Counters,
+    /// Id of the last saved checkpoint.
+    pub checkpoint_id: u64,
+}
+
+/// Points where tests can stop the pipeline.
+#[derive(Debug, Clone, Default)]
+pub struct Hooks {
+    /// Stop with [`Error::Injected`] right after the first saved checkpoint that holds pending
+    /// transactions, before committing them (a crash between save and commit).
+    pub stop_after_saving_pending: bool,
+}
+
+/// The outside's handle on a run: a shutdown request in, progress out.
+#[derive(Debug)]
+pub struct Control {
+    /// Becomes true when the run should finish its checkpoint and stop.
+    pub shutdown: watch::Receiver<bool>,
+    /// Where progress is published.
+    pub progress: watch::Sender<Progress>,
+    /// Test hooks.
+    pub hooks: Hooks,
+}
+
+/// The other ends of a [`Control`].
+#[derive(Debug)]
+pub struct ControlHandle {
+    /// Send `true` to stop the run gracefully.
+    pub shutdown: watch::Sender<bool>,
+    /// Progress as published.
+    pub progress: watch::Receiver<Progress>,
+}
+
+impl Control {
+    /// A control and its handle.
+    pub fn new() -> (Self, ControlHandle) {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (progress_tx, progress_rx) = watch::channel(Progress::default());
+        (
+            Self {
+                shutdown: stop_rx,
+                progress: progress_tx,
+                hooks: Hooks::default(),
+            },
+            ControlHandle {
+                shutdown: stop_tx,
+                progress: progress_rx,
+            },
+        )
+    }
+}
+
+/// Run a sync until it is done (snapshot mode), stopped, or fails.
+///
+/// # Errors
+/// [`Error::Fenced`] when another runner saved the checkpoint, [`Error::Sink`] when the sink
+/// refuses rows, the source's errors (an expired offset among them), [`Error::Config`] when the
+/// stored checkpoint belongs to another consumer.
+pub async fn run<S: CheckpointStore>(
+    config: PipelineConfig,
+    store: &mut S,
+    control: Control,
+) -> Result<Outcome> {
+    let span =
+        tracing::info_span!("sync", sync = %config.sync_name, consumer = %config.consumer_id);
+    async move {
+        let mut flow = Flow::new(&config, store, control.progress, control.hooks);
+        let mut shutdown = control.shutdown;
+        let result = flow.run(&mut shutdown).await;
+        if let Err(e) = &result {
+            flow.record_error(e).await;
+        }
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+/// Where encoded rows go.
+#[derive(Debug)]
+enum SinkWriter {
+    Doris(Box<DorisWriter>),
+    Stdout,
+}
+
+/// The state of one run.
+struct Flow<'a, S> {
+    config: &'a PipelineConfig,
+    store: &'a mut S,
+    progress_tx: watch::Sender<Progress>,
+    hooks: Hooks,
+    sink: SinkWriter,
+    batcher: Batcher,
+    /// The last checkpoint loaded or saved.
+    saved: Option<Checkpoint>,
+    /// Id of the next checkpoint; the 2PC labels of open loads carry it.
+    next_id: u64,
+    /// Sequence number of the next load within `next_id`.
+    seq: u32,
+    /// Loads pre-committed since the last checkpoint.
+    pending: Vec<PendingTxn>,
+    position: Position,
+    start_point: Option<Offset>,
+    counters: Counters,
+    /// Something changed since the last checkpoint.
+    dirty: bool,
+    next_checkpoint: Instant,
+    progress: Progress,
+}
+
+impl<'a, S: CheckpointStore> Flow<'a, S> {
+    fn new(
+        config: &'a PipelineConfig,
+        store: &'a mut S,
+        progress_tx: watch::Sender<Progress>,
+        hooks: Hooks,
+    ) -> Self {
+        let (sink, limits) = match &config.sink {
+            SinkConfig::Doris(d) => (
+                SinkWriter::Doris(Box::new(DorisWriter::new(
+                    (**d).clone(),
+                    config.consumer_id.clone(),
+                ))),
+                d.limits,
+            ),
+            SinkConfig::Stdout => (SinkWriter::Stdout, Default::default()),
+        };
+        Self {
+            config,
+            store,
+            progress_tx,
+            hooks,
+            sink,
+            batcher: Batcher::new(limits),
+            saved: None,
+            next_id: 1,
+            seq: 0,
+            pending: Vec::new(),
+            // Set by the phase before anything is checkpointed.
+            position: Position::Done,
+            start_point: None,
+            counters: Counters::default(),
+            dirty: false,
+            next_checkpoint: Instant::now() + config.checkpoint_interval,
+            progress: Progress::default(),
+        }
+    }
+
+    async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<Outcome> {
+        let loaded = self.store.load().await?;
+        if let Some(cp) = &loaded
+            && cp.consumer_id != self.config.consumer_id
+        {
+            return Err(Error::Config {
+                reason: format!(
+                    "the stored checkpoint belongs to consumer {}, the manifest says {}; delete the checkpoint to start over as {}",
+                    cp.consumer_id, self.config.consumer_id, self.config.consumer_id
+                ),
+            });
+        }
+        self.recover(loaded.as_ref()).await?;
+        if let Some(cp) = loaded {
+            self.next_id = cp.checkpoint_id + 1;
+            self.counters = cp.counters.clone();
+            self.position = cp.position.clone();
+            self.start_point = cp.start_point.clone();
+            self.progress.checkpoint_id = cp.checkpoint_id;
+            self.saved = Some(cp);
+        }
+        let (plan, source) = plan_start(
+            self.saved.as_ref(),
+            self.config.startup_mode,
+            self.config.startup_timestamp_ms,
+        );
+        tracing::info!(?plan, ?source, "resolved the start point");
+        if plan == StartPlan::Done {
+            self.progress.phase = Phase::Done;
+            self.publish();
+            return Ok(Outcome::Done);
+        }
+        let http = FeHttpClient::new(self.config.source.clone())?;
+        let schema = snapshot::fetch_schema(&http, &self.config.source.table).await?;
+        let columns = snapshot::projection(&schema, self.config.columns.as_deref())?;
+        match plan {
+            StartPlan::Done => unreachable!("handled above"),
+            StartPlan::Snapshot { tablets_done, then } => {
+                self.snapshot_phase(&http, shutdown, &columns, tablets_done, then)
+                    .await
+            }
+            StartPlan::SnapshotFromNow => {
+                let t0 = tso::current(&http).await?.window_end();
+                tracing::info!(t0 = %t0.timestamp, "took the changelog start point before the snapshot");
+                self.snapshot_phase(&http, shutdown, &columns, Vec::new(), Some(t0))
+                    .await
+            }
+            StartPlan::Changelog { from } => {
+                self.changelog_phase(http, shutdown, columns, from).await
+            }
+            StartPlan::ChangelogFromNow => {
+                let from = tso::current(&http).await?.window_end();
+                self.changelog_phase(http, shutdown, columns, from).await
+            }
+        }
+    }
+
+    /// 2PC recovery: commit what the saved checkpoint pre-committed, abort what nothing records.
+    async fn recover(&self, loaded: Option<&Checkpoint>) -> Result<()> {
+        let SinkWriter::Doris(w) = &self.sink else {
+            return Ok(());
+        };
+        if !w.two_phase() {
+            return Ok(());
+        }
+        if let Some(cp) = loaded
+            && !cp.pending_txns.is_empty()
+        {
+            w.commit(&cp.pending_txns).await?;
+            tracing::info!(
+                checkpoint_id = cp.checkpoint_id,
+                txns = cp.pending_txns.len(),
+                "committed the loads of the saved checkpoint"
+            );
+        }
+        let stale = loaded.map_or(1, |c| c.checkpoint_id + 1);
+        let aborted = w.abort_checkpoint(stale).await?;
+        if aborted > 0 {
+            tracing::info!(
+                checkpoint_id = stale,
+                loads = aborted,
+                "aborted loads no checkpoint records"
+            );
+        }
+        Ok(())
+    }
+
+    async fn snapshot_phase(
+        &mut self,
+        http: &FeHttpClient,
+        shutdown: &mut watch::Receiver<bool>,
+        columns: &[String],
+        tablets_done: Vec<i64>,
+        then: Option<Offset>,
+    ) -> Result<Outcome> {
+        let options = SnapshotOptions {
+            columns: Some(columns.to_vec()),
+            filter: self.config.filter.clone(),
+            tablets_done: tablets_done.clone(),
+            concurrency: self.config.snapshot_concurrency,
+            channel_capacity: CHANNEL_CAPACITY,
+        };
+        let (plan, mut rx, handle) = snapshot::read(http, &options).await?;
+        let tablets_total = plan.tablets_total.len();
+        self.position = Position::Snapshot {
+            tablets_done,
+            tablets_total: tablets_total as u64,
+            rows_total: None,
+        };
+        self.start_point = then.clone();
+        self.dirty = true;
+        self.progress.phase = Phase::Snapshot;
+        self.progress.tablets_total = tablets_total;
+        self.publish();
+        tracing::info!(
+            tablets = tablets_total,
+            splits = plan.splits.len(),
+            "reading the snapshot"
+        );
+        loop {
+            let flush_at = self.batcher.deadline();
+            tokio::select! {
+                biased;
+                () = wait_for_shutdown(shutdown) => {
+                    tracing::info!("stopping: saving a last checkpoint");
+                    handle.abort();
+                    self.checkpoint(false).await?;
+                    return Ok(Outcome::Stopped);
+                }
+                event = rx.recv() => match event {
+                    Some(SnapshotEvent::Batch { batch, .. }) => {
+                        self.progress.snapshot_rows_read += batch.num_rows() as u64;
+                        self.rows(&batch, false).await?;
+                    }
+                    Some(SnapshotEvent::SplitDone { split, tablets }) => {
+                        if let Position::Snapshot { tablets_done, .. } = &mut self.position {
+                            tablets_done.extend(tablets);
+                            self.progress.tablets_done = tablets_done.len();
+                        }
+                        tracing::info!(split, "snapshot split finished");
+                        self.dirty = true;
+                        self.checkpoint(false).await?;
+                    }
+                    None => break,
+                },
+                () = sleep_until(flush_at) => self.flush().await?,
+                () = tokio::time::sleep_until(self.next_checkpoint) => self.checkpoint(false).await?,
+            }
+        }
+        handle.await.map_err(|e| Error::SourceUnavailable {
+            context: "snapshot reader".into(),
+            reason: e.to_string(),
+        })??;
+        tracing::info!(rows = self.progress.snapshot_rows_read, "snapshot finished");
+        match then {
+            Some(t0) => {
+                self.position = Position::Changelog { offset: t0.clone() };
+                self.dirty = true;
+                self.checkpoint(true).await?;
+                self.changelog_phase(http.clone(), shutdown, columns.to_vec(), t0)
+                    .await
+            }
+            None => {
+                self.position = Position::Done;
+                self.dirty = true;
+                self.checkpoint(true).await?;
+                self.progress.phase = Phase::Done;
+                self.publish();
+                Ok(Outcome::Done)
+            }
+        }
+    }
+
+    async fn changelog_phase(
+        &mut self,
+        http: FeHttpClient,
+        shutdown: &mut watch::Receiver<bool>,
+        columns: Vec<String>,
+        from: Offset,
+    ) -> Result<Outcome> {
+        tracing::info!(from = %from.timestamp, increment_type = ?self.config.changelog.increment_type, "reading the changelog");
+        let reader = ChangelogReader::new(http, columns, self.config.changelog.clone()).await?;
+        let (tx, mut rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let mut handle = tokio::spawn(reader.run(from.clone(), tx));
+        self.position = Position::Changelog { offset: from };
+        self.progress.phase = Phase::Changelog;
+        self.publish();
+        let mut mid_window = false;
+        let mut due = false;
+        let mut stopping = false;
+        let outcome = loop {
+            let flush_at = self.batcher.deadline();
+            tokio::select! {
+                biased;
+                () = wait_for_shutdown(shutdown), if !stopping => {
+                    tracing::info!(mid_window, "stopping: saving a last checkpoint");
+                    if !mid_window {
+                        self.checkpoint(false).await?;
+                        break Ok(Outcome::Stopped);
+                    }
+                    stopping = true;
+                }
+                event = rx.recv() => match event {
+                    Some(ChangelogEvent::Batch(batch)) => {
+                        mid_window = true;
+                        self.rows(&batch, true).await?;
+                    }
+                    Some(ChangelogEvent::WindowDone { window, rows }) => {
+                        mid_window = false;
+                        tracing::debug!(window = %window.split_id(), rows, "changelog window handed to the sink");
+                        self.progress.window_end = Some(window.end.clone());
+                        self.position = Position::Changelog { offset: window.end };
+                        self.dirty = true;
+                        self.publish();
+                        if due || stopping {
+                            due = false;
+                            self.checkpoint(false).await?;
+                        }
+                        if stopping {
+                            break Ok(Outcome::Stopped);
+                        }
+                    }
+                    None => {
+                        break Err(match (&mut handle).await {
+                            Ok(Err(e)) => e,
+                            Ok(Ok(())) => Error::SourceUnavailable {
+                                context: "changelog reader".into(),
+                                reason: "stopped without an error".into(),
+                            },
+                            Err(e) => Error::SourceUnavailable {
+                                context: "changelog reader".into(),
+                                reason: e.to_string(),
+                            },
+                        });
+                    }
+                },
+                () = sleep_until(flush_at) => self.flush().await?,
+                () = tokio::time::sleep_until(self.next_checkpoint) => {
+                    if mid_window {
+                        due = true;
+                        self.next_checkpoint = Instant::now() + self.config.checkpoint_interval;
+                    } else {
+                        self.checkpoint(false).await?;
+                    }
+                }
+            }
+        };
+        handle.abort();
+        outcome
+    }
+
+    /// Hand one record batch to the sink: encoded into the batcher (flushing full batches), or
+    /// written to stdout.
+    async fn rows(&mut self, batch: &RecordBatch, changelog: bool) -> Result<()> {
+        let n = batch.num_rows();
+        self.counters.rows_read += n as u64;
+        self.dirty = true;
+        let synthetic_tso = self.start_point.as_ref().map_or(0, |o| o.tso);
+        match &self.sink {
+            SinkWriter::Stdout => {
+                let mut out = Vec::new();
+                let lines = with_changes(batch, changelog, None, |data, changes| {
+                    encode_records(data, changes, &mut out)
+                })?;
+                let mut stdout = std::io::stdout().lock();
+                stdout
+                    .write_all(&out)
+                    .and_then(|()| stdout.flush())
+                    .map_err(|e| Error::io("writing to stdout", e))?;
+                self.counters.rows_written += lines;
+            }
+            SinkWriter::Doris(writer) => {
+                let policy = writer.policy();
+                // Changelog-mode sinks need op/TSO/LSN for snapshot rows too: inserts at T0.
+                let snapshot_changes =
+                    (policy.mode == SinkMode::Changelog && !changelog).then_some(synthetic_tso);
+                let mut offset = 0;
+                while offset < n {
+                    let room = usize::try_from(self.batcher.room()).unwrap_or(usize::MAX);
+                    let len = room.min(n - offset).min(SLICE_ROWS);
+                    let slice = batch.slice(offset, len);
+                    offset += len;
+                    self.batcher.append(Instant::now().into_std(), |out| {
+                        with_changes(&slice, changelog, snapshot_changes, |data, changes| {
+                            encode_json_lines(data, changes, &policy, out)
+                        })
+                    })?;
+                    if self
+                        .batcher
+                        .flush_reason(Instant::now().into_std())
+                        .is_some()
+                    {
+                        self.flush().await?;
+                    }
+                }
+            }
+        }
+        self.publish();
+        Ok(())
+    }
+
+    /// Load the open batch, if any.
+    async fn flush(&mut self) -> Result<()> {
+        let SinkWriter::Doris(writer) = &self.sink else {
+            return Ok(());
+        };
+        let Some(batch) = self.batcher.take() else {
+            return Ok(());
+        };
+        let bytes = batch.body.len() as u64;
+        let result = writer.load(batch.body, self.next_id, self.seq).await?;
+        tracing::debug!(label = %result.label, rows = batch.rows, bytes, attempts = result.attempts, "loaded a batch");
+        self.seq += 1;
+        self.pending.extend(result.pending);
+        self.counters.loads += 1;
+        self.counters.bytes += bytes;
+        self.counters.rows_written += batch.upserts;
+        self.counters.rows_deleted += batch.deletes;
+        self.dirty = true;
+        self.publish();
+        Ok(())
+    }
+
+    /// Flush, save the checkpoint (fenced), then commit its pre-committed loads. Skipped when
+    /// nothing changed, unless `force`.
+    async fn checkpoint(&mut self, force: bool) -> Result<()> {
+        self.flush().await?;
+        self.next_checkpoint = Instant::now() + self.config.checkpoint_interval;
+        if !self.dirty && !force {
+            return Ok(());
+        }
+        let cp = Checkpoint {
+            format_version: FORMAT_VERSION,
+            consumer_id: self.config.consumer_id.clone(),
+            checkpoint_id: self.next_id,
+            saved_at: jiff::Timestamp::now().to_string(),
+            position: self.position.clone(),
+            start_point: self.start_point.clone(),
+            pending_txns: self.pending.clone(),
+            counters: self.counters.clone(),
+            last_error: self.saved.as_ref().and_then(|c| c.last_error.clone()),
+        };
+        self.store.save(&cp).await?;
+        tracing::info!(
+            checkpoint_id = cp.checkpoint_id,
+            pending_txns = cp.pending_txns.len(),
+            rows_written = cp.counters.rows_written,
+            "checkpoint saved"
+        );
+        // From here on the store holds this checkpoint: a failure below leaves its transactions
+        // to be committed again by the next start.
+        let pending = std::mem::take(&mut self.pending);
+        self.progress.checkpoint_id = cp.checkpoint_id;
+        self.saved = Some(cp);
+        self.next_id += 1;
+        self.seq = 0;
+        self.dirty = false;
+        if self.hooks.stop_after_saving_pending && !pending.is_empty() {
+            return Err(Error::Injected {
+                point: "after saving a checkpoint, before committing its loads",
+            });
+        }
+        if let SinkWriter::Doris(w) = &self.sink
+            && !pending.is_empty()
+        {
+            w.commit(&pending).await?;
+        }
+        self.publish();
+        Ok(())
+    }
+
+    /// Best effort after a failure: abort the open loads no checkpoint records and keep the error
+    /// in a checkpoint with the same position and transactions as the last saved one (so the next
+    /// start commits those again). Never after losing the fence or at a test hook, where the store
+    /// is not ours to write.
+    async fn record_error(&mut self, error: &Error) {
+        tracing::error!(reason = error.reason(), "{error}");
+        if matches!(
+            error,
+            Error::Fenced { .. } | Error::CheckpointLocked { .. } | Error::Injected { .. }
+        ) {
+            return;
+        }
+        let Some(saved) = self.saved.clone() else {
+            return;
+        };
+        if let SinkWriter::Doris(w) = &self.sink
+            && w.two_phase()
+            && let Err(e) = w.abort_checkpoint(self.next_id).await
+        {
+            tracing::warn!("could not abort this run's open loads: {e}");
+            return;
+        }
+        let cp = Checkpoint {
+            checkpoint_id: self.next_id,
+            saved_at: jiff::Timestamp::now().to_string(),
+            last_error: Some(LastError {
+                at: jiff::Timestamp::now().to_string(),
+                reason: error.reason().to_owned(),
+                message: error.to_string(),
+            }),
+            ..saved
+        };
+        if let Err(e) = self.store.save(&cp).await {
+            tracing::warn!("could not record the error in the checkpoint: {e}");
+        }
+    }
+
+    fn publish(&mut self) {
+        self.progress.counters = self.counters.clone();
+        self.progress_tx.send_replace(self.progress.clone());
+    }
+}
+
+/// Call `f` with the table columns of `batch` and, for changelog batches, its change columns
+/// (the hidden `@incr` columns are taken out of the data). `snapshot_tso` gives snapshot rows
+/// synthetic change columns (insert, that TSO, LSN 0) for changelog-mode sinks.
+fn with_changes<T>(
+    batch: &RecordBatch,
+    changelog: bool,
+    snapshot_tso: Option<i64>,
+    f: impl FnOnce(&RecordBatch, Option<ChangeColumns<'_>>) -> std::result::Result<T, EncodeError>,
+) -> Result<T> {
+    let encode_err = |e: EncodeError| Error::UnexpectedResult {
+        context: "encoding rows for the sink".into(),
+        reason: e.to_string(),
+    };
+    if !changelog {
+        return match snapshot_tso {
+            None => f(batch, None).map_err(encode_err),
+            Some(tso) => {
+                let n = batch.num_rows();
+                let op = Int8Array::from(vec![0; n]);
+                let tso = Int64Array::from(vec![tso; n]);
+                let lsn = Int64Array::from(vec![0; n]);
+                let changes = ChangeColumns {
+                    op: &op,
+                    tso: &tso,
+                    lsn: &lsn,
+                };
+                f(batch, Some(changes)).map_err(encode_err)
+            }
+        };
+    }
+    let schema = batch.schema();
+    let index = |name: &str| {
+        schema
+            .fields()
+            .iter()
+            .position(|f| f.name().eq_ignore_ascii_case(name))
+            .ok_or_else(|| Error::UnexpectedResult {
+                context: "changelog batch".into(),
+                reason: format!("no column {name}"),
+            })
+    };
+    let (op_i, tso_i, lsn_i) = (
+        index(changelog::OP_COLUMN)?,
+        index(changelog::TSO_COLUMN)?,
+        index(changelog::LSN_COLUMN)?,
+    );
+    let data_cols: Vec<usize> = (0..schema.fields().len())
+        .filter(|i| ![op_i, tso_i, lsn_i].contains(i))
+        .collect();
+    let data = batch
+        .project(&data_cols)
+        .map_err(|e| Error::UnexpectedResult {
+            context: "changelog batch".into(),
+            reason: e.to_string(),
+        })?;
+    let downcast_err = |name: &str| Error::UnexpectedResult {
+        context: "changelog batch".into(),
+        reason: format!("{name} has an unexpected type"),
+    };
+    let op = batch
+        .column(op_i)
+        .as_any()
+        .downcast_ref::<Int8Array>()
+        .ok_or_else(|| downcast_err(changelog::OP_COLUMN))?;
+    let tso = batch
+        .column(tso_i)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .ok_or_else(|| downcast_err(changelog::TSO_COLUMN))?;
+    let lsn = batch
+        .column(lsn_i)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .ok_or_else(|| downcast_err(changelog::LSN_COLUMN))?;
+    f(&data, Some(ChangeColumns { op, tso, lsn })).map_err(encode_err)
+}
+
+/// Resolves once shutdown is requested; never if the sender is gone without asking.
+async fn wait_for_shutdown(rx: &mut watch::Receiver<bool>) {
+    loop {
+        if *rx.borrow_and_update() {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Sleep until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(Instant::from_std(d)).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use arrow_array::{Int32Array, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+
+    fn changelog_batch() -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, false),
+            Field::new("name", DataType::Utf8, true),
+            Field::new(changelog::TSO_COLUMN, DataType::Int64, false),
+            Field::new(changelog::LSN_COLUMN, DataType::Int64, false),
+            Field::new(changelog::OP_COLUMN, DataType::Int8, false),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int32Array::from(vec![1, 1])),
+                Arc::new(StringArray::from(vec![Some("a"), Some("b")])),
+                Arc::new(Int64Array::from(vec![9, 9])),
+                Arc::new(Int64Array::from(vec![0, 1])),
+                Arc::new(Int8Array::from(vec![2, 3])),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn change_columns_are_split_from_the_data() {
+        let (cols, ops) = with_changes(&changelog_batch(), true, None, |data, changes| {
+            let c = changes.unwrap();
+            Ok((
+                data.schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone())
+                    .collect::<Vec<_>>(),
+                (0..2).map(|i| c.op.value(i)).collect::<Vec<_>>(),
+            ))
+        })
+        .unwrap();
+        assert_eq!(cols, ["id", "name"]);
+        assert_eq!(ops, [2, 3]);
+    }
+
+    #[test]
+    fn snapshot_rows_get_insert_changes_for_changelog_sinks() {
+        let data = changelog_batch().project(&[0, 1]).unwrap();
+        let tsos = with_changes(&data, false, Some(42), |_, changes| {
+            let c = changes.unwrap();
+            Ok((c.op.value(0), c.tso.value(1), c.lsn.value(0)))
+        })
+        .unwrap();
+        assert_eq!(tsos, (0, 42, 0));
+        assert!(with_changes(&data, false, None, |_, c| Ok(c.is_none())).unwrap());
+    }
+}

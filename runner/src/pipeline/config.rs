@@ -1,0 +1,330 @@
+//! What the pipeline needs, resolved once from a `DorisChangelogSync` and the credentials.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use dcs_crds::DorisChangelogSync;
+use dcs_crds::spec::{StartupMode, TableRef};
+
+use crate::sink::batcher::BatchLimits;
+use crate::sink::encode::EventPolicy;
+use crate::sink::stream_load::Backoff;
+use crate::source::changelog::ChangelogOptions;
+use crate::source::{SourceCredentials, SourceSettings};
+use crate::{Error, Result};
+
+/// The Doris users the runner connects as. `Debug` never shows the passwords.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    /// Source user.
+    pub source_user: String,
+    /// Source password.
+    pub source_password: String,
+    /// Sink user.
+    pub sink_user: String,
+    /// Sink password.
+    pub sink_password: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("source_user", &self.source_user)
+            .field("sink_user", &self.sink_user)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Environment variables the credentials are read from.
+pub const CREDENTIAL_ENV: [&str; 4] = [
+    "DCS_SOURCE_USERNAME",
+    "DCS_SOURCE_PASSWORD",
+    "DCS_SINK_USERNAME",
+    "DCS_SINK_PASSWORD",
+];
+
+impl Credentials {
+    /// Read the credentials with `get` (the process environment in `main`). The usernames are
+    /// required; a missing password is empty. The sink ones are only required with a Doris sink.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the missing variable.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>, needs_sink: bool) -> Result<Self> {
+        let required = |name: &str| {
+            get(name).filter(|v| !v.is_empty()).ok_or_else(|| Error::Config {
+                reason: format!("environment variable {name} is not set; the runner reads Doris credentials only from the environment"),
+            })
+        };
+        let [su, sp, ku, kp] = CREDENTIAL_ENV;
+        Ok(Self {
+            source_user: required(su)?,
+            source_password: get(sp).unwrap_or_default(),
+            sink_user: if needs_sink {
+                required(ku)?
+            } else {
+                get(ku).unwrap_or_default()
+            },
+            sink_password: get(kp).unwrap_or_default(),
+        })
+    }
+}
+
+/// The Doris sink, resolved.
+#[derive(Clone)]
+pub struct DorisSinkConfig {
+    /// FE HTTP nodes.
+    pub fe_nodes: Vec<String>,
+    /// BE HTTP nodes (loads go straight there when set).
+    pub be_nodes: Vec<String>,
+    /// The sink table.
+    pub table: TableRef,
+    /// Sink user.
+    pub user: String,
+    /// Sink password.
+    pub password: String,
+    /// First part of every load label.
+    pub label_prefix: String,
+    /// Two-phase commit aligned with checkpoints (exactly once).
+    pub enable_2pc: bool,
+    /// Which events become which rows.
+    pub policy: EventPolicy,
+    /// When a batch is loaded.
+    pub limits: BatchLimits,
+    /// Retries of a transient failure, with the same label.
+    pub max_retries: u32,
+    /// Delays between retries.
+    pub backoff: Backoff,
+    /// Stream Load headers from `sink.doris.properties`.
+    pub properties: BTreeMap<String, String>,
+    /// Timeout of one HTTP request.
+    pub request_timeout: Duration,
+}
+
+impl fmt::Debug for DorisSinkConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DorisSinkConfig")
+            .field("fe_nodes", &self.fe_nodes)
+            .field("be_nodes", &self.be_nodes)
+            .field("table", &self.table)
+            .field("user", &self.user)
+            .field("label_prefix", &self.label_prefix)
+            .field("enable_2pc", &self.enable_2pc)
+            .field("policy", &self.policy)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where rows go.
+#[derive(Debug, Clone)]
+pub enum SinkConfig {
+    /// Stream Load into a Doris table.
+    Doris(Box<DorisSinkConfig>),
+    /// One JSON record per change on standard output.
+    Stdout,
+}
+
+/// Everything the pipeline needs.
+#[derive(Debug, Clone)]
+pub struct PipelineConfig {
+    /// `metadata.name` of the sync.
+    pub sync_name: String,
+    /// The consumer progress belongs to.
+    pub consumer_id: String,
+    /// The source table and how to reach it.
+    pub source: SourceSettings,
+    /// `source.columns`.
+    pub columns: Option<Vec<String>>,
+    /// `source.filter` (snapshot mode only).
+    pub filter: Option<String>,
+    /// `startup.mode`.
+    pub startup_mode: StartupMode,
+    /// `startup.timestamp` as epoch ms (UTC), for fromTimestamp.
+    pub startup_timestamp_ms: Option<i64>,
+    /// How the changelog is polled.
+    pub changelog: ChangelogOptions,
+    /// Time between checkpoints.
+    pub checkpoint_interval: Duration,
+    /// The sink.
+    pub sink: SinkConfig,
+    /// Snapshot splits read at once.
+    pub snapshot_concurrency: usize,
+}
+
+impl PipelineConfig {
+    /// Resolve a validated manifest.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for what the runner cannot do (yet), e.g. an offset table.
+    pub fn from_sync(sync: &DorisChangelogSync, credentials: Credentials) -> Result<Self> {
+        let spec = &sync.spec;
+        let config = |reason: String| Error::Config { reason };
+        if let Some(table) = spec.offsets.as_ref().and_then(|o| o.table.as_deref()) {
+            return Err(config(format!(
+                "offsets.table ({table}) is not supported by this dcs-runner yet; remove offsets.table (keep offsets.consumerId if you need the id) to run without the offset table"
+            )));
+        }
+        let source = SourceSettings::from_spec(
+            &spec.source,
+            SourceCredentials {
+                user: credentials.source_user.clone(),
+                password: credentials.source_password.clone(),
+            },
+        )?;
+        let duration = |path: &str, r: std::result::Result<Duration, _>| {
+            r.map_err(|e: dcs_crds::duration::DurationError| config(format!("{path}: {e}")))
+        };
+        let startup_timestamp_ms = match spec.startup.timestamp.as_deref() {
+            Some(t) if spec.startup.mode == StartupMode::FromTimestamp => Some(
+                crate::source::tso::parse_timestamp(t)
+                    .map_err(|e| config(format!("startup.timestamp: {e}")))?,
+            ),
+            _ => None,
+        };
+        let changelog = ChangelogOptions {
+            increment_type: spec.changelog.increment_type,
+            poll_interval: duration("changelog.pollInterval", spec.changelog.poll_interval())?,
+            visible_wait_timeout: duration(
+                "changelog.visibleWaitTimeout",
+                spec.changelog.visible_wait_timeout(),
+            )?,
+            ..ChangelogOptions::default()
+        };
+        let sink = match (&spec.sink.doris, &spec.sink.stdout) {
+            (Some(d), _) => {
+                let table = d
+                    .table_ref()
+                    .map_err(|e| config(format!("sink.doris.table: {e}")))?;
+                let limits = BatchLimits {
+                    max_rows: u64::try_from(d.batch.max_rows.max(1)).unwrap_or(1),
+                    max_bytes: d
+                        .batch
+                        .max_bytes()
+                        .map_err(|e| config(format!("sink.doris.batch.maxBytes: {e}")))?,
+                    interval: duration("sink.doris.batch.interval", d.batch.interval())?,
+                };
+                SinkConfig::Doris(Box::new(DorisSinkConfig {
+                    fe_nodes: d.fe_nodes.clone(),
+                    be_nodes: d.be_nodes.clone().unwrap_or_default(),
+                    table,
+                    user: credentials.sink_user,
+                    password: credentials.sink_password,
+                    label_prefix: d.label_prefix.clone(),
+                    enable_2pc: d.enable2pc,
+                    policy: EventPolicy {
+                        mode: d.mode,
+                        enable_delete: d.enable_delete,
+                        ignore_update_before: d.ignore_update_before,
+                    },
+                    limits,
+                    max_retries: u32::try_from(d.max_retries.max(0)).unwrap_or(0),
+                    backoff: Backoff::default(),
+                    properties: d.properties.clone(),
+                    request_timeout: Duration::from_secs(60),
+                }))
+            }
+            (None, Some(_)) => SinkConfig::Stdout,
+            (None, None) => return Err(config("set sink.doris or sink.stdout".into())),
+        };
+        Ok(Self {
+            sync_name: sync.metadata.name.clone().unwrap_or_default(),
+            consumer_id: sync.consumer_id(),
+            source,
+            columns: spec.source.columns.clone(),
+            filter: spec.source.filter.clone(),
+            startup_mode: spec.startup.mode,
+            startup_timestamp_ms,
+            changelog,
+            checkpoint_interval: duration("checkpoint.interval", spec.checkpoint.interval())?,
+            sink,
+            snapshot_concurrency: 2,
+        })
+    }
+
+    /// The Doris sink, if that is the sink.
+    pub fn doris_sink(&self) -> Option<&DorisSinkConfig> {
+        match &self.sink {
+            SinkConfig::Doris(d) => Some(d),
+            SinkConfig::Stdout => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MANIFEST: &str = r#"
+apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {name: student-sync}
+spec:
+  source: {feNodes: ["fe:8030"], table: demo.student, credentials: {secretName: s}}
+  startup: {mode: fromTimestamp, timestamp: "2026-11-29 13:00:00"}
+  changelog: {pollInterval: 2s}
+  checkpoint: {interval: 5s}
+  sink:
+    doris:
+      feNodes: ["fe:8030"]
+      table: sink.student
+      credentials: {secretName: s}
+      batch: {maxRows: 100, maxBytes: 1Mi, interval: 3s}
+"#;
+
+    fn creds() -> Credentials {
+        Credentials {
+            source_user: "reader".into(),
+            source_password: "secret-1".into(),
+            sink_user: "writer".into(),
+            sink_password: "secret-2".into(),
+        }
+    }
+
+    #[test]
+    fn manifest_resolves_with_defaults() {
+        let sync = dcs_crds::from_manifest(MANIFEST).unwrap();
+        let c = PipelineConfig::from_sync(&sync, creds()).unwrap();
+        assert_eq!(c.consumer_id, "student-sync");
+        assert_eq!(c.startup_timestamp_ms, Some(1_795_957_200_000));
+        assert_eq!(c.changelog.poll_interval, Duration::from_secs(2));
+        assert_eq!(c.checkpoint_interval, Duration::from_secs(5));
+        let d = c.doris_sink().unwrap();
+        assert_eq!(d.limits.max_rows, 100);
+        assert_eq!(d.limits.max_bytes, 1 << 20);
+        assert!(d.enable_2pc);
+        assert_eq!(d.max_retries, 3);
+        let debug = format!("{c:?}");
+        assert!(
+            !debug.contains("secret-1") && !debug.contains("secret-2"),
+            "{debug}"
+        );
+    }
+
+    #[test]
+    fn an_offset_table_is_refused_not_ignored() {
+        let yaml = MANIFEST.replace(
+            "  checkpoint:",
+            "  offsets: {table: ops.offsets, consumerId: c1}\n  checkpoint:",
+        );
+        let sync = dcs_crds::from_manifest(&yaml).unwrap();
+        let err = PipelineConfig::from_sync(&sync, creds()).unwrap_err();
+        assert!(err.to_string().contains("not supported"), "{err}");
+        assert_eq!(err.exit_code(), crate::error::exit_code::CONFIG);
+    }
+
+    #[test]
+    fn credentials_come_from_the_environment() {
+        let env = |k: &str| match k {
+            "DCS_SOURCE_USERNAME" => Some("root".to_string()),
+            _ => None,
+        };
+        let c = Credentials::from_env(env, false).unwrap();
+        assert_eq!(
+            (c.source_user.as_str(), c.source_password.as_str()),
+            ("root", "")
+        );
+        let err = Credentials::from_env(env, true).unwrap_err();
+        assert!(err.to_string().contains("DCS_SINK_USERNAME"), "{err}");
+    }
+}

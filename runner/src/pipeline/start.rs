@@ -1,0 +1,155 @@
+//! Where reading starts (DESIGN.md §3): the checkpoint in the store wins, then the startup mode.
+//! (The offset table comes between them; the runner refuses a configured one for now, see
+//! [`super::config::PipelineConfig::from_sync`].) Pure.
+
+use dcs_crds::spec::StartupMode;
+
+use crate::checkpoint::{Checkpoint, Offset, Position};
+use crate::source::tso::offset_at;
+
+/// The resolved start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartPlan {
+    /// A bounded sync that already finished: nothing to do.
+    Done,
+    /// Read the snapshot (skipping tablets already written), then the changelog from `then`
+    /// (`initial`), or stop (`snapshot`).
+    Snapshot {
+        /// Tablets already in the sink.
+        tablets_done: Vec<i64>,
+        /// Where the changelog starts after the snapshot.
+        then: Option<Offset>,
+    },
+    /// `initial` without a checkpoint: take T0 from Doris, then read the snapshot.
+    SnapshotFromNow,
+    /// Read the changelog from this offset.
+    Changelog {
+        /// The first window's start.
+        from: Offset,
+    },
+    /// `latest` without a checkpoint: read the changelog from Doris "now".
+    ChangelogFromNow,
+}
+
+/// Why the plan was chosen, for the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartSource {
+    /// The stored checkpoint.
+    Checkpoint,
+    /// `startup.mode`.
+    StartupMode,
+}
+
+/// Decide where to start.
+pub fn plan_start(
+    checkpoint: Option<&Checkpoint>,
+    mode: StartupMode,
+    timestamp_ms: Option<i64>,
+) -> (StartPlan, StartSource) {
+    if let Some(cp) = checkpoint {
+        let plan = match &cp.position {
+            Position::Done => StartPlan::Done,
+            Position::Snapshot { tablets_done, .. } => StartPlan::Snapshot {
+                tablets_done: tablets_done.clone(),
+                then: cp.start_point.clone(),
+            },
+            Position::Changelog { offset } => StartPlan::Changelog {
+                from: offset.clone(),
+            },
+        };
+        return (plan, StartSource::Checkpoint);
+    }
+    let plan = match mode {
+        StartupMode::Snapshot => StartPlan::Snapshot {
+            tablets_done: Vec::new(),
+            then: None,
+        },
+        StartupMode::Initial => StartPlan::SnapshotFromNow,
+        StartupMode::Latest => StartPlan::ChangelogFromNow,
+        StartupMode::FromTimestamp => match timestamp_ms {
+            Some(ms) => StartPlan::Changelog {
+                from: offset_at(ms),
+            },
+            // Validation requires the timestamp with this mode; be safe anyway.
+            None => StartPlan::ChangelogFromNow,
+        },
+    };
+    (plan, StartSource::StartupMode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{Counters, FORMAT_VERSION};
+
+    fn cp(position: Position, start_point: Option<Offset>) -> Checkpoint {
+        Checkpoint {
+            format_version: FORMAT_VERSION,
+            consumer_id: "c".into(),
+            checkpoint_id: 4,
+            saved_at: "2026-11-29T14:00:00Z".into(),
+            position,
+            start_point,
+            pending_txns: vec![],
+            counters: Counters::default(),
+            last_error: None,
+        }
+    }
+
+    #[test]
+    fn the_checkpoint_wins_over_the_startup_mode() {
+        let t0 = offset_at(1_795_957_200_000);
+        let snap = cp(
+            Position::Snapshot {
+                tablets_done: vec![3],
+                tablets_total: 4,
+                rows_total: None,
+            },
+            Some(t0.clone()),
+        );
+        assert_eq!(
+            plan_start(Some(&snap), StartupMode::Latest, None),
+            (
+                StartPlan::Snapshot {
+                    tablets_done: vec![3],
+                    then: Some(t0.clone())
+                },
+                StartSource::Checkpoint
+            )
+        );
+        let log = cp(Position::Changelog { offset: t0.clone() }, None);
+        assert_eq!(
+            plan_start(Some(&log), StartupMode::Snapshot, None).0,
+            StartPlan::Changelog { from: t0 }
+        );
+        assert_eq!(
+            plan_start(Some(&cp(Position::Done, None)), StartupMode::Initial, None).0,
+            StartPlan::Done
+        );
+    }
+
+    #[test]
+    fn startup_modes_without_a_checkpoint() {
+        let plan = |m, ts| plan_start(None, m, ts).0;
+        assert_eq!(
+            plan(StartupMode::Snapshot, None),
+            StartPlan::Snapshot {
+                tablets_done: vec![],
+                then: None
+            }
+        );
+        assert_eq!(plan(StartupMode::Initial, None), StartPlan::SnapshotFromNow);
+        assert_eq!(plan(StartupMode::Latest, None), StartPlan::ChangelogFromNow);
+        let from = plan(StartupMode::FromTimestamp, Some(1_795_957_200_999));
+        assert_eq!(
+            from,
+            StartPlan::Changelog {
+                from: Offset {
+                    timestamp: "2026-11-29 13:00:00".into(),
+                    epoch_ms: 1_795_957_200_000,
+                    tso: 1_795_957_200_000 << 18,
+                }
+            }
+        );
+    }
+}

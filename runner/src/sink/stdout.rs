@@ -1,0 +1,130 @@
+//! The stdout sink (`spec.sink.stdout`, a debugging sink): one JSON object per change record.
+//!
+//! ```json
+//! {"op":"+I","row":{"id":1,"name":"a"}}
+//! {"op":"-U","tso":470903…,"lsn":0,"row":{"id":1,"name":"a"}}
+//! {"op":"+U","tso":470903…,"lsn":1,"row":{"id":1,"name":"b"}}
+//! {"op":"-D","tso":470904…,"lsn":0,"row":{"id":1,"name":"b"}}
+//! ```
+//!
+//! `op` is the Flink RowKind short string; snapshot rows are `+I` without `tso` and `lsn`. Every
+//! event is written, update-befores included: the EventPolicy of the Doris sink does not apply.
+//! Values are written as the Doris sink writes them (see [`super::encode`]).
+
+use std::io::Write;
+
+use arrow_array::RecordBatch;
+use dcs_crds::SinkMode;
+
+use super::encode::{
+    ChangeColumns, DELETE_SIGN_COLUMN, EncodeError, EventPolicy, changelog_op_text,
+    encode_json_lines,
+};
+
+/// Append one record line per row of `data` to `out`; returns the number of lines.
+///
+/// # Errors
+/// As [`encode_json_lines`], or for an unknown op code.
+pub fn encode_records(
+    data: &RecordBatch,
+    changes: Option<ChangeColumns<'_>>,
+    out: &mut Vec<u8>,
+) -> Result<u64, EncodeError> {
+    // Every row as an upsert: the encoder then writes each row object followed by the delete
+    // sign, which is cut off again below.
+    let policy = EventPolicy {
+        mode: SinkMode::Upsert,
+        enable_delete: true,
+        ignore_update_before: true,
+    };
+    let mut rows = Vec::new();
+    encode_json_lines(data, None, &policy, &mut rows)?;
+    let tail = format!("\"{DELETE_SIGN_COLUMN}\":0}}");
+    let mut count = 0;
+    for (i, line) in rows.split(|b| *b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let object = line
+            .strip_suffix(tail.as_bytes())
+            .expect("the encoder ends every upsert row with the delete sign");
+        let object = object.strip_suffix(b",").unwrap_or(object);
+        out.extend_from_slice(b"{\"op\":\"");
+        match changes {
+            Some(c) => {
+                let op = changelog_op_text(c.op.value(i))?;
+                let _ = write!(
+                    out,
+                    "{op}\",\"tso\":{},\"lsn\":{}",
+                    c.tso.value(i),
+                    c.lsn.value(i)
+                );
+            }
+            None => out.extend_from_slice(b"+I\""),
+        }
+        out.extend_from_slice(b",\"row\":");
+        out.extend_from_slice(object);
+        out.extend_from_slice(b"}}\n");
+        count += 1;
+    }
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use arrow_array::{Int8Array, Int32Array, Int64Array, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+
+    fn data() -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, false),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int32Array::from(vec![1, 2])),
+                Arc::new(StringArray::from(vec![Some("a\"b"), None])),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn snapshot_rows_are_inserts() {
+        let mut out = Vec::new();
+        assert_eq!(encode_records(&data(), None, &mut out).unwrap(), 2);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"op\":\"+I\",\"row\":{\"id\":1,\"name\":\"a\\\"b\"}}\n{\"op\":\"+I\",\"row\":{\"id\":2,\"name\":null}}\n"
+        );
+    }
+
+    #[test]
+    fn change_rows_carry_op_tso_and_lsn() {
+        let op = Int8Array::from(vec![2, 3]);
+        let tso = Int64Array::from(vec![7, 7]);
+        let lsn = Int64Array::from(vec![0, 1]);
+        let changes = ChangeColumns {
+            op: &op,
+            tso: &tso,
+            lsn: &lsn,
+        };
+        let mut out = Vec::new();
+        encode_records(&data(), Some(changes), &mut out).unwrap();
+        let lines: Vec<serde_json::Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines[0],
+            serde_json::json!({"op": "-U", "tso": 7, "lsn": 0, "row": {"id": 1, "name": "a\"b"}})
+        );
+        assert_eq!(lines[1]["op"], "+U");
+        assert_eq!(lines[1]["row"]["name"], serde_json::Value::Null);
+    }
+}

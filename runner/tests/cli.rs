@@ -1,0 +1,250 @@
+//! The `dcs-runner` binary: exit codes of `run`, and the `demo` end to end.
+
+mod source_support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use dcs_doris_emu::RunningEmulator;
+use source_support::{exec, mysql_rows, unique_ddl};
+
+fn runner() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_dcs-runner"))
+}
+
+#[test]
+fn run_without_credentials_is_a_configuration_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("sync.yaml");
+    std::fs::write(
+        &manifest,
+        r#"apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {name: s}
+spec:
+  source: {feNodes: ["127.0.0.1:1"], table: db.t, credentials: {secretName: x}}
+  sink: {stdout: {}}
+"#,
+    )
+    .unwrap();
+    let out = runner()
+        .args(["run", "-f"])
+        .arg(&manifest)
+        .arg("--checkpoint-dir")
+        .arg(dir.path().join("cp"))
+        .env_remove("DCS_SOURCE_USERNAME")
+        .env_remove("DCS_CHECKPOINT_CONFIGMAP")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("DCS_SOURCE_USERNAME"), "{stderr}");
+    let missing = runner()
+        .args(["run", "-f", "/nonexistent/sync.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+}
+
+#[test]
+fn help_documents_the_exit_codes() {
+    let out = runner().args(["run", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "0  done",
+        "2  configuration error",
+        "3  the changelog offset expired",
+        "4  fenced",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+}
+
+#[cfg(feature = "demo")]
+#[test]
+fn demo_syncs_and_reports_identical() {
+    let out = runner()
+        .args(["demo", "--duration", "5s", "--rows", "2000"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("source ") && l.ends_with(": identical")),
+        "{stdout}"
+    );
+}
+
+fn manifest(emu: &RunningEmulator, mode: &str, sink: &str) -> String {
+    format!(
+        r#"apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {{name: cli-sync}}
+spec:
+  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: src.t, credentials: {{secretName: x}}}}
+  startup: {{mode: {mode}}}
+  changelog: {{pollInterval: 1s}}
+  checkpoint: {{interval: 1s}}
+  sink: {sink}
+"#,
+        fe = emu.fe_http_addr(),
+        qp = emu.ports().query_port,
+    )
+}
+
+async fn source_table(emu: &RunningEmulator, rows: u32) {
+    exec(emu, &["CREATE DATABASE src", &unique_ddl("src.t", 2)]).await;
+    let values: Vec<String> = (1..=rows)
+        .map(|i| format!("({i}, 'n{i}', {})", i % 50))
+        .collect();
+    exec(
+        emu,
+        &[&format!("INSERT INTO src.t VALUES {}", values.join(", "))],
+    )
+    .await;
+}
+
+fn run_cmd(manifest: &Path, dir: &Path) -> Command {
+    let mut c = runner();
+    c.args(["run", "-f"])
+        .arg(manifest)
+        .arg("--checkpoint-dir")
+        .arg(dir.join("cp"))
+        .env("DCS_SOURCE_USERNAME", "root")
+        .env("DCS_SOURCE_PASSWORD", "")
+        .env("DCS_SINK_USERNAME", "root")
+        .env("DCS_SINK_PASSWORD", "")
+        .env_remove("DCS_CHECKPOINT_CONFIGMAP");
+    c
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stdout_sink_prints_one_record_per_row_and_exits_0_when_done() {
+    let emu = source_support::emu().await;
+    source_table(&emu, 20).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sync.yaml");
+    std::fs::write(&file, manifest(&emu, "snapshot", "{stdout: {}}")).unwrap();
+    let mut cmd = run_cmd(&file, dir.path());
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 20);
+    assert!(records.iter().all(|r| r["op"] == "+I"));
+    let mut ids: Vec<i64> = records
+        .iter()
+        .map(|r| r["row"]["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=20).collect::<Vec<_>>());
+    // Logs go to stderr and carry the sync and consumer.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cli-sync"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_finishes_the_checkpoint_and_exits_0() {
+    let emu = source_support::emu().await;
+    source_table(&emu, 300).await;
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE dst",
+            "CREATE TABLE dst.t (id INT NOT NULL, name VARCHAR(64), age INT) UNIQUE KEY(id) \
+             DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\")",
+        ],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sync.yaml");
+    let fe = emu.fe_http_addr();
+    let sink = format!(
+        "{{doris: {{feNodes: [\"{fe}\"], table: dst.t, credentials: {{secretName: y}}, batch: {{interval: 1s}}}}}}"
+    );
+    std::fs::write(&file, manifest(&emu, "initial", &sink)).unwrap();
+    let mut child = run_cmd(&file, dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let checkpoint = dir.path().join("cp").join("checkpoint.json");
+    let start = Instant::now();
+    loop {
+        let phase = std::fs::read_to_string(&checkpoint)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .map(|v| v["position"]["phase"].as_str().unwrap_or("").to_owned());
+        if phase.as_deref() == Some("changelog") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no changelog checkpoint"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the runner exited early"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    exec(&emu, &["INSERT INTO src.t VALUES (1000, 'late', 1)"]).await;
+    let late = emu.doris.clock.now_ms();
+    // Stop once a window past the late row has been read (its checkpoint may still be open).
+    loop {
+        let offset = std::fs::read_to_string(&checkpoint)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["position"]["offset"]["epochMs"].as_i64());
+        if offset.is_some_and(|o| o > late) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the late row was not read"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let start = Instant::now();
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the runner did not stop"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("stop requested"), "{stderr}");
+    let source = mysql_rows(&emu, "SELECT * FROM src.t ORDER BY id").await;
+    let sink = mysql_rows(&emu, "SELECT * FROM dst.t ORDER BY id").await;
+    assert_eq!(source.len(), 301);
+    assert_eq!(sink, source);
+}
