@@ -4,7 +4,7 @@
 //! request it receives, so tests can both provoke failures and assert what a client did.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -29,6 +29,8 @@ pub struct StreamLoadFault {
 #[derive(Debug, Default)]
 pub struct Faults {
     inner: Mutex<FaultState>,
+    /// When `refuse_connections_ms` was armed, the moment it disarms.
+    refuse_until: Mutex<Option<Instant>>,
 }
 
 /// Faults as the control API shows them (`GET /_emu/faults`).
@@ -42,8 +44,13 @@ pub struct FaultState {
     pub flight_cut_after_batches: Option<u32>,
     /// Make the next `count` @incr queries fail with this MySQL code (5100 or 5101).
     pub incr_error: Option<IncrFault>,
-    /// Refuse (accept and immediately close) new connections on every port.
+    /// Refuse (accept and immediately close) new connections on every port, until disarmed.
+    /// This includes the control API, which shares the FE HTTP port.
     pub refuse_connections: bool,
+    /// Refuse new connections on every port for this many milliseconds, then disarm by itself
+    /// (for tests that drive the emulator from another process through the control API).
+    #[serde(default)]
+    pub refuse_connections_ms: Option<u64>,
 }
 
 /// An injected @incr window error.
@@ -58,7 +65,14 @@ pub struct IncrFault {
 impl Faults {
     /// Replace the whole fault state.
     pub fn set(&self, state: FaultState) {
+        self.arm_refusal(&state);
         *self.inner.lock() = state;
+    }
+
+    fn arm_refusal(&self, state: &FaultState) {
+        *self.refuse_until.lock() = state
+            .refuse_connections_ms
+            .map(|ms| Instant::now() + Duration::from_millis(ms));
     }
 
     /// The armed faults.
@@ -73,7 +87,12 @@ impl Faults {
 
     /// Mutate the state in place.
     pub fn update(&self, f: impl FnOnce(&mut FaultState)) {
-        f(&mut self.inner.lock());
+        let mut state = self.inner.lock();
+        let before = state.refuse_connections_ms;
+        f(&mut state);
+        if state.refuse_connections_ms != before {
+            self.arm_refusal(&state);
+        }
     }
 
     /// Called by the BE for every stream load: the fault to apply to this one, if any.
@@ -117,6 +136,14 @@ impl Faults {
 
     /// Called by every listener on accept: close the connection at once when true.
     pub fn refuse_connections(&self) -> bool {
+        let mut until = self.refuse_until.lock();
+        if let Some(t) = *until {
+            if Instant::now() < t {
+                return true;
+            }
+            *until = None;
+            self.inner.lock().refuse_connections_ms = None;
+        }
         self.inner.lock().refuse_connections
     }
 }

@@ -243,3 +243,23 @@ async fn an_fe_without_the_changelog_feature_refuses_changelog_tables() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn a_timed_refusal_disarms_by_itself() {
+    let emu = common::emu().await;
+    emu.doris
+        .faults
+        .update(|f| f.refuse_connections_ms = Some(300));
+    assert!(
+        mysql_async::Conn::new(opts(emu.ports().query_port, "", None))
+            .await
+            .is_err()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert!(
+        mysql_async::Conn::new(opts(emu.ports().query_port, "", None))
+            .await
+            .is_ok()
+    );
+    assert_eq!(emu.doris.faults.get().refuse_connections_ms, None);
+}
