@@ -40,7 +40,23 @@ pub fn json_patch(doc: &mut Value, patch: &Value) -> ApiResult<()> {
             "the server rejected our request due to an error in our request: {e}"
         ))
     })?;
-    json_patch::patch(doc, &p.0).map_err(|e| ApiError::invalid_patch(e.to_string()))
+    // Like the API server (evanphx/json-patch), a `test` of a missing path against `null`
+    // passes: kube-rs's finalizer() guards the first finalizer with exactly that.
+    let mut original = doc.clone();
+    for op in &p.0 {
+        if let json_patch::PatchOperation::Test(t) = op
+            && t.value.is_null()
+            && doc.pointer(t.path.as_str()).is_none()
+        {
+            continue;
+        }
+        if let Err(e) = json_patch::patch(doc, std::slice::from_ref(op)) {
+            // A patch applies whole or not at all.
+            std::mem::swap(doc, &mut original);
+            return Err(ApiError::invalid_patch(e.to_string()));
+        }
+    }
+    Ok(())
 }
 
 /// Applies an RFC 7386 merge patch.
@@ -224,5 +240,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(doc, json!({"a": 3}));
+        // A failing op leaves the document as it was.
+        let e = json_patch(
+            &mut doc,
+            &json!([{"op": "replace", "path": "/a", "value": 4}, {"op": "test", "path": "/a", "value": 9}]),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(doc, json!({"a": 3}));
+    }
+
+    #[test]
+    fn testing_a_missing_path_against_null_passes() {
+        let mut doc = json!({"metadata": {}});
+        json_patch(
+            &mut doc,
+            &json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": ["dcs.dev/cleanup"]}
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            doc,
+            json!({"metadata": {"finalizers": ["dcs.dev/cleanup"]}})
+        );
     }
 }
