@@ -1,1 +1,16 @@
-//! The dcs controller. Its reconciler arrives with the operator issue; see DESIGN.md §4.
+//! The dcs controller: turns each `DorisChangelogSync` into a runner workload and a status.
+//!
+//! - [`reconcile::plan`]: the pure decision (DESIGN.md §4).
+//! - [`reconcile::status`] and [`reconcile::build`]: the pure status and runner objects.
+//! - [`reconcile::shell`]: the I/O around them; [`controller`]: the watch loop.
+//! - [`probe`]: the source table's properties and Doris's time.
+//! - [`checkpoint`]: the runner's checkpoint JSON as the operator reads it.
+#![forbid(unsafe_code)]
+
+pub mod checkpoint;
+pub mod controller;
+pub mod error;
+pub mod probe;
+pub mod reconcile;
+
+pub use error::{Error, Result};

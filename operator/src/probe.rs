@@ -1,0 +1,345 @@
+//! Probing the source: table properties and model over MySQL, Doris's time from `/api/tso`.
+
+use std::{collections::BTreeMap, fmt, time::Duration};
+
+use dcs_crds::{SourceSpec, conditions::reasons};
+use mysql_async::prelude::Queryable;
+
+use crate::reconcile::plan::{KeysModel, ProbeFailure, SourceProbe, Spelling};
+
+/// Reason: the source refused the credentials.
+pub const SOURCE_AUTH_FAILED: &str = "SourceAuthFailed";
+/// Reason: the credentials Secret or one of its keys is missing.
+pub const CREDENTIALS_MISSING: &str = "CredentialsMissing";
+/// Reason: the source table does not exist.
+pub const SOURCE_TABLE_MISSING: &str = "SourceTableMissing";
+
+/// How long one probe may take.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A Doris user and password; `Debug` never shows the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DorisCredentials {
+    /// The user.
+    pub username: String,
+    /// The password.
+    pub password: String,
+}
+
+impl fmt::Debug for DorisCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DorisCredentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// `host` of a `host:port` FE node.
+fn host_of(node: &str) -> &str {
+    node.rsplit_once(':').map_or(node, |(host, _)| host)
+}
+
+fn quote(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// Probes the table and Doris's clock. The first FE node that answers MySQL is used.
+///
+/// # Errors
+/// A [`ProbeFailure`] with a reason and a message that says what to fix.
+pub async fn probe_source(
+    spec: &SourceSpec,
+    credentials: &DorisCredentials,
+) -> Result<SourceProbe, ProbeFailure> {
+    let table = spec.table_ref().map_err(|e| ProbeFailure {
+        reason: reasons::INVALID_SPEC,
+        message: e.to_string(),
+    })?;
+    let mut last = None;
+    for node in &spec.fe_nodes {
+        let host = host_of(node);
+        match tokio::time::timeout(
+            PROBE_TIMEOUT,
+            table_facts(
+                host,
+                spec.query_port,
+                credentials,
+                &table.database,
+                &table.table,
+            ),
+        )
+        .await
+        {
+            Ok(Ok(facts)) => {
+                let doris_now_ms = doris_now_ms(node, credentials).await;
+                return Ok(SourceProbe {
+                    doris_now_ms,
+                    ..facts
+                });
+            }
+            Ok(Err(failure)) if failure.reason != reasons::SOURCE_UNREACHABLE => {
+                return Err(failure);
+            }
+            Ok(Err(failure)) => last = Some(failure),
+            Err(_) => {
+                last = Some(ProbeFailure {
+                    reason: reasons::SOURCE_UNREACHABLE,
+                    message: format!(
+                        "the source FE {host}:{} did not answer within {}s; check spec.source.feNodes and queryPort",
+                        spec.query_port,
+                        PROBE_TIMEOUT.as_secs()
+                    ),
+                });
+            }
+        }
+    }
+    Err(last.unwrap_or(ProbeFailure {
+        reason: reasons::SOURCE_UNREACHABLE,
+        message: "spec.source.feNodes is empty".into(),
+    }))
+}
+
+async fn table_facts(
+    host: &str,
+    port: i32,
+    credentials: &DorisCredentials,
+    db: &str,
+    table: &str,
+) -> Result<SourceProbe, ProbeFailure> {
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname(host)
+        .tcp_port(u16::try_from(port).unwrap_or(9030))
+        .user(Some(credentials.username.clone()))
+        .pass(Some(credentials.password.clone()));
+    let mut conn = mysql_async::Conn::new(opts)
+        .await
+        .map_err(|e| connect_failure(host, port, &credentials.username, &e))?;
+    let result = query_facts(&mut conn, db, table).await;
+    let _ = conn.disconnect().await;
+    result
+}
+
+fn connect_failure(host: &str, port: i32, user: &str, e: &mysql_async::Error) -> ProbeFailure {
+    match e {
+        mysql_async::Error::Server(s) if matches!(s.code, 1045 | 1698) => ProbeFailure {
+            reason: SOURCE_AUTH_FAILED,
+            message: format!(
+                "the source FE {host}:{port} refused user {user:?}: {}; fix the Secret named in spec.source.credentials",
+                s.message
+            ),
+        },
+        other => ProbeFailure {
+            reason: reasons::SOURCE_UNREACHABLE,
+            message: format!(
+                "cannot reach the source FE {host}:{port} over MySQL: {other}; check spec.source.feNodes and queryPort"
+            ),
+        },
+    }
+}
+
+async fn query_facts(
+    conn: &mut mysql_async::Conn,
+    db: &str,
+    table: &str,
+) -> Result<SourceProbe, ProbeFailure> {
+    let failed = |e: mysql_async::Error| {
+        let text = e.to_string();
+        let missing = text.contains("Unknown table")
+            || text.contains("does not exist")
+            || text.contains("Unknown database");
+        ProbeFailure {
+            reason: if missing {
+                SOURCE_TABLE_MISSING
+            } else {
+                reasons::SOURCE_UNREACHABLE
+            },
+            message: format!("cannot read table {db}.{table} on the source: {text}"),
+        }
+    };
+    let create: Option<(String, String)> = conn
+        .query_first(format!("SHOW CREATE TABLE `{db}`.`{table}`"))
+        .await
+        .map_err(failed)?;
+    let Some((_, ddl)) = create else {
+        return Err(ProbeFailure {
+            reason: SOURCE_TABLE_MISSING,
+            message: format!(
+                "table {db}.{table} does not exist on the source; check spec.source.table"
+            ),
+        });
+    };
+    let rows: Vec<(String, Option<String>)> = conn
+        .query(format!(
+            "SELECT PROPERTY_NAME, PROPERTY_VALUE FROM information_schema.table_properties WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
+            quote(db),
+            quote(table)
+        ))
+        .await
+        .unwrap_or_default();
+    let mut properties: BTreeMap<String, String> = rows
+        .into_iter()
+        .map(|(k, v)| (k, v.unwrap_or_default()))
+        .collect();
+    if properties.is_empty() {
+        properties = ddl_properties(&ddl);
+    }
+    Ok(facts_from(&ddl, &properties))
+}
+
+/// The `"k" = "v"` pairs of a DDL's PROPERTIES clause (SHOW CREATE TABLE), for older FEs.
+pub fn ddl_properties(ddl: &str) -> BTreeMap<String, String> {
+    let Some(start) = ddl.rfind("PROPERTIES") else {
+        return BTreeMap::new();
+    };
+    ddl[start..]
+        .lines()
+        .filter_map(|line| {
+            let (k, v) = line.split_once('=')?;
+            let k = k.trim().trim_start_matches('(').trim().trim_matches('"');
+            let v = v
+                .trim()
+                .trim_end_matches([',', ')', ';'])
+                .trim()
+                .trim_matches('"');
+            (!k.is_empty()).then(|| (k.to_owned(), v.to_owned()))
+        })
+        .collect()
+}
+
+/// The probe facts from a table's DDL and properties (pure).
+pub fn facts_from(ddl: &str, properties: &BTreeMap<String, String>) -> SourceProbe {
+    let get = |k: &str| properties.get(k).map(String::as_str);
+    let upper = ddl.to_ascii_uppercase();
+    let keys = if upper.contains("UNIQUE KEY") {
+        if get("enable_unique_key_merge_on_write") == Some("false") {
+            KeysModel::Other("UNIQUE_KEYS (merge-on-read)".into())
+        } else {
+            KeysModel::UniqueMergeOnWrite
+        }
+    } else if upper.contains("AGGREGATE KEY") {
+        KeysModel::Other("AGG_KEYS".into())
+    } else {
+        KeysModel::Duplicate
+    };
+    let changelog_on = get("changelog.enable") == Some("true");
+    let binlog_on = get("binlog.enable") == Some("true") && get("binlog.format") == Some("ROW");
+    let uses_binlog = !changelog_on && properties.keys().any(|k| k.starts_with("binlog."));
+    let spelling = if uses_binlog {
+        Spelling::Binlog
+    } else {
+        Spelling::Changelog
+    };
+    let p = spelling.prefix();
+    SourceProbe {
+        changelog_enabled: changelog_on || binlog_on,
+        spelling,
+        need_historical_value: get(&format!("{p}.need_historical_value")) == Some("true"),
+        keys,
+        ttl_seconds: get(&format!("{p}.ttl_seconds"))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(86_400),
+        doris_now_ms: None,
+    }
+}
+
+/// Doris's current time from the FE's `/api/tso`, or `None` when it cannot be read.
+pub async fn doris_now_ms(fe_node: &str, credentials: &DorisCredentials) -> Option<i64> {
+    let client = reqwest::Client::builder()
+        .timeout(PROBE_TIMEOUT)
+        .build()
+        .ok()?;
+    let body: serde_json::Value = client
+        .get(format!("http://{fe_node}/api/tso"))
+        .basic_auth(&credentials.username, Some(&credentials.password))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    if body.get("code").and_then(serde_json::Value::as_i64) != Some(0) {
+        return None;
+    }
+    body.pointer("/data/current_tso_physical_time")
+        .and_then(serde_json::Value::as_i64)
+        .filter(|ms| *ms > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_from_both_spellings_and_models() {
+        let props = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let f = facts_from(
+            "CREATE TABLE t (...) UNIQUE KEY(`id`)",
+            &props(&[
+                ("changelog.enable", "true"),
+                ("changelog.ttl_seconds", "600"),
+            ]),
+        );
+        assert_eq!(
+            (
+                f.changelog_enabled,
+                f.spelling,
+                f.ttl_seconds,
+                f.keys.clone()
+            ),
+            (
+                true,
+                Spelling::Changelog,
+                600,
+                KeysModel::UniqueMergeOnWrite
+            )
+        );
+        let f = facts_from(
+            "CREATE TABLE t (...) DUPLICATE KEY(`id`)",
+            &props(&[
+                ("binlog.enable", "true"),
+                ("binlog.format", "ROW"),
+                ("binlog.ttl_seconds", "7200"),
+                ("binlog.need_historical_value", "true"),
+            ]),
+        );
+        assert_eq!(
+            (
+                f.changelog_enabled,
+                f.spelling,
+                f.ttl_seconds,
+                f.need_historical_value,
+                f.keys.clone()
+            ),
+            (true, Spelling::Binlog, 7200, true, KeysModel::Duplicate)
+        );
+        let f = facts_from(
+            "CREATE TABLE t (...) UNIQUE KEY(`id`)",
+            &props(&[("enable_unique_key_merge_on_write", "false")]),
+        );
+        assert!(!f.changelog_enabled);
+        assert!(matches!(f.keys, KeysModel::Other(_)));
+    }
+
+    #[test]
+    fn ddl_properties_are_read() {
+        let ddl = "CREATE TABLE `t` (\n`id` INT\n) ENGINE=OLAP\nUNIQUE KEY(`id`)\nPROPERTIES (\n\"changelog.enable\" = \"true\",\n\"changelog.ttl_seconds\" = \"600\"\n);";
+        let p = ddl_properties(ddl);
+        assert_eq!(p["changelog.enable"], "true");
+        assert_eq!(p["changelog.ttl_seconds"], "600");
+    }
+
+    #[test]
+    fn credentials_debug_hides_the_password() {
+        let c = DorisCredentials {
+            username: "u".into(),
+            password: "hunter2".into(),
+        };
+        assert!(!format!("{c:?}").contains("hunter2"));
+    }
+}

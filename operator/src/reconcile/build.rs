@@ -1,0 +1,596 @@
+//! The pure build: the Kubernetes objects that run one sync's runner.
+//!
+//! Credentials only ever appear as `secretKeyRef`s; no secret value passes through here.
+
+use std::collections::BTreeMap;
+
+use dcs_crds::{Credentials, DorisChangelogSync, StartupMode};
+use k8s_openapi::{
+    api::{
+        apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy},
+        batch::v1::{Job, JobSpec},
+        core::v1::{
+            ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, ObjectFieldSelector,
+            PodSpec, PodTemplateSpec, SecretKeySelector, ServiceAccount, Volume, VolumeMount,
+        },
+        rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
+    },
+    apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
+};
+use kube::{Resource, ResourceExt};
+
+use super::plan::Run;
+use crate::checkpoint::CHECKPOINT_KEY;
+
+/// The key of the effective manifest in the config ConfigMap.
+pub const CONFIG_KEY: &str = "sync.yaml";
+/// Where the config ConfigMap is mounted in the runner container.
+pub const CONFIG_DIR: &str = "/etc/dcs";
+/// Pod-template annotation with the hash of the effective config: a change rolls the runner.
+pub const CONFIG_HASH_ANNOTATION: &str = "dcs.dev/config-hash";
+/// Config ConfigMap annotation with the reinitNonce the config was built for.
+pub const NONCE_ANNOTATION: &str = "dcs.dev/reinit-nonce";
+/// Label naming the sync an object belongs to.
+pub const SYNC_LABEL: &str = "dcs.dev/sync";
+
+/// The default runner image: `dcs-runner:<crate version>`.
+pub fn default_runner_image() -> String {
+    format!("dcs-runner:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Names of a sync's objects.
+pub mod names {
+    /// The Deployment or Job, and the ServiceAccount, Role and RoleBinding.
+    pub fn runner(sync: &str) -> String {
+        format!("{sync}-runner")
+    }
+    /// The ConfigMap with the effective manifest.
+    pub fn config(sync: &str) -> String {
+        format!("{sync}-runner-config")
+    }
+    /// The ConfigMap the runner writes its checkpoint to.
+    pub fn checkpoint(sync: &str) -> String {
+        format!("{sync}-checkpoint")
+    }
+}
+
+/// The runner workload: a Deployment for incremental syncs, a Job for `startup.mode: snapshot`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Workload {
+    /// One replica, Recreate.
+    Deployment(Box<Deployment>),
+    /// A bounded snapshot.
+    Job(Box<Job>),
+}
+
+/// Everything that runs one sync.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunnerObjects {
+    /// The effective manifest.
+    pub config: ConfigMap,
+    /// The empty checkpoint ConfigMap (created once, never overwritten).
+    pub checkpoint: ConfigMap,
+    /// Identity and least privilege for the runner, unless spec.runner.serviceAccountName is set.
+    pub rbac: Option<(ServiceAccount, Role, RoleBinding)>,
+    /// The Deployment or Job.
+    pub workload: Workload,
+}
+
+/// Labels on every object of a sync.
+pub fn labels(sync: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_owned(), "dcs-runner".to_owned()),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            "dcs-operator".to_owned(),
+        ),
+        (SYNC_LABEL.to_owned(), sync.to_owned()),
+    ])
+}
+
+/// The manifest the runner reads with `-f`: the sync with the active consumer and startup mode.
+///
+/// Without an offset table the runner's consumer id is the manifest's name, so the name carries the
+/// active consumer id there; with one, `offsets.consumerId` does.
+pub fn effective_manifest(sync: &DorisChangelogSync, run: &Run) -> String {
+    let mut spec = sync.spec.clone();
+    spec.startup.mode = run.startup_mode;
+    if run.startup_mode != StartupMode::FromTimestamp {
+        spec.startup.timestamp = None;
+    }
+    let name = match spec.offsets.as_mut() {
+        Some(offsets) => {
+            offsets.consumer_id = Some(run.consumer_id.clone());
+            sync.name_any()
+        }
+        None => run.consumer_id.clone(),
+    };
+    spec.runner = Default::default();
+    let manifest = serde_json::json!({
+        "apiVersion": "dcs.dev/v1alpha1",
+        "kind": "DorisChangelogSync",
+        "metadata": {"name": name, "namespace": sync.namespace()},
+        "spec": spec,
+    });
+    serde_yaml::to_string(&manifest).expect("a manifest always serializes")
+}
+
+/// A stable content hash (FNV-1a; `DefaultHasher` may change between Rust versions).
+pub fn content_hash(text: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+fn meta(sync: &DorisChangelogSync, name: String) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: sync.namespace(),
+        labels: Some(labels(&sync.name_any())),
+        owner_references: sync.controller_owner_ref(&()).map(|o| vec![o]),
+        ..Default::default()
+    }
+}
+
+fn secret_env(name: &str, credentials: &Credentials, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: credentials.secret_name.clone(),
+                key: key.to_owned(),
+                optional: None,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.to_owned(),
+                api_version: None,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Builds every object of the runner for `run`; `default_image` is the operator's `--runner-image`.
+pub fn build(sync: &DorisChangelogSync, run: &Run, default_image: Option<&str>) -> RunnerObjects {
+    let name = sync.name_any();
+    let spec = &sync.spec;
+    let manifest = effective_manifest(sync, run);
+    let hash = content_hash(&manifest);
+
+    let mut config_meta = meta(sync, names::config(&name));
+    config_meta.annotations = Some(BTreeMap::from([(
+        NONCE_ANNOTATION.to_owned(),
+        spec.reinit_nonce.clone(),
+    )]));
+    let config = ConfigMap {
+        metadata: config_meta,
+        data: Some(BTreeMap::from([(CONFIG_KEY.to_owned(), manifest)])),
+        ..Default::default()
+    };
+    let checkpoint = ConfigMap {
+        metadata: meta(sync, names::checkpoint(&name)),
+        ..Default::default()
+    };
+
+    let rbac = spec.runner.service_account_name.is_none().then(|| {
+        let sa = ServiceAccount {
+            metadata: meta(sync, names::runner(&name)),
+            ..Default::default()
+        };
+        let role = Role {
+            metadata: meta(sync, names::runner(&name)),
+            rules: Some(vec![PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["configmaps".to_owned()]),
+                resource_names: Some(vec![names::checkpoint(&name)]),
+                verbs: vec!["get".to_owned(), "update".to_owned(), "patch".to_owned()],
+                ..Default::default()
+            }]),
+        };
+        let binding = RoleBinding {
+            metadata: meta(sync, names::runner(&name)),
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".to_owned(),
+                kind: "Role".to_owned(),
+                name: names::runner(&name),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".to_owned(),
+                name: names::runner(&name),
+                namespace: sync.namespace(),
+                ..Default::default()
+            }]),
+        };
+        (sa, role, binding)
+    });
+
+    let mut env = vec![
+        secret_env(
+            "DCS_SOURCE_USERNAME",
+            &spec.source.credentials,
+            &spec.source.credentials.username_key,
+        ),
+        secret_env(
+            "DCS_SOURCE_PASSWORD",
+            &spec.source.credentials,
+            &spec.source.credentials.password_key,
+        ),
+    ];
+    if let Some(doris) = &spec.sink.doris {
+        env.push(secret_env(
+            "DCS_SINK_USERNAME",
+            &doris.credentials,
+            &doris.credentials.username_key,
+        ));
+        env.push(secret_env(
+            "DCS_SINK_PASSWORD",
+            &doris.credentials,
+            &doris.credentials.password_key,
+        ));
+    }
+    env.push(EnvVar {
+        name: "DCS_CHECKPOINT_CONFIGMAP".to_owned(),
+        value: Some(names::checkpoint(&name)),
+        ..Default::default()
+    });
+    env.push(field_env("POD_NAMESPACE", "metadata.namespace"));
+    env.push(field_env("POD_IP", "status.podIP"));
+    env.extend(spec.runner.env.clone().unwrap_or_default());
+
+    let image = spec
+        .runner
+        .image
+        .clone()
+        .or_else(|| default_image.map(str::to_owned))
+        .unwrap_or_else(default_runner_image);
+    let container = Container {
+        name: "runner".to_owned(),
+        image: Some(image),
+        args: Some(vec![
+            "run".to_owned(),
+            "-f".to_owned(),
+            format!("{CONFIG_DIR}/{CONFIG_KEY}"),
+        ]),
+        env: Some(env),
+        resources: spec.runner.resources.clone(),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "config".to_owned(),
+            mount_path: CONFIG_DIR.to_owned(),
+            read_only: Some(true),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    let mut annotations = spec.runner.pod_annotations.clone().unwrap_or_default();
+    annotations.insert(CONFIG_HASH_ANNOTATION.to_owned(), hash);
+    let template = |restart_policy: &str| PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(labels(&name)),
+            annotations: Some(annotations.clone()),
+            ..Default::default()
+        }),
+        spec: Some(PodSpec {
+            containers: vec![container.clone()],
+            restart_policy: Some(restart_policy.to_owned()),
+            service_account_name: Some(
+                spec.runner
+                    .service_account_name
+                    .clone()
+                    .unwrap_or_else(|| names::runner(&name)),
+            ),
+            node_selector: spec.runner.node_selector.clone(),
+            tolerations: spec.runner.tolerations.clone(),
+            volumes: Some(vec![Volume {
+                name: "config".to_owned(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: names::config(&name),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+    };
+    let workload = if run.bounded {
+        Workload::Job(Box::new(Job {
+            metadata: meta(sync, names::runner(&name)),
+            spec: Some(JobSpec {
+                backoff_limit: Some(6),
+                // One runner at a time: a Job's pods never overlap with parallelism 1.
+                parallelism: Some(1),
+                completions: Some(1),
+                template: template("OnFailure"),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    } else {
+        Workload::Deployment(Box::new(Deployment {
+            metadata: meta(sync, names::runner(&name)),
+            spec: Some(DeploymentSpec {
+                replicas: Some(1),
+                // Never two runners: the old pod is gone before the new one starts.
+                strategy: Some(DeploymentStrategy {
+                    type_: Some("Recreate".to_owned()),
+                    rolling_update: None,
+                }),
+                selector: LabelSelector {
+                    match_labels: Some(labels(&name)),
+                    match_expressions: None,
+                },
+                template: template("Always"),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    };
+    RunnerObjects {
+        config,
+        checkpoint,
+        rbac,
+        workload,
+    }
+}
+
+/// Reads the key the runner writes its checkpoint under from a checkpoint ConfigMap.
+pub fn checkpoint_text(cm: &ConfigMap) -> Option<&str> {
+    cm.data.as_ref()?.get(CHECKPOINT_KEY).map(String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::{plan::Plan, plan::plan, testing::observed};
+
+    fn sync() -> DorisChangelogSync {
+        let mut sync = DorisChangelogSync::new("orders", observed().spec);
+        sync.metadata.namespace = Some("team".into());
+        sync.metadata.uid = Some("uid-1".into());
+        sync
+    }
+
+    fn run_for(sync: &DorisChangelogSync, generation: i64) -> Run {
+        let mut o = observed();
+        o.spec = sync.spec.clone();
+        o.status.consumer_generation = Some(generation);
+        match plan(&o) {
+            Plan::Run(run) => run,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn deployment(objects: &RunnerObjects) -> &Deployment {
+        match &objects.workload {
+            Workload::Deployment(d) => d,
+            Workload::Job(_) => panic!("expected a Deployment"),
+        }
+    }
+
+    #[test]
+    fn a_deployment_with_one_replica_recreate_and_owner() {
+        let s = sync();
+        let o = build(&s, &run_for(&s, 0), None);
+        let d = deployment(&o);
+        let spec = d.spec.as_ref().unwrap();
+        assert_eq!(spec.replicas, Some(1));
+        assert_eq!(
+            spec.strategy.as_ref().unwrap().type_.as_deref(),
+            Some("Recreate")
+        );
+        let owner = &d.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+            ("DorisChangelogSync", "orders", Some(true))
+        );
+        assert_eq!(
+            d.metadata.labels.as_ref().unwrap()["dcs.dev/sync"],
+            "orders"
+        );
+        assert_eq!(
+            d.metadata.labels.as_ref().unwrap()["app.kubernetes.io/name"],
+            "dcs-runner"
+        );
+        let pod = spec.template.spec.as_ref().unwrap();
+        assert_eq!(pod.service_account_name.as_deref(), Some("orders-runner"));
+        let c = &pod.containers[0];
+        assert_eq!(
+            c.image.as_deref(),
+            Some(format!("dcs-runner:{}", env!("CARGO_PKG_VERSION")).as_str())
+        );
+        assert_eq!(
+            c.args.as_ref().unwrap(),
+            &["run", "-f", "/etc/dcs/sync.yaml"]
+        );
+    }
+
+    #[test]
+    fn env_holds_only_references() {
+        let s = sync();
+        let o = build(&s, &run_for(&s, 0), None);
+        let env = deployment(&o)
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
+            .env
+            .clone()
+            .unwrap();
+        let describe: Vec<String> = env
+            .iter()
+            .map(|e| match (&e.value, &e.value_from) {
+                (Some(v), None) => format!("{}={v}", e.name),
+                (None, Some(src)) => match (&src.secret_key_ref, &src.field_ref) {
+                    (Some(s), None) => format!("{}<-secret {}/{}", e.name, s.name, s.key),
+                    (None, Some(f)) => format!("{}<-field {}", e.name, f.field_path),
+                    _ => panic!("{e:?}"),
+                },
+                _ => panic!("{e:?}"),
+            })
+            .collect();
+        assert_eq!(
+            describe,
+            [
+                "DCS_SOURCE_USERNAME<-secret src-creds/username",
+                "DCS_SOURCE_PASSWORD<-secret src-creds/password",
+                "DCS_SINK_USERNAME<-secret sink-creds/username",
+                "DCS_SINK_PASSWORD<-secret sink-creds/password",
+                "DCS_CHECKPOINT_CONFIGMAP=orders-checkpoint",
+                "POD_NAMESPACE<-field metadata.namespace",
+                "POD_IP<-field status.podIP",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_role_allows_only_the_checkpoint_configmap() {
+        let s = sync();
+        let o = build(&s, &run_for(&s, 0), None);
+        let (sa, role, binding) = o.rbac.unwrap();
+        assert_eq!(sa.metadata.name.as_deref(), Some("orders-runner"));
+        let rules = role.rules.unwrap();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(
+            rules[0].resources.as_deref(),
+            Some(&["configmaps".to_owned()][..])
+        );
+        assert_eq!(
+            rules[0].resource_names.as_deref(),
+            Some(&["orders-checkpoint".to_owned()][..])
+        );
+        assert_eq!(rules[0].verbs, ["get", "update", "patch"]);
+        assert_eq!(binding.subjects.unwrap()[0].name, "orders-runner");
+        assert_eq!(o.checkpoint.data, None);
+        assert_eq!(
+            o.checkpoint.metadata.name.as_deref(),
+            Some("orders-checkpoint")
+        );
+    }
+
+    #[test]
+    fn runner_overrides_are_applied() {
+        let mut s = sync();
+        s.spec.runner = serde_yaml::from_str(
+            r#"
+image: my/runner:1
+serviceAccountName: custom
+nodeSelector: {pool: data}
+podAnnotations: {a: b}
+env: [{name: RUST_LOG, value: debug}]
+resources: {limits: {memory: 512Mi}}
+"#,
+        )
+        .unwrap();
+        let o = build(&s, &run_for(&s, 0), Some("ops/runner:2"));
+        assert!(o.rbac.is_none());
+        let t = &deployment(&o).spec.as_ref().unwrap().template;
+        let pod = t.spec.as_ref().unwrap();
+        assert_eq!(pod.service_account_name.as_deref(), Some("custom"));
+        assert_eq!(pod.node_selector.as_ref().unwrap()["pool"], "data");
+        assert_eq!(
+            t.metadata.as_ref().unwrap().annotations.as_ref().unwrap()["a"],
+            "b"
+        );
+        let c = &pod.containers[0];
+        assert_eq!(c.image.as_deref(), Some("my/runner:1"));
+        assert_eq!(c.env.as_ref().unwrap().last().unwrap().name, "RUST_LOG");
+        assert!(c.resources.is_some());
+        s.spec.runner.image = None;
+        let o = build(&s, &run_for(&s, 0), Some("ops/runner:2"));
+        let pod = deployment(&o)
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .clone()
+            .unwrap();
+        assert_eq!(pod.containers[0].image.as_deref(), Some("ops/runner:2"));
+    }
+
+    #[test]
+    fn the_manifest_carries_the_active_consumer_and_a_change_rolls_the_runner() {
+        let s = sync();
+        let first = build(&s, &run_for(&s, 0), None);
+        let manifest = &first.config.data.as_ref().unwrap()[CONFIG_KEY];
+        let parsed = dcs_crds::from_manifest(manifest).unwrap();
+        assert_eq!(parsed.consumer_id(), "orders");
+        assert_eq!(parsed.spec.startup.mode, StartupMode::Initial);
+        let mut later = s.clone();
+        later.spec.startup.mode = StartupMode::Latest;
+        let reinit = build(&later, &run_for(&later, 1), None);
+        let parsed =
+            dcs_crds::from_manifest(&reinit.config.data.as_ref().unwrap()[CONFIG_KEY]).unwrap();
+        assert_eq!(parsed.consumer_id(), "orders-r1");
+        assert_eq!(parsed.spec.startup.mode, StartupMode::Initial);
+        let hash = |o: &RunnerObjects| {
+            deployment(o)
+                .spec
+                .as_ref()
+                .unwrap()
+                .template
+                .metadata
+                .as_ref()
+                .unwrap()
+                .annotations
+                .as_ref()
+                .unwrap()[CONFIG_HASH_ANNOTATION]
+                .clone()
+        };
+        assert_ne!(hash(&first), hash(&reinit));
+        assert_eq!(hash(&first), hash(&build(&s, &run_for(&s, 0), None)));
+        // No secret name's value, only its name, anywhere in the config.
+        assert!(!manifest.contains("password:"), "{manifest}");
+    }
+
+    #[test]
+    fn offsets_consumer_id_is_rewritten_when_an_offset_table_is_used() {
+        let mut s = sync();
+        s.spec.offsets = Some(dcs_crds::OffsetsSpec {
+            table: Some("ops.offsets".into()),
+            consumer_id: Some("student".into()),
+        });
+        let o = build(&s, &run_for(&s, 2), None);
+        let parsed = dcs_crds::from_manifest(&o.config.data.as_ref().unwrap()[CONFIG_KEY]).unwrap();
+        assert_eq!(parsed.consumer_id(), "student-r2");
+        assert_eq!(parsed.metadata.name.as_deref(), Some("orders"));
+    }
+
+    #[test]
+    fn snapshot_mode_is_a_job() {
+        let mut s = sync();
+        s.spec.startup.mode = StartupMode::Snapshot;
+        let o = build(&s, &run_for(&s, 0), None);
+        let Workload::Job(job) = &o.workload else {
+            panic!("expected a Job")
+        };
+        let spec = job.spec.as_ref().unwrap();
+        assert_eq!(spec.parallelism, Some(1));
+        assert_eq!(
+            spec.template
+                .spec
+                .as_ref()
+                .unwrap()
+                .restart_policy
+                .as_deref(),
+            Some("OnFailure")
+        );
+    }
+}

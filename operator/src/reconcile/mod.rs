@@ -1,0 +1,11 @@
+//! Reconciling a `DorisChangelogSync`: pure [`plan`], [`status`] and [`build`], and the I/O [`shell`].
+
+pub mod build;
+pub mod plan;
+pub mod shell;
+pub mod status;
+
+pub use shell::{Context, FIELD_MANAGER, FINALIZER, reconcile};
+
+#[cfg(test)]
+pub(crate) mod testing;

@@ -1,0 +1,767 @@
+//! The pure decision: from what was observed to what the operator does (DESIGN.md §4).
+//!
+//! No I/O and no clock: the caller hands in Doris's time with the probe.
+
+use std::time::Duration;
+
+use dcs_crds::{
+    DorisChangelogSyncSpec, DorisChangelogSyncStatus, OnOffsetExpired, Phase, StartupMode,
+    conditions::reasons, duration::format_duration,
+};
+
+use crate::checkpoint::Checkpoint;
+
+/// Added to the TTL requirement on top of the snapshot, checkpoint and poll durations.
+pub const TTL_MARGIN: Duration = Duration::from_secs(5 * 60);
+
+/// Headroom below this share of the TTL makes OffsetHealthy False (NearExpiry).
+pub const NEAR_EXPIRY_PERCENT: i64 = 20;
+
+/// Everything the decision depends on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    /// The sync's name.
+    pub name: String,
+    /// The desired state.
+    pub spec: DorisChangelogSyncSpec,
+    /// metadata.generation.
+    pub generation: Option<i64>,
+    /// Whether metadata.deletionTimestamp is set.
+    pub deleting: bool,
+    /// What the source probe found, or why it failed.
+    pub probe: Result<SourceProbe, ProbeFailure>,
+    /// The runner's checkpoint, if one was saved (already filtered to the active consumer).
+    pub checkpoint: Option<Checkpoint>,
+    /// Why the stored checkpoint could not be read, if it could not.
+    pub checkpoint_error: Option<String>,
+    /// The status as it is now.
+    pub status: DorisChangelogSyncStatus,
+    /// The reinitNonce the running configuration was built with (`None` before the first launch).
+    pub applied_nonce: Option<String>,
+    /// The runner workload.
+    pub runner: RunnerState,
+}
+
+/// Facts about the source table and Doris's clock.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceProbe {
+    /// changelog.enable (or binlog.enable with binlog.format ROW).
+    pub changelog_enabled: bool,
+    /// Which property names the table uses.
+    pub spelling: Spelling,
+    /// changelog.need_historical_value.
+    pub need_historical_value: bool,
+    /// The table model.
+    pub keys: KeysModel,
+    /// changelog.ttl_seconds.
+    pub ttl_seconds: i64,
+    /// Doris's current time (TSO physical ms), when it could be read.
+    pub doris_now_ms: Option<i64>,
+}
+
+/// The two spellings of the changelog properties.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spelling {
+    /// `changelog.*` (the current name).
+    Changelog,
+    /// `binlog.*` (the older name).
+    Binlog,
+}
+
+impl Spelling {
+    /// The property prefix, e.g. `changelog`.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Self::Changelog => "changelog",
+            Self::Binlog => "binlog",
+        }
+    }
+}
+
+/// The source table's data model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeysModel {
+    /// UNIQUE KEY with merge-on-write.
+    UniqueMergeOnWrite,
+    /// DUPLICATE KEY.
+    Duplicate,
+    /// Anything else (AGGREGATE, UNIQUE merge-on-read), as Doris names it.
+    Other(String),
+}
+
+impl KeysModel {
+    /// The name status shows (`UNIQUE_KEYS`, `DUP_KEYS`, ...).
+    pub fn keys_type(&self) -> String {
+        match self {
+            Self::UniqueMergeOnWrite => "UNIQUE_KEYS".to_owned(),
+            Self::Duplicate => "DUP_KEYS".to_owned(),
+            Self::Other(name) => name.clone(),
+        }
+    }
+}
+
+/// Why the source could not be probed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeFailure {
+    /// A CamelCase reason (SourceUnreachable, ...).
+    pub reason: &'static str,
+    /// What went wrong and what to do; never a secret.
+    pub message: String,
+}
+
+/// The runner workload as observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunnerState {
+    /// No Deployment or Job.
+    Absent,
+    /// Exists and is not known to be failing.
+    Running,
+    /// Its pod keeps restarting.
+    CrashLooping {
+        /// The pod's restart count.
+        restarts: i32,
+        /// The last termination message or reason.
+        message: String,
+    },
+    /// A snapshot Job that completed.
+    Succeeded,
+    /// A Job that gave up.
+    Failed {
+        /// Why.
+        message: String,
+    },
+}
+
+/// What the operator does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Plan {
+    /// The object is being deleted: clean up and release the finalizer.
+    Cleanup,
+    /// A precondition fails: no runner; the condition says why.
+    Block(Blocked),
+    /// Run (or keep running) the runner under this consumer.
+    Run(Run),
+    /// spec.suspend: no runner, the checkpoint is kept.
+    Suspend,
+    /// Stop the runner, clear the checkpoint, start again under a new consumer id.
+    Reinitialize(Reinit),
+    /// Stop and wait for a person.
+    Fail {
+        /// A CamelCase reason.
+        reason: &'static str,
+        /// What happened and what to do.
+        message: String,
+    },
+}
+
+/// A blocked sync.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blocked {
+    /// The condition that says why (TtlSufficient or Ready).
+    pub condition: &'static str,
+    /// A CamelCase reason.
+    pub reason: &'static str,
+    /// The numbers and the fix.
+    pub message: String,
+}
+
+/// Running the runner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Run {
+    /// The consumer id progress is recorded under.
+    pub consumer_id: String,
+    /// How many reinitializations came before.
+    pub consumer_generation: i64,
+    /// Whether the workload must be created (else it exists and is kept, updated in place).
+    pub launch: bool,
+    /// A Job (startup.mode snapshot) rather than a Deployment.
+    pub bounded: bool,
+    /// The startup mode the runner is given (initial after a reinitialization).
+    pub startup_mode: StartupMode,
+    /// Why the source probe failed while the runner kept going, if it did.
+    pub probe_warning: Option<String>,
+}
+
+/// A reinitialization.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reinit {
+    /// OffsetExpired or NonceChanged.
+    pub reason: &'static str,
+    /// The abandoned consumer id.
+    pub previous_consumer_id: String,
+    /// The new consumer id, `<base>-r<generation>`.
+    pub consumer_id: String,
+    /// The new consumer generation.
+    pub consumer_generation: i64,
+    /// What happened, for the event.
+    pub message: String,
+}
+
+/// The consumer id of a generation: the base for 0, `<base>-r<generation>` after that.
+pub fn consumer_id_for(base: &str, generation: i64) -> String {
+    if generation == 0 {
+        base.to_owned()
+    } else {
+        format!("{base}-r{generation}")
+    }
+}
+
+/// The base consumer id: offsets.consumerId, else the sync's name.
+pub fn base_consumer_id(observed: &Observed) -> String {
+    observed
+        .spec
+        .offsets
+        .as_ref()
+        .and_then(|o| o.consumer_id.clone())
+        .unwrap_or_else(|| observed.name.clone())
+}
+
+/// The active consumer generation (0 before any reinitialization).
+pub fn consumer_generation(observed: &Observed) -> i64 {
+    observed.status.consumer_generation.unwrap_or(0)
+}
+
+/// The TTL the spec needs: expectedSnapshotDuration + checkpoint.interval + pollInterval + margin.
+pub fn required_ttl(spec: &DorisChangelogSyncSpec) -> Duration {
+    let parts = [
+        spec.expected_snapshot_duration().unwrap_or_default(),
+        spec.checkpoint.interval().unwrap_or_default(),
+        spec.changelog.poll_interval().unwrap_or_default(),
+        TTL_MARGIN,
+    ];
+    parts.iter().sum()
+}
+
+/// Seconds left before the oldest change still needed expires, by Doris's clock.
+pub fn headroom_seconds(ttl_seconds: i64, now_ms: i64, checkpoint: &Checkpoint) -> Option<i64> {
+    let oldest = checkpoint.oldest_needed_ms()?;
+    Some(ttl_seconds - (now_ms - oldest).div_euclid(1000))
+}
+
+/// Decides what to do.
+pub fn plan(observed: &Observed) -> Plan {
+    if observed.deleting {
+        return Plan::Cleanup;
+    }
+    let spec = &observed.spec;
+    if let Err(errors) = dcs_crds::validate(spec) {
+        let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        return Plan::Block(Blocked {
+            condition: dcs_crds::conditions::types::READY,
+            reason: reasons::INVALID_SPEC,
+            message: format!("the spec is invalid: {}", list.join("; ")),
+        });
+    }
+    if spec.suspend {
+        return Plan::Suspend;
+    }
+    let base = base_consumer_id(observed);
+    let generation = consumer_generation(observed);
+    let current_id = consumer_id_for(&base, generation);
+    if let Some(applied) = &observed.applied_nonce
+        && *applied != spec.reinit_nonce
+    {
+        return reinit(
+            &base,
+            generation,
+            current_id,
+            reasons::NONCE_CHANGED,
+            format!(
+                "spec.reinitNonce changed from {applied:?} to {:?}: starting again with a fresh snapshot",
+                spec.reinit_nonce
+            ),
+        );
+    }
+    if observed.status.phase == Some(Phase::Failed) {
+        let reason = observed
+            .status
+            .last_error
+            .as_ref()
+            .and_then(|e| e.reason.as_deref());
+        if reason == Some(reasons::OFFSET_EXPIRED) {
+            return Plan::Fail {
+                reason: reasons::OFFSET_EXPIRED,
+                message: observed
+                    .status
+                    .last_error
+                    .as_ref()
+                    .and_then(|e| e.message.clone())
+                    .unwrap_or_default(),
+            };
+        }
+    }
+    let probe = match &observed.probe {
+        Ok(probe) => probe,
+        Err(failure) => {
+            if observed.runner != RunnerState::Absent {
+                // A source blip must not stop a healthy runner; the runner has its own retries.
+                return Plan::Run(run(
+                    observed,
+                    current_id,
+                    generation,
+                    Some(failure.message.clone()),
+                ));
+            }
+            return Plan::Block(Blocked {
+                condition: dcs_crds::conditions::types::READY,
+                reason: failure.reason,
+                message: failure.message.clone(),
+            });
+        }
+    };
+    if spec.is_incremental()
+        && let Some(blocked) = check_source(spec, probe)
+    {
+        return Plan::Block(blocked);
+    }
+    if spec.is_incremental()
+        && let Some(why) = expiry(observed, probe)
+    {
+        return match spec.on_offset_expired {
+            OnOffsetExpired::Reinitialize => {
+                reinit(&base, generation, current_id, reasons::OFFSET_EXPIRED, why)
+            }
+            OnOffsetExpired::Fail => Plan::Fail {
+                reason: reasons::OFFSET_EXPIRED,
+                message: format!(
+                    "{why}; onOffsetExpired is fail, so nothing was touched: set onOffsetExpired: reinitialize or change spec.reinitNonce to start again"
+                ),
+            },
+        };
+    }
+    Plan::Run(run(observed, current_id, generation, None))
+}
+
+fn run(observed: &Observed, consumer_id: String, generation: i64, warning: Option<String>) -> Run {
+    let mode = observed.spec.startup.mode;
+    Run {
+        consumer_id,
+        consumer_generation: generation,
+        launch: observed.runner == RunnerState::Absent,
+        bounded: mode == StartupMode::Snapshot,
+        startup_mode: if generation > 0 && mode.is_incremental() {
+            StartupMode::Initial
+        } else {
+            mode
+        },
+        probe_warning: warning,
+    }
+}
+
+fn reinit(
+    base: &str,
+    generation: i64,
+    previous: String,
+    reason: &'static str,
+    message: String,
+) -> Plan {
+    Plan::Reinitialize(Reinit {
+        reason,
+        previous_consumer_id: previous,
+        consumer_id: consumer_id_for(base, generation + 1),
+        consumer_generation: generation + 1,
+        message,
+    })
+}
+
+/// The first source precondition that fails, if any.
+fn check_source(spec: &DorisChangelogSyncSpec, probe: &SourceProbe) -> Option<Blocked> {
+    let p = probe.spelling.prefix();
+    let blocked = |condition, reason, message| {
+        Some(Blocked {
+            condition,
+            reason,
+            message,
+        })
+    };
+    use dcs_crds::conditions::types::{READY, TTL_SUFFICIENT};
+    if let KeysModel::Other(model) = &probe.keys {
+        return blocked(
+            READY,
+            reasons::UNSUPPORTED_TABLE_MODEL,
+            format!(
+                "table {} is {model}; only DUPLICATE KEY and merge-on-write UNIQUE KEY tables have a changelog: sync a table of one of those models",
+                spec.source.table
+            ),
+        );
+    }
+    if !probe.changelog_enabled {
+        return blocked(
+            READY,
+            reasons::CHANGELOG_DISABLED,
+            format!(
+                "table {} has no changelog: create it with PROPERTIES (\"changelog.enable\" = \"true\") (or \"binlog.enable\" = \"true\" with \"binlog.format\" = \"ROW\")",
+                spec.source.table
+            ),
+        );
+    }
+    if spec.requires_historical_value() && !probe.need_historical_value {
+        return blocked(
+            READY,
+            reasons::HISTORICAL_VALUE_MISSING,
+            format!(
+                "the sink needs update before-images but table {} does not keep them: set \"{p}.need_historical_value\" = \"true\" on the table, or use incrementType detail with a sink that ignores update-before",
+                spec.source.table
+            ),
+        );
+    }
+    let required = required_ttl(spec).as_secs();
+    let required = i64::try_from(required).unwrap_or(i64::MAX);
+    if probe.ttl_seconds < required {
+        return blocked(
+            TTL_SUFFICIENT,
+            reasons::TTL_TOO_SHORT,
+            ttl_message(spec, probe.spelling, probe.ttl_seconds, required),
+        );
+    }
+    None
+}
+
+/// The TtlTooShort message: the numbers and the fix.
+pub fn ttl_message(
+    spec: &DorisChangelogSyncSpec,
+    spelling: Spelling,
+    ttl: i64,
+    required: i64,
+) -> String {
+    let p = spelling.prefix();
+    format!(
+        "{p}.ttl_seconds is {ttl}s but the sync needs at least {required}s (expectedSnapshotDuration {} + checkpoint.interval {} + pollInterval {} + margin {}): ALTER TABLE {} SET (\"{p}.ttl_seconds\" = \"{required}\") or lower spec.expectedSnapshotDuration",
+        spec.expected_snapshot_duration,
+        spec.checkpoint.interval,
+        spec.changelog.poll_interval,
+        format_duration(TTL_MARGIN),
+        spec.source.table,
+    )
+}
+
+/// Why the offset counts as expired, if it does.
+fn expiry(observed: &Observed, probe: &SourceProbe) -> Option<String> {
+    let checkpoint = observed.checkpoint.as_ref()?;
+    if checkpoint.reports_offset_expired() {
+        let message = checkpoint
+            .last_error
+            .as_ref()
+            .map(|e| e.message.clone())
+            .unwrap_or_default();
+        return Some(format!("the runner reports the offset expired: {message}"));
+    }
+    let now = probe.doris_now_ms?;
+    let headroom = headroom_seconds(probe.ttl_seconds, now, checkpoint)?;
+    (headroom <= 0).then(|| {
+        format!(
+            "the oldest change still needed is older than the changelog TTL ({}s): headroom {headroom}s",
+            probe.ttl_seconds
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use dcs_crds::{ErrorStatus, conditions::types};
+
+    use super::*;
+    use crate::{
+        checkpoint::{LastError, Position},
+        reconcile::testing::{NOW_MS, observed, streaming_checkpoint},
+    };
+
+    fn run_of(plan: Plan) -> Run {
+        match plan {
+            Plan::Run(run) => run,
+            other => panic!("expected Run, got {other:?}"),
+        }
+    }
+
+    fn blocked_of(plan: Plan) -> Blocked {
+        match plan {
+            Plan::Block(b) => b,
+            other => panic!("expected Block, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_fresh_good_sync_launches_a_deployment() {
+        assert_eq!(
+            plan(&observed()),
+            Plan::Run(Run {
+                consumer_id: "orders".into(),
+                consumer_generation: 0,
+                launch: true,
+                bounded: false,
+                startup_mode: StartupMode::Initial,
+                probe_warning: None,
+            })
+        );
+    }
+
+    #[test]
+    fn an_existing_runner_is_kept_and_snapshot_mode_is_bounded() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        o.spec.startup.mode = StartupMode::Snapshot;
+        let run = run_of(plan(&o));
+        assert!(!run.launch);
+        assert!(run.bounded);
+        assert_eq!(run.startup_mode, StartupMode::Snapshot);
+    }
+
+    #[test]
+    fn deletion_wins() {
+        let mut o = observed();
+        o.deleting = true;
+        o.spec.suspend = true;
+        assert_eq!(plan(&o), Plan::Cleanup);
+    }
+
+    #[test]
+    fn suspend_stops_without_probing() {
+        let mut o = observed();
+        o.spec.suspend = true;
+        o.probe = Err(ProbeFailure {
+            reason: reasons::SOURCE_UNREACHABLE,
+            message: "down".into(),
+        });
+        assert_eq!(plan(&o), Plan::Suspend);
+    }
+
+    #[test]
+    fn required_ttl_adds_the_margin() {
+        assert_eq!(required_ttl(&observed().spec), Duration::from_secs(2120));
+    }
+
+    #[test]
+    fn ttl_one_second_short_blocks_with_the_numbers_and_exactly_enough_runs() {
+        let mut o = observed();
+        o.probe.as_mut().unwrap().ttl_seconds = 2119;
+        let b = blocked_of(plan(&o));
+        assert_eq!(b.condition, types::TTL_SUFFICIENT);
+        assert_eq!(b.reason, reasons::TTL_TOO_SHORT);
+        assert_eq!(
+            b.message,
+            "changelog.ttl_seconds is 2119s but the sync needs at least 2120s (expectedSnapshotDuration 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m): ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"2120\") or lower spec.expectedSnapshotDuration"
+        );
+        o.probe.as_mut().unwrap().ttl_seconds = 2120;
+        run_of(plan(&o));
+    }
+
+    #[test]
+    fn binlog_spelling_is_named_in_the_fix() {
+        let mut o = observed();
+        let p = o.probe.as_mut().unwrap();
+        p.ttl_seconds = 60;
+        p.spelling = Spelling::Binlog;
+        let b = blocked_of(plan(&o));
+        assert!(
+            b.message.starts_with("binlog.ttl_seconds is 60s"),
+            "{}",
+            b.message
+        );
+    }
+
+    #[test]
+    fn snapshot_mode_needs_no_changelog() {
+        let mut o = observed();
+        o.spec.startup.mode = StartupMode::Snapshot;
+        let p = o.probe.as_mut().unwrap();
+        p.changelog_enabled = false;
+        p.ttl_seconds = 1;
+        assert!(run_of(plan(&o)).bounded);
+    }
+
+    #[test]
+    fn changelog_disabled_names_the_property() {
+        let mut o = observed();
+        o.probe.as_mut().unwrap().changelog_enabled = false;
+        let b = blocked_of(plan(&o));
+        assert_eq!(b.reason, reasons::CHANGELOG_DISABLED);
+        assert!(
+            b.message.contains("\"changelog.enable\" = \"true\""),
+            "{}",
+            b.message
+        );
+    }
+
+    #[test]
+    fn before_images_are_required_only_when_the_sink_needs_them() {
+        let mut o = observed();
+        run_of(plan(&o));
+        o.spec.sink.doris.as_mut().unwrap().ignore_update_before = false;
+        let b = blocked_of(plan(&o));
+        assert_eq!(b.reason, reasons::HISTORICAL_VALUE_MISSING);
+        assert!(
+            b.message.contains("changelog.need_historical_value"),
+            "{}",
+            b.message
+        );
+        o.probe.as_mut().unwrap().need_historical_value = true;
+        run_of(plan(&o));
+    }
+
+    #[test]
+    fn unsupported_model_blocks() {
+        let mut o = observed();
+        o.probe.as_mut().unwrap().keys = KeysModel::Other("AGG_KEYS".into());
+        assert_eq!(
+            blocked_of(plan(&o)).reason,
+            reasons::UNSUPPORTED_TABLE_MODEL
+        );
+        o.probe.as_mut().unwrap().keys = KeysModel::Duplicate;
+        run_of(plan(&o));
+    }
+
+    #[test]
+    fn probe_failure_blocks_a_new_sync_but_keeps_a_running_one() {
+        let mut o = observed();
+        o.probe = Err(ProbeFailure {
+            reason: reasons::SOURCE_UNREACHABLE,
+            message: "cannot reach fe:9030".into(),
+        });
+        let b = blocked_of(plan(&o));
+        assert_eq!(
+            (b.reason, b.message.as_str()),
+            ("SourceUnreachable", "cannot reach fe:9030")
+        );
+        o.runner = RunnerState::Running;
+        let run = run_of(plan(&o));
+        assert_eq!(run.probe_warning.as_deref(), Some("cannot reach fe:9030"));
+    }
+
+    #[test]
+    fn invalid_spec_blocks() {
+        let mut o = observed();
+        o.spec.expected_snapshot_duration = "soon".into();
+        let b = blocked_of(plan(&o));
+        assert_eq!(b.reason, reasons::INVALID_SPEC);
+        assert!(
+            b.message.contains("spec.expectedSnapshotDuration"),
+            "{}",
+            b.message
+        );
+    }
+
+    #[test]
+    fn headroom_edges() {
+        let cp = streaming_checkpoint("orders", 86_400);
+        assert_eq!(headroom_seconds(86_400, NOW_MS, &cp), Some(0));
+        let cp = streaming_checkpoint("orders", 86_399);
+        assert_eq!(headroom_seconds(86_400, NOW_MS, &cp), Some(1));
+        // A partial second of age does not count yet.
+        assert_eq!(headroom_seconds(86_400, NOW_MS + 999, &cp), Some(1));
+        assert_eq!(headroom_seconds(86_400, NOW_MS + 1000, &cp), Some(0));
+    }
+
+    #[test]
+    fn headroom_exactly_zero_reinitializes_and_one_second_keeps_running() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        o.checkpoint = Some(streaming_checkpoint("orders", 86_399));
+        run_of(plan(&o));
+        o.checkpoint = Some(streaming_checkpoint("orders", 86_400));
+        let Plan::Reinitialize(r) = plan(&o) else {
+            panic!("expected a reinit")
+        };
+        assert_eq!(
+            (
+                r.reason,
+                r.previous_consumer_id.as_str(),
+                r.consumer_id.as_str(),
+                r.consumer_generation
+            ),
+            ("OffsetExpired", "orders", "orders-r1", 1)
+        );
+    }
+
+    #[test]
+    fn snapshot_headroom_counts_from_t0() {
+        let mut o = observed();
+        let mut cp = streaming_checkpoint("orders", 10);
+        cp.position = Position::Snapshot {
+            tablets_done: vec![],
+            tablets_total: 3,
+            rows_total: None,
+        };
+        cp.start_point = Some(crate::checkpoint::Offset {
+            timestamp: "t0".into(),
+            epoch_ms: NOW_MS - 86_400_000,
+            tso: 0,
+        });
+        o.checkpoint = Some(cp);
+        assert!(matches!(plan(&o), Plan::Reinitialize(_)));
+    }
+
+    #[test]
+    fn the_runner_reporting_expiry_reinitializes_or_fails() {
+        let mut o = observed();
+        o.status.consumer_generation = Some(1);
+        let mut cp = streaming_checkpoint("orders-r1", 5);
+        cp.last_error = Some(LastError {
+            at: "2026-11-29T13:59:00Z".into(),
+            reason: "SourceQueryFailed".into(),
+            message: "Changelog offset has expired according to changelog.ttl_seconds".into(),
+        });
+        o.checkpoint = Some(cp);
+        let Plan::Reinitialize(r) = plan(&o) else {
+            panic!()
+        };
+        assert_eq!(
+            (r.previous_consumer_id.as_str(), r.consumer_id.as_str()),
+            ("orders-r1", "orders-r2")
+        );
+        o.spec.on_offset_expired = OnOffsetExpired::Fail;
+        let Plan::Fail { reason, message } = plan(&o) else {
+            panic!()
+        };
+        assert_eq!(reason, "OffsetExpired");
+        assert!(message.contains("onOffsetExpired is fail"), "{message}");
+    }
+
+    #[test]
+    fn failed_stays_failed_until_the_nonce_changes() {
+        let mut o = observed();
+        o.applied_nonce = Some(String::new());
+        o.status.phase = Some(Phase::Failed);
+        o.status.last_error = Some(ErrorStatus {
+            at: None,
+            reason: Some("OffsetExpired".into()),
+            message: Some("expired".into()),
+        });
+        assert!(matches!(plan(&o), Plan::Fail { .. }));
+        o.spec.reinit_nonce = "again".into();
+        let Plan::Reinitialize(r) = plan(&o) else {
+            panic!()
+        };
+        assert_eq!(r.reason, "NonceChanged");
+        assert_eq!(r.consumer_id, "orders-r1");
+    }
+
+    #[test]
+    fn no_applied_nonce_means_no_reinit() {
+        let mut o = observed();
+        o.spec.reinit_nonce = "x".into();
+        run_of(plan(&o));
+        o.applied_nonce = Some("x".into());
+        run_of(plan(&o));
+    }
+
+    #[test]
+    fn after_a_reinit_the_runner_starts_in_initial_under_the_new_id() {
+        let mut o = observed();
+        o.spec.startup.mode = StartupMode::Latest;
+        o.status.consumer_generation = Some(2);
+        let run = run_of(plan(&o));
+        assert_eq!(run.consumer_id, "orders-r2");
+        assert_eq!(run.startup_mode, StartupMode::Initial);
+    }
+
+    #[test]
+    fn offsets_consumer_id_is_the_base() {
+        let mut o = observed();
+        o.spec.offsets = Some(dcs_crds::OffsetsSpec {
+            table: Some("ops.offsets".into()),
+            consumer_id: Some("student-sync".into()),
+        });
+        o.status.consumer_generation = Some(1);
+        assert_eq!(run_of(plan(&o)).consumer_id, "student-sync-r1");
+    }
+}

@@ -1,0 +1,928 @@
+//! The pure status: what the plan and the observation mean for `DorisChangelogSync.status`.
+
+use dcs_crds::{
+    Clock, DorisChangelogSyncStatus, ErrorStatus, OffsetStatus, Phase, ReinitStatus, SinkStatus,
+    SnapshotStatus, SourceStatus, StartupMode,
+    conditions::{ConditionStatus, reasons, set_condition, types},
+};
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
+
+use super::plan::{
+    NEAR_EXPIRY_PERCENT, Observed, Plan, RunnerState, base_consumer_id, consumer_generation,
+    consumer_id_for, headroom_seconds, required_ttl, ttl_message,
+};
+use crate::checkpoint::{Checkpoint, Position};
+
+/// Lag and headroom moves smaller than this alone do not make a status write.
+pub const REFRESH_TOLERANCE_SECONDS: i64 = 5;
+
+/// Computes the new status from the observation and the plan; `now` is the local time, used for
+/// transition times and as the clock when Doris's time is unknown.
+pub fn compute_status(
+    observed: &Observed,
+    plan: &Plan,
+    now: Timestamp,
+) -> DorisChangelogSyncStatus {
+    let mut s = observed.status.clone();
+    if *plan == Plan::Cleanup {
+        return s;
+    }
+    let generation = observed.generation;
+    s.observed_generation = generation;
+
+    let probe = observed.probe.as_ref().ok();
+    if let Some(p) = probe {
+        s.source = Some(SourceStatus {
+            ttl_seconds: Some(p.ttl_seconds),
+            changelog_enabled: Some(p.changelog_enabled),
+            need_historical_value: Some(p.need_historical_value),
+            keys_type: Some(p.keys.keys_type()),
+            clock: Some(if p.doris_now_ms.is_some() {
+                Clock::Doris
+            } else {
+                Clock::Local
+            }),
+        });
+    } else if let Some(source) = s.source.as_mut() {
+        source.clock = Some(Clock::Local);
+    }
+    let now_ms = probe
+        .and_then(|p| p.doris_now_ms)
+        .unwrap_or_else(|| now.as_millisecond());
+    let ttl = probe
+        .map(|p| p.ttl_seconds)
+        .or_else(|| s.source.as_ref().and_then(|x| x.ttl_seconds));
+
+    let reinit = match plan {
+        Plan::Reinitialize(r) => Some(r),
+        _ => None,
+    };
+    match reinit {
+        Some(r) => {
+            s.consumer_id = Some(r.consumer_id.clone());
+            s.consumer_generation = Some(r.consumer_generation);
+            s.last_reinit = Some(ReinitStatus {
+                at: Some(Time(now)),
+                reason: Some(r.reason.to_owned()),
+                previous_consumer_id: Some(r.previous_consumer_id.clone()),
+            });
+            s.offset = None;
+            s.lag_seconds = None;
+            s.ttl_headroom_seconds = None;
+            s.snapshot = None;
+            s.sink = None;
+        }
+        None => {
+            let generation = consumer_generation(observed);
+            s.consumer_id = Some(consumer_id_for(&base_consumer_id(observed), generation));
+            s.consumer_generation = Some(generation);
+        }
+    }
+
+    let checkpoint = if reinit.is_some() {
+        None
+    } else {
+        observed.checkpoint.as_ref()
+    };
+    let headroom = match (checkpoint, ttl) {
+        (Some(cp), Some(ttl)) => headroom_seconds(ttl, now_ms, cp),
+        _ => None,
+    };
+    if let Some(cp) = checkpoint {
+        apply_checkpoint(&mut s, cp, now, now_ms, headroom);
+    }
+
+    s.phase = Some(phase(plan, checkpoint));
+    set_last_error(&mut s, observed, plan, checkpoint, now);
+
+    let t = || Time(now);
+    let conds = &mut s.conditions;
+    let (status, reason, message) = ready(observed, plan, checkpoint);
+    set_condition(
+        conds,
+        types::READY,
+        status,
+        reason,
+        &message,
+        generation,
+        t(),
+    );
+    let (status, reason, message) = ttl_condition(observed);
+    set_condition(
+        conds,
+        types::TTL_SUFFICIENT,
+        status,
+        reason,
+        &message,
+        generation,
+        t(),
+    );
+    let (status, reason, message) = offset_condition(plan, headroom, ttl);
+    set_condition(
+        conds,
+        types::OFFSET_HEALTHY,
+        status,
+        reason,
+        &message,
+        generation,
+        t(),
+    );
+    let (status, reason, message) = snapshot_condition(observed, checkpoint);
+    set_condition(
+        conds,
+        types::SNAPSHOT_COMPLETE,
+        status,
+        reason,
+        &message,
+        generation,
+        t(),
+    );
+    let (status, reason, message) = sink_condition(observed, checkpoint);
+    set_condition(
+        conds,
+        types::SINK_HEALTHY,
+        status,
+        reason,
+        &message,
+        generation,
+        t(),
+    );
+    s
+}
+
+fn parse_time(text: &str) -> Option<Time> {
+    text.parse::<Timestamp>().ok().map(Time)
+}
+
+fn apply_checkpoint(
+    s: &mut DorisChangelogSyncStatus,
+    cp: &Checkpoint,
+    now: Timestamp,
+    now_ms: i64,
+    headroom: Option<i64>,
+) {
+    let committed_at = parse_time(&cp.saved_at);
+    match &cp.position {
+        Position::Changelog { offset } => {
+            s.offset = Some(OffsetStatus {
+                timestamp: Some(offset.timestamp.clone()),
+                tso: Some(offset.tso),
+                checkpoint_id: Some(i64::try_from(cp.checkpoint_id).unwrap_or(i64::MAX)),
+                committed_at,
+            });
+            s.lag_seconds = Some((now_ms - offset.epoch_ms).div_euclid(1000).max(0));
+        }
+        Position::Snapshot { .. } | Position::Done => {
+            s.offset = None;
+            s.lag_seconds = None;
+        }
+    }
+    s.ttl_headroom_seconds = headroom;
+    let old = s.snapshot.clone().unwrap_or_default();
+    let snapshotting = matches!(cp.position, Position::Snapshot { .. });
+    if cp.start_point.is_some() || snapshotting || old != SnapshotStatus::default() {
+        let rows_total = match &cp.position {
+            Position::Snapshot { rows_total, .. } => rows_total.and_then(|r| i64::try_from(r).ok()),
+            _ => old.rows_total,
+        };
+        s.snapshot = Some(SnapshotStatus {
+            start_timestamp: cp.start_point.as_ref().map(|o| o.timestamp.clone()),
+            started_at: old.started_at.or(Some(Time(now))),
+            completed_at: if snapshotting {
+                None
+            } else {
+                old.completed_at.or(Some(Time(now)))
+            },
+            rows_read: if snapshotting {
+                i64::try_from(cp.counters.rows_read).ok()
+            } else {
+                old.rows_read
+                    .or_else(|| i64::try_from(cp.counters.rows_read).ok())
+            },
+            rows_total,
+        });
+    }
+    let to_i64 = |v: u64| i64::try_from(v).ok();
+    s.sink = Some(SinkStatus {
+        rows_written: to_i64(cp.counters.rows_written),
+        rows_deleted: to_i64(cp.counters.rows_deleted),
+        loads: to_i64(cp.counters.loads),
+        last_label: None,
+        last_load_at: None,
+    });
+}
+
+fn phase(plan: &Plan, checkpoint: Option<&Checkpoint>) -> Phase {
+    match plan {
+        Plan::Cleanup => Phase::Pending,
+        Plan::Block(_) => Phase::Blocked,
+        Plan::Suspend => Phase::Suspended,
+        Plan::Fail { .. } => Phase::Failed,
+        Plan::Reinitialize(_) => Phase::Reinitializing,
+        Plan::Run(_) => match checkpoint.map(|c| &c.position) {
+            None => Phase::Pending,
+            Some(Position::Snapshot { .. } | Position::Done) => Phase::Snapshotting,
+            Some(Position::Changelog { .. }) => Phase::Streaming,
+        },
+    }
+}
+
+fn set_last_error(
+    s: &mut DorisChangelogSyncStatus,
+    observed: &Observed,
+    plan: &Plan,
+    checkpoint: Option<&Checkpoint>,
+    now: Timestamp,
+) {
+    let (reason, message, at) = match plan {
+        Plan::Block(b) => (b.reason.to_owned(), b.message.clone(), None),
+        Plan::Fail { reason, message } => ((*reason).to_owned(), message.clone(), None),
+        _ => match (
+            &observed.runner,
+            checkpoint.and_then(|c| c.last_error.as_ref()),
+        ) {
+            (RunnerState::CrashLooping { message, .. } | RunnerState::Failed { message }, _) => {
+                (reasons::RUNNER_FAILED.to_owned(), message.clone(), None)
+            }
+            (_, Some(e)) => (e.reason.clone(), e.message.clone(), parse_time(&e.at)),
+            _ => match &observed.checkpoint_error {
+                Some(message) => ("CheckpointUnreadable".to_owned(), message.clone(), None),
+                None => return,
+            },
+        },
+    };
+    let same = s.last_error.as_ref().is_some_and(|old| {
+        old.reason.as_deref() == Some(reason.as_str()) && old.message.as_deref() == Some(&message)
+    });
+    if !same {
+        s.last_error = Some(ErrorStatus {
+            at: at.or(Some(Time(now))),
+            reason: Some(reason),
+            message: Some(message),
+        });
+    }
+}
+
+type Cond = (ConditionStatus, &'static str, String);
+
+fn ready(observed: &Observed, plan: &Plan, checkpoint: Option<&Checkpoint>) -> Cond {
+    use ConditionStatus::{False, True};
+    match plan {
+        Plan::Cleanup => (False, reasons::SUSPENDED, "deleting".into()),
+        Plan::Block(b) => (False, b.reason, b.message.clone()),
+        Plan::Suspend => (
+            False,
+            reasons::SUSPENDED,
+            "spec.suspend is true: the runner is stopped and the checkpoint kept; set it to false to resume".into(),
+        ),
+        Plan::Fail { reason, message } => (False, reason, message.clone()),
+        Plan::Reinitialize(r) => (
+            False,
+            reasons::REINITIALIZING,
+            format!("{}; starting again as consumer {}", r.message, r.consumer_id),
+        ),
+        Plan::Run(_) => match &observed.runner {
+            RunnerState::CrashLooping { restarts, message } => (
+                False,
+                reasons::RUNNER_FAILED,
+                format!("the runner restarted {restarts} times; last error: {message}"),
+            ),
+            RunnerState::Failed { message } => (
+                False,
+                reasons::RUNNER_FAILED,
+                format!("the runner failed: {message}"),
+            ),
+            _ => match checkpoint.map(|c| &c.position) {
+                None => (
+                    False,
+                    reasons::RUNNER_STARTING,
+                    "waiting for the runner's first checkpoint".into(),
+                ),
+                Some(Position::Snapshot { .. }) => {
+                    (True, reasons::SNAPSHOTTING, "reading the snapshot".into())
+                }
+                Some(Position::Done) => (True, reasons::SNAPSHOT_DONE, "the snapshot was copied".into()),
+                Some(Position::Changelog { .. }) => {
+                    (True, reasons::STREAMING, "reading the changelog".into())
+                }
+            },
+        },
+    }
+}
+
+fn ttl_condition(observed: &Observed) -> Cond {
+    let spec = &observed.spec;
+    let probe = match &observed.probe {
+        Ok(probe) => probe,
+        Err(failure) => {
+            return (
+                ConditionStatus::Unknown,
+                failure.reason,
+                failure.message.clone(),
+            );
+        }
+    };
+    if !spec.is_incremental() {
+        return (
+            ConditionStatus::True,
+            reasons::TTL_COVERS_SNAPSHOT,
+            "startup.mode snapshot reads no changelog".into(),
+        );
+    }
+    let required = i64::try_from(required_ttl(spec).as_secs()).unwrap_or(i64::MAX);
+    if probe.ttl_seconds < required {
+        (
+            ConditionStatus::False,
+            reasons::TTL_TOO_SHORT,
+            ttl_message(spec, probe.spelling, probe.ttl_seconds, required),
+        )
+    } else {
+        (
+            ConditionStatus::True,
+            reasons::TTL_COVERS_SNAPSHOT,
+            format!(
+                "{}.ttl_seconds {}s covers the required {required}s",
+                probe.spelling.prefix(),
+                probe.ttl_seconds
+            ),
+        )
+    }
+}
+
+fn offset_condition(plan: &Plan, headroom: Option<i64>, ttl: Option<i64>) -> Cond {
+    match plan {
+        Plan::Reinitialize(r) if r.reason == reasons::OFFSET_EXPIRED => {
+            return (
+                ConditionStatus::False,
+                reasons::OFFSET_EXPIRED,
+                r.message.clone(),
+            );
+        }
+        Plan::Reinitialize(_) => {
+            return (
+                ConditionStatus::Unknown,
+                reasons::REINITIALIZING,
+                "starting again under a new consumer id".into(),
+            );
+        }
+        Plan::Fail { reason, message } if *reason == reasons::OFFSET_EXPIRED => {
+            return (
+                ConditionStatus::False,
+                reasons::OFFSET_EXPIRED,
+                message.clone(),
+            );
+        }
+        _ => {}
+    }
+    match (headroom, ttl) {
+        (Some(h), Some(ttl)) if h <= 0 => (
+            ConditionStatus::False,
+            reasons::OFFSET_EXPIRED,
+            format!(
+                "the oldest change still needed is {}s past the {ttl}s TTL",
+                -h
+            ),
+        ),
+        (Some(h), Some(ttl)) if h * 100 < NEAR_EXPIRY_PERCENT * ttl => (
+            ConditionStatus::False,
+            reasons::NEAR_EXPIRY,
+            // No live numbers here: the message must not change on every reconcile.
+            format!(
+                "less than {NEAR_EXPIRY_PERCENT}% of the {ttl}s TTL left (see ttlHeadroomSeconds): the sync falls behind; it is reinitialized or fails when none is left"
+            ),
+        ),
+        (Some(_), Some(ttl)) => (
+            ConditionStatus::True,
+            reasons::WITHIN_TTL,
+            format!("at least {NEAR_EXPIRY_PERCENT}% of the {ttl}s TTL left"),
+        ),
+        _ => (
+            ConditionStatus::Unknown,
+            reasons::RUNNER_STARTING,
+            "no offset committed yet".into(),
+        ),
+    }
+}
+
+fn snapshot_condition(observed: &Observed, checkpoint: Option<&Checkpoint>) -> Cond {
+    match checkpoint.map(|c| (&c.position, c)) {
+        Some((Position::Changelog { .. } | Position::Done, _)) => (
+            ConditionStatus::True,
+            reasons::SNAPSHOT_DONE,
+            "the snapshot was copied".into(),
+        ),
+        Some((
+            Position::Snapshot {
+                tablets_done,
+                tablets_total,
+                ..
+            },
+            cp,
+        )) => (
+            ConditionStatus::False,
+            reasons::SNAPSHOTTING,
+            format!(
+                "{} of {tablets_total} tablets done, {} rows read",
+                tablets_done.len(),
+                cp.counters.rows_read
+            ),
+        ),
+        None if matches!(
+            observed.spec.startup.mode,
+            StartupMode::Latest | StartupMode::FromTimestamp
+        ) && consumer_generation(observed) == 0 =>
+        {
+            (
+                ConditionStatus::True,
+                reasons::SNAPSHOT_DONE,
+                format!(
+                    "startup.mode {} reads no snapshot",
+                    observed.spec.startup.mode
+                ),
+            )
+        }
+        None => (
+            ConditionStatus::Unknown,
+            reasons::RUNNER_STARTING,
+            "the snapshot has not started".into(),
+        ),
+    }
+}
+
+fn sink_condition(observed: &Observed, checkpoint: Option<&Checkpoint>) -> Cond {
+    match &observed.runner {
+        RunnerState::CrashLooping { restarts, message } => {
+            return (
+                ConditionStatus::False,
+                reasons::RUNNER_FAILED,
+                format!("the runner restarted {restarts} times; last error: {message}"),
+            );
+        }
+        RunnerState::Failed { message } => {
+            return (
+                ConditionStatus::False,
+                reasons::RUNNER_FAILED,
+                message.clone(),
+            );
+        }
+        _ => {}
+    }
+    match checkpoint {
+        Some(cp) if cp.counters.loads > 0 => (
+            ConditionStatus::True,
+            reasons::LOADS_COMMITTED,
+            format!("{} loads committed", cp.counters.loads),
+        ),
+        _ => (
+            ConditionStatus::Unknown,
+            reasons::RUNNER_STARTING,
+            "no load committed yet".into(),
+        ),
+    }
+}
+
+/// Something worth a Kubernetes Event: a phase transition or a near expiry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// Warning rather than Normal.
+    pub warning: bool,
+    /// A CamelCase reason.
+    pub reason: String,
+    /// What happened, in words.
+    pub note: String,
+}
+
+/// The events a status change deserves (none when nothing a person cares about changed).
+pub fn notices(old: &DorisChangelogSyncStatus, new: &DorisChangelogSyncStatus) -> Vec<Notice> {
+    let ready = |s: &DorisChangelogSyncStatus| {
+        dcs_crds::conditions::get_condition(&s.conditions, types::READY)
+            .map(|c| (c.reason.clone(), c.message.clone()))
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    let (reason, message) = ready(new);
+    if old.phase != new.phase || (new.phase == Some(Phase::Blocked) && ready(old).0 != reason) {
+        let consumer = new.consumer_id.clone().unwrap_or_default();
+        let notice = match new.phase {
+            Some(Phase::Blocked | Phase::Failed) => Some((true, reason.clone(), message.clone())),
+            Some(Phase::Reinitializing) => {
+                Some((true, "Reinitialized".to_owned(), message.clone()))
+            }
+            Some(Phase::Pending) => Some((
+                false,
+                "Launched".to_owned(),
+                format!("the runner was started as consumer {consumer}"),
+            )),
+            Some(Phase::Suspended) => Some((false, reasons::SUSPENDED.to_owned(), message.clone())),
+            Some(Phase::Snapshotting) => {
+                Some((false, reasons::SNAPSHOTTING.to_owned(), message.clone()))
+            }
+            Some(Phase::Streaming) => Some((false, reasons::STREAMING.to_owned(), message.clone())),
+            None => None,
+        };
+        if let Some((warning, reason, note)) = notice {
+            out.push(Notice {
+                warning,
+                reason,
+                note,
+            });
+        }
+    }
+    let offset = |s: &DorisChangelogSyncStatus| {
+        dcs_crds::conditions::get_condition(&s.conditions, types::OFFSET_HEALTHY)
+            .map(|c| (c.reason.clone(), c.message.clone()))
+    };
+    if let Some((reason, note)) = offset(new)
+        && reason == reasons::NEAR_EXPIRY
+        && offset(old).map(|(r, _)| r).as_deref() != Some(reasons::NEAR_EXPIRY)
+    {
+        out.push(Notice {
+            warning: true,
+            reason,
+            note,
+        });
+    }
+    out
+}
+
+/// How soon to look again: sooner as headroom shrinks, so lag and expiry are noticed in time.
+pub fn headroom_hint(observed: &Observed) -> Option<std::time::Duration> {
+    let probe = observed.probe.as_ref().ok()?;
+    let now = probe.doris_now_ms?;
+    let headroom = headroom_seconds(probe.ttl_seconds, now, observed.checkpoint.as_ref()?)?;
+    let secs = (headroom / 10).clamp(5, 60);
+    Some(std::time::Duration::from_secs(
+        u64::try_from(secs).unwrap_or(60),
+    ))
+}
+
+/// Whether `new` differs from `old` in anything a person acts on: transition and event times are
+/// ignored, and so are lag and headroom moves under [`REFRESH_TOLERANCE_SECONDS`], so the shell
+/// skips writes that would only restamp the same observation.
+pub fn differs(old: &DorisChangelogSyncStatus, new: &DorisChangelogSyncStatus) -> bool {
+    fn close(a: Option<i64>, b: Option<i64>) -> bool {
+        match (a, b) {
+            (Some(a), Some(b)) => (a - b).abs() < REFRESH_TOLERANCE_SECONDS,
+            (a, b) => a == b,
+        }
+    }
+    fn strip(s: &DorisChangelogSyncStatus) -> DorisChangelogSyncStatus {
+        let epoch = || Time(Timestamp::UNIX_EPOCH);
+        let mut s = s.clone();
+        for c in &mut s.conditions {
+            c.last_transition_time = epoch();
+        }
+        s.lag_seconds = None;
+        s.ttl_headroom_seconds = None;
+        if let Some(e) = s.last_error.as_mut() {
+            e.at = None;
+        }
+        if let Some(r) = s.last_reinit.as_mut() {
+            r.at = None;
+        }
+        if let Some(snap) = s.snapshot.as_mut() {
+            snap.started_at = None;
+            snap.completed_at = None;
+        }
+        s
+    }
+    strip(old) != strip(new)
+        || !close(old.lag_seconds, new.lag_seconds)
+        || !close(old.ttl_headroom_seconds, new.ttl_headroom_seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use dcs_crds::conditions::{get_condition, types};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+    use super::*;
+    use crate::reconcile::{
+        plan::plan,
+        testing::{NOW_MS, observed, streaming_checkpoint},
+    };
+
+    fn local(seconds: i64) -> Timestamp {
+        Timestamp::from_second(seconds).unwrap()
+    }
+
+    fn cond(type_: &str, status: &str, reason: &str, message: &str, at: i64) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            observed_generation: Some(1),
+            last_transition_time: Time(local(at)),
+        }
+    }
+
+    fn status_of(o: &Observed, at: i64) -> DorisChangelogSyncStatus {
+        compute_status(o, &plan(o), local(at))
+    }
+
+    #[test]
+    fn a_fresh_launch_is_pending() {
+        let s = status_of(&observed(), 100);
+        assert_eq!(
+            s,
+            DorisChangelogSyncStatus {
+                observed_generation: Some(1),
+                phase: Some(Phase::Pending),
+                conditions: vec![
+                    cond(
+                        "Ready",
+                        "False",
+                        "RunnerStarting",
+                        "waiting for the runner's first checkpoint",
+                        100
+                    ),
+                    cond(
+                        "TtlSufficient",
+                        "True",
+                        "TtlCoversSnapshot",
+                        "changelog.ttl_seconds 86400s covers the required 2120s",
+                        100
+                    ),
+                    cond(
+                        "OffsetHealthy",
+                        "Unknown",
+                        "RunnerStarting",
+                        "no offset committed yet",
+                        100
+                    ),
+                    cond(
+                        "SnapshotComplete",
+                        "Unknown",
+                        "RunnerStarting",
+                        "the snapshot has not started",
+                        100
+                    ),
+                    cond(
+                        "SinkHealthy",
+                        "Unknown",
+                        "RunnerStarting",
+                        "no load committed yet",
+                        100
+                    ),
+                ],
+                consumer_id: Some("orders".into()),
+                consumer_generation: Some(0),
+                source: Some(SourceStatus {
+                    ttl_seconds: Some(86_400),
+                    changelog_enabled: Some(true),
+                    need_historical_value: Some(false),
+                    keys_type: Some("UNIQUE_KEYS".into()),
+                    clock: Some(Clock::Doris),
+                }),
+                ..Default::default()
+            }
+        );
+    }
+
+    #[test]
+    fn a_short_ttl_is_blocked_with_the_numbers() {
+        let mut o = observed();
+        o.probe.as_mut().unwrap().ttl_seconds = 600;
+        let s = status_of(&o, 100);
+        assert_eq!(s.phase, Some(Phase::Blocked));
+        let ttl = get_condition(&s.conditions, types::TTL_SUFFICIENT).unwrap();
+        assert_eq!(
+            (ttl.status.as_str(), ttl.reason.as_str()),
+            ("False", "TtlTooShort")
+        );
+        assert!(
+            ttl.message
+                .starts_with("changelog.ttl_seconds is 600s but the sync needs at least 2120s")
+        );
+        let ready = get_condition(&s.conditions, types::READY).unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "TtlTooShort")
+        );
+        assert_eq!(
+            s.last_error.as_ref().unwrap().reason.as_deref(),
+            Some("TtlTooShort")
+        );
+        assert_eq!(s.last_error.as_ref().unwrap().at, Some(Time(local(100))));
+        // The same observation later changes nothing but would restamp nothing either.
+        o.status = s.clone();
+        let again = status_of(&o, 200);
+        assert_eq!(again, s);
+        assert!(!differs(&s, &again));
+    }
+
+    #[test]
+    fn streaming_reports_offset_lag_headroom_and_counters() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        o.checkpoint = Some(streaming_checkpoint("orders", 10));
+        let s = status_of(&o, 100);
+        assert_eq!(s.phase, Some(Phase::Streaming));
+        assert_eq!(
+            s.offset,
+            Some(OffsetStatus {
+                timestamp: Some("2026-11-29 13:59:50".into()),
+                tso: Some((NOW_MS - 10_000) << 18),
+                checkpoint_id: Some(7),
+                committed_at: Some(Time("2026-11-29T13:59:55Z".parse().unwrap())),
+            })
+        );
+        assert_eq!(
+            (s.lag_seconds, s.ttl_headroom_seconds),
+            (Some(10), Some(86_390))
+        );
+        assert_eq!(
+            s.sink,
+            Some(SinkStatus {
+                rows_written: Some(90),
+                rows_deleted: Some(10),
+                loads: Some(3),
+                last_label: None,
+                last_load_at: None,
+            })
+        );
+        for (t, st, reason) in [
+            ("Ready", "True", "Streaming"),
+            ("OffsetHealthy", "True", "WithinTtl"),
+            ("SnapshotComplete", "True", "SnapshotDone"),
+            ("SinkHealthy", "True", "LoadsCommitted"),
+        ] {
+            let c = get_condition(&s.conditions, t).unwrap();
+            assert_eq!((c.status.as_str(), c.reason.as_str()), (st, reason), "{t}");
+        }
+    }
+
+    #[test]
+    fn near_expiry_starts_strictly_below_twenty_percent() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        // 20 % of 86400 s is 17280 s of headroom: still healthy.
+        o.checkpoint = Some(streaming_checkpoint("orders", 86_400 - 17_280));
+        let s = status_of(&o, 100);
+        let c = get_condition(&s.conditions, types::OFFSET_HEALTHY).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "WithinTtl")
+        );
+        o.status = s;
+        o.checkpoint = Some(streaming_checkpoint("orders", 86_400 - 17_279));
+        let s = status_of(&o, 200);
+        let c = get_condition(&s.conditions, types::OFFSET_HEALTHY).unwrap();
+        assert_eq!(
+            (
+                c.status.as_str(),
+                c.reason.as_str(),
+                c.message.as_str(),
+                &c.last_transition_time
+            ),
+            (
+                "False",
+                "NearExpiry",
+                "less than 20% of the 86400s TTL left (see ttlHeadroomSeconds): the sync falls behind; it is reinitialized or fails when none is left",
+                &Time(local(200))
+            )
+        );
+        // Ready keeps its transition time: it did not flip.
+        let ready = get_condition(&s.conditions, types::READY).unwrap();
+        assert_eq!(ready.last_transition_time, Time(local(100)));
+    }
+
+    #[test]
+    fn expiry_records_the_reinit_and_clears_progress() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        o.checkpoint = Some(streaming_checkpoint("orders", 86_400));
+        let s = status_of(&o, 100);
+        assert_eq!(s.phase, Some(Phase::Reinitializing));
+        assert_eq!(s.consumer_id.as_deref(), Some("orders-r1"));
+        assert_eq!(s.consumer_generation, Some(1));
+        assert_eq!(
+            s.last_reinit,
+            Some(ReinitStatus {
+                at: Some(Time(local(100))),
+                reason: Some("OffsetExpired".into()),
+                previous_consumer_id: Some("orders".into()),
+            })
+        );
+        assert_eq!(
+            (s.offset.clone(), s.lag_seconds, s.sink.clone()),
+            (None, None, None)
+        );
+        let c = get_condition(&s.conditions, types::OFFSET_HEALTHY).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "OffsetExpired")
+        );
+    }
+
+    #[test]
+    fn crash_loops_surface_the_runner_message() {
+        let mut o = observed();
+        o.runner = RunnerState::CrashLooping {
+            restarts: 4,
+            message: "Stream Load failed: too many filtered rows".into(),
+        };
+        let s = status_of(&o, 100);
+        let c = get_condition(&s.conditions, types::SINK_HEALTHY).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.message.as_str()),
+            (
+                "False",
+                "the runner restarted 4 times; last error: Stream Load failed: too many filtered rows"
+            )
+        );
+        assert_eq!(
+            s.last_error.unwrap().reason.as_deref(),
+            Some("RunnerFailed")
+        );
+    }
+
+    #[test]
+    fn without_doris_time_the_local_clock_is_used_and_said() {
+        let mut o = observed();
+        o.probe.as_mut().unwrap().doris_now_ms = None;
+        o.runner = RunnerState::Running;
+        o.checkpoint = Some(streaming_checkpoint("orders", 0));
+        let s = compute_status(
+            &o,
+            &plan(&o),
+            Timestamp::from_millisecond(NOW_MS + 30_000).unwrap(),
+        );
+        assert_eq!(s.source.unwrap().clock, Some(Clock::Local));
+        assert_eq!(s.lag_seconds, Some(30));
+    }
+
+    #[test]
+    fn differs_ignores_timestamps_and_small_lag_moves() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        o.checkpoint = Some(streaming_checkpoint("orders", 10));
+        let a = status_of(&o, 100);
+        o.status = a.clone();
+        o.probe.as_mut().unwrap().doris_now_ms = Some(NOW_MS + 4_000);
+        let b = status_of(&o, 900);
+        assert_eq!(b.lag_seconds, Some(14));
+        assert!(!differs(&a, &b));
+        o.probe.as_mut().unwrap().doris_now_ms = Some(NOW_MS + 5_000);
+        assert!(differs(&a, &status_of(&o, 900)));
+        o.spec.suspend = true;
+        assert!(differs(&a, &status_of(&o, 900)));
+    }
+
+    #[test]
+    fn notices_follow_transitions_only() {
+        let mut o = observed();
+        o.probe.as_mut().unwrap().ttl_seconds = 600;
+        let blocked = status_of(&o, 1);
+        let n = notices(&DorisChangelogSyncStatus::default(), &blocked);
+        assert_eq!(n.len(), 1);
+        assert!(n[0].warning);
+        assert_eq!(n[0].reason, "TtlTooShort");
+        assert!(notices(&blocked, &blocked).is_empty());
+        o.status = blocked.clone();
+        o.probe.as_mut().unwrap().ttl_seconds = 86_400;
+        let launched = status_of(&o, 2);
+        assert_eq!(
+            notices(&blocked, &launched),
+            vec![Notice {
+                warning: false,
+                reason: "Launched".into(),
+                note: "the runner was started as consumer orders".into(),
+            }]
+        );
+        o.status = launched.clone();
+        o.runner = RunnerState::Running;
+        o.checkpoint = Some(streaming_checkpoint("orders", 80_000));
+        let near = status_of(&o, 3);
+        let reasons: Vec<_> = notices(&launched, &near)
+            .into_iter()
+            .map(|n| n.reason)
+            .collect();
+        assert_eq!(reasons, ["Streaming", "NearExpiry"]);
+    }
+
+    #[test]
+    fn an_unreadable_checkpoint_is_reported() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        o.checkpoint_error = Some("the checkpoint is unreadable: eof".into());
+        let e = status_of(&o, 5).last_error.unwrap();
+        assert_eq!(
+            (e.reason.as_deref(), e.message.as_deref()),
+            (
+                Some("CheckpointUnreadable"),
+                Some("the checkpoint is unreadable: eof")
+            )
+        );
+    }
+
+    #[test]
+    fn suspended() {
+        let mut o = observed();
+        o.spec.suspend = true;
+        let s = status_of(&o, 1);
+        assert_eq!(s.phase, Some(Phase::Suspended));
+        assert!(!dcs_crds::conditions::is_true(&s.conditions, types::READY));
+    }
+}

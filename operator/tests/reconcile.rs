@@ -1,0 +1,343 @@
+//! The reconciler against kube-emu (in-process API server) and doris-emu (the source).
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use dcs_crds::{DorisChangelogSync, Phase, conditions::get_condition};
+use dcs_doris_emu::EmuConfig;
+use dcs_kube_emu::{Config, KubeEmu};
+use dcs_operator::reconcile::{Context, reconcile};
+use k8s_openapi::{
+    api::{
+        apps::v1::Deployment,
+        core::v1::{ConfigMap, Secret},
+    },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams, PostParams},
+};
+use mysql_async::prelude::Queryable;
+
+async fn client_for(emu: &KubeEmu) -> Result<Client> {
+    let kc = kube::config::Kubeconfig::from_yaml(&emu.kubeconfig("default"))?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await?;
+    Ok(Client::try_from(config)?)
+}
+
+async fn install_crd(client: &Client) -> Result<()> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../charts/dcs-operator/crds/dorischangelogsyncs.yaml"
+    );
+    let crd: CustomResourceDefinition = serde_yaml::from_str(&std::fs::read_to_string(path)?)?;
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await?;
+    Ok(())
+}
+
+fn sync_yaml(name: &str, fe_http: u16, query: u16, table: &str) -> String {
+    format!(
+        r#"
+apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {{name: {name}, namespace: default}}
+spec:
+  source:
+    feNodes: ["127.0.0.1:{fe_http}"]
+    queryPort: {query}
+    table: {table}
+    credentials: {{secretName: doris}}
+  startup: {{mode: initial}}
+  expectedSnapshotDuration: 30m
+  sink: {{stdout: {{}}}}
+"#
+    )
+}
+
+/// Runs the reconciler on the stored object until the status settles (the first run adds the
+/// finalizer only).
+async fn reconcile_a_few(
+    api: &Api<DorisChangelogSync>,
+    name: &str,
+    ctx: &Arc<Context>,
+) -> Result<DorisChangelogSync> {
+    for _ in 0..3 {
+        let sync = api.get(name).await?;
+        reconcile(Arc::new(sync), ctx.clone()).await?;
+    }
+    Ok(api.get(name).await?)
+}
+
+#[tokio::test]
+async fn blocked_then_launched_then_suspended() -> Result<()> {
+    let emu = KubeEmu::start(Config::default()).await?;
+    let client = client_for(&emu).await?;
+    install_crd(&client).await?;
+
+    let doris = dcs_doris_emu::start(EmuConfig::ephemeral()).await?;
+    let ports = doris.ports();
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(ports.query_port)
+        .user(Some("root"))
+        .pass(Some(""));
+    let mut conn = mysql_async::Conn::new(opts).await?;
+    conn.query_drop("CREATE DATABASE db").await?;
+    conn.query_drop(
+        "CREATE TABLE db.short (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+         PROPERTIES (\"changelog.enable\" = \"true\", \"changelog.ttl_seconds\" = \"600\")",
+    )
+    .await?;
+    conn.query_drop(
+        "CREATE TABLE db.good (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+         PROPERTIES (\"changelog.enable\" = \"true\", \"changelog.ttl_seconds\" = \"86400\")",
+    )
+    .await?;
+    conn.disconnect().await?;
+
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "doris", "namespace": "default"},
+        "stringData": {"username": "root", "password": ""},
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &secret)
+        .await?;
+
+    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
+    let ctx = Arc::new(Context::new(client.clone(), Some("dcs-runner:test".into())));
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+
+    // Too short a TTL: blocked with the numbers, no runner.
+    let short: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
+        "short",
+        ports.fe_http_port,
+        ports.query_port,
+        "db.short",
+    ))?;
+    api.create(&PostParams::default(), &short).await?;
+    let short = reconcile_a_few(&api, "short", &ctx).await?;
+    let status = short.status.expect("a status");
+    assert_eq!(status.phase, Some(Phase::Blocked));
+    let ttl = get_condition(&status.conditions, "TtlSufficient").expect("TtlSufficient");
+    assert_eq!(
+        (ttl.status.as_str(), ttl.reason.as_str()),
+        ("False", "TtlTooShort")
+    );
+    assert!(
+        ttl.message
+            .starts_with("changelog.ttl_seconds is 600s but the sync needs at least 2120s"),
+        "{}",
+        ttl.message
+    );
+    assert_eq!(
+        status.source.and_then(|s| s.clock),
+        Some(dcs_crds::Clock::Doris)
+    );
+    assert!(deployments.get_opt("short-runner").await?.is_none());
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), "default")
+        .list(&Default::default())
+        .await?;
+    let warning = events
+        .items
+        .iter()
+        .find(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("short"))
+        .expect("an event about the blocked sync");
+    assert_eq!(
+        (warning.type_.as_deref(), warning.reason.as_deref()),
+        (Some("Warning"), Some("TtlTooShort"))
+    );
+
+    // A good table: runner Deployment and both ConfigMaps.
+    let good: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
+        "good",
+        ports.fe_http_port,
+        ports.query_port,
+        "db.good",
+    ))?;
+    api.create(&PostParams::default(), &good).await?;
+    let good = reconcile_a_few(&api, "good", &ctx).await?;
+    let status = good.status.clone().expect("a status");
+    assert_eq!(status.phase, Some(Phase::Pending));
+    assert_eq!(status.consumer_id.as_deref(), Some("good"));
+    let d = deployments.get("good-runner").await?;
+    let pod = d.spec.unwrap().template.spec.unwrap();
+    assert_eq!(pod.containers[0].image.as_deref(), Some("dcs-runner:test"));
+    let config = configmaps.get("good-runner-config").await?;
+    let manifest = &config.data.unwrap()["sync.yaml"];
+    assert_eq!(dcs_crds::from_manifest(manifest)?.consumer_id(), "good");
+    assert!(configmaps.get_opt("good-checkpoint").await?.is_some());
+
+    // An idle reconcile writes no status.
+    let rv = good.metadata.resource_version.clone();
+    let again = reconcile_a_few(&api, "good", &ctx).await?;
+    assert_eq!(again.metadata.resource_version, rv);
+
+    // The runner's checkpoint becomes status.
+    let checkpoint = serde_json::json!({
+        "formatVersion": 1, "consumerId": "good", "checkpointId": 3,
+        "savedAt": "2026-11-29T14:00:00Z",
+        "position": {"phase": "snapshot", "tabletsDone": [], "tabletsTotal": 1},
+        "counters": {"rowsRead": 5, "rowsWritten": 5, "rowsDeleted": 0, "loads": 1, "bytes": 10},
+    });
+    configmaps
+        .patch(
+            "good-checkpoint",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_string()}})),
+        )
+        .await?;
+    let good = reconcile_a_few(&api, "good", &ctx).await?;
+    let status = good.status.expect("a status");
+    assert_eq!(status.phase, Some(Phase::Snapshotting));
+    assert_eq!(status.snapshot.and_then(|s| s.rows_read), Some(5));
+
+    // Suspend: the Deployment goes, the checkpoint stays.
+    api.patch(
+        "good",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"suspend": true}})),
+    )
+    .await?;
+    let good = reconcile_a_few(&api, "good", &ctx).await?;
+    assert_eq!(good.status.and_then(|s| s.phase), Some(Phase::Suspended));
+    assert!(deployments.get_opt("good-runner").await?.is_none());
+    assert!(configmaps.get("good-checkpoint").await?.data.is_some());
+
+    drop(doris);
+    emu.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
+    let emu = KubeEmu::start(Config::default()).await?;
+    let client = client_for(&emu).await?;
+    install_crd(&client).await?;
+    let doris = dcs_doris_emu::start(EmuConfig::ephemeral()).await?;
+    let ports = doris.ports();
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(ports.query_port)
+        .user(Some("root"))
+        .pass(Some(""));
+    let mut conn = mysql_async::Conn::new(opts).await?;
+    conn.query_drop("CREATE DATABASE db").await?;
+    conn.query_drop(
+        "CREATE TABLE db.t (id INT, v STRING) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+         PROPERTIES (\"changelog.enable\" = \"true\", \"changelog.ttl_seconds\" = \"2200\")",
+    )
+    .await?;
+    conn.disconnect().await?;
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "doris", "namespace": "default"},
+        "stringData": {"username": "root", "password": ""},
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &secret)
+        .await?;
+    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
+    let ctx = Arc::new(Context::new(client.clone(), None));
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+
+    let sync: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
+        "s",
+        ports.fe_http_port,
+        ports.query_port,
+        "db.t",
+    ))?;
+    api.create(&PostParams::default(), &sync).await?;
+    reconcile_a_few(&api, "s", &ctx).await?;
+
+    // The runner committed an offset at Doris's "now".
+    let http = reqwest::Client::new();
+    let fe = format!("http://127.0.0.1:{}", ports.fe_http_port);
+    let clock: serde_json::Value = http
+        .get(format!("{fe}/_emu/clock"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let now_ms = clock["now_ms"].as_i64().expect("now_ms");
+    let checkpoint = serde_json::json!({
+        "formatVersion": 1, "consumerId": "s", "checkpointId": 9,
+        "savedAt": "2026-11-29T14:00:00Z",
+        "position": {"phase": "changelog",
+                     "offset": {"timestamp": "2026-11-29 14:00:00", "epochMs": now_ms, "tso": now_ms << 18}},
+        "counters": {"rowsRead": 5, "rowsWritten": 5, "rowsDeleted": 0, "loads": 2, "bytes": 10},
+    });
+    configmaps
+        .patch(
+            "s-checkpoint",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_string()}})),
+        )
+        .await?;
+    let s = reconcile_a_few(&api, "s", &ctx).await?;
+    assert_eq!(s.status.and_then(|s| s.phase), Some(Phase::Streaming));
+
+    // Doris's clock passes the TTL: the offset is gone.
+    http.post(format!("{fe}/_emu/clock/advance"))
+        .json(&serde_json::json!({"seconds": 2200}))
+        .send()
+        .await?
+        .error_for_status()?;
+    let sync = api.get("s").await?;
+    reconcile(Arc::new(sync), ctx.clone()).await?;
+    let s = api.get("s").await?;
+    let status = s.status.expect("a status");
+    assert_eq!(status.phase, Some(Phase::Reinitializing));
+    assert_eq!(status.consumer_id.as_deref(), Some("s-r1"));
+    let reinit = status.last_reinit.expect("lastReinit");
+    assert_eq!(
+        (
+            reinit.reason.as_deref(),
+            reinit.previous_consumer_id.as_deref()
+        ),
+        (Some("OffsetExpired"), Some("s"))
+    );
+    assert!(deployments.get_opt("s-runner").await?.is_none());
+    let cm = configmaps.get("s-checkpoint").await?;
+    assert!(!cm.data.unwrap_or_default().contains_key("checkpoint.json"));
+
+    // The next pass launches the runner under the new consumer, from a fresh snapshot.
+    let s = reconcile_a_few(&api, "s", &ctx).await?;
+    assert_eq!(s.status.and_then(|s| s.phase), Some(Phase::Pending));
+    let config = configmaps.get("s-runner-config").await?;
+    let effective = dcs_crds::from_manifest(&config.data.unwrap()["sync.yaml"])?;
+    assert_eq!(effective.consumer_id(), "s-r1");
+    assert_eq!(effective.spec.startup.mode, dcs_crds::StartupMode::Initial);
+    assert!(deployments.get_opt("s-runner").await?.is_some());
+
+    // A changed reinitNonce starts again once, under the next consumer.
+    api.patch(
+        "s",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"reinitNonce": "again"}})),
+    )
+    .await?;
+    let sync = api.get("s").await?;
+    reconcile(Arc::new(sync), ctx.clone()).await?;
+    let status = api.get("s").await?.status.expect("a status");
+    assert_eq!(status.phase, Some(Phase::Reinitializing));
+    assert_eq!(
+        status.last_reinit.and_then(|r| r.reason).as_deref(),
+        Some("NonceChanged")
+    );
+    let s = reconcile_a_few(&api, "s", &ctx).await?;
+    let status = s.status.expect("a status");
+    assert_eq!(status.phase, Some(Phase::Pending));
+    assert_eq!(status.consumer_id.as_deref(), Some("s-r2"));
+
+    drop(doris);
+    emu.shutdown().await;
+    Ok(())
+}
