@@ -1,13 +1,11 @@
 //! `dcs-runner demo`: the whole runner against an embedded Doris emulator, with nothing installed.
 //!
 //! It starts `dcs-doris-emu` on free ports, creates a changelog-enabled UNIQUE KEY table
-//! `demo.student` with a few thousand rows and an empty sink table `demo_sink.student`, then runs
-//! the real pipeline in `initial` mode while a writer keeps inserting, updating and deleting source
-//! rows. After the duration it stops the writer, lets the pipeline read one window past the last
-//! write, stops it gracefully and compares source and sink row by row over MySQL.
-//!
-//! The sink table is created here with the source's schema (sink table creation in the runner
-//! itself comes later).
+//! `demo.student` with a few thousand rows, then runs the real pipeline in `initial` mode (which
+//! creates the sink table `demo_sink.student` from the source's schema, `createTable`) while a
+//! writer keeps inserting, updating and deleting source rows. After the duration it stops the
+//! writer, lets the pipeline read one window past the last write, stops it gracefully and compares
+//! source and sink row by row over MySQL.
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -190,21 +188,12 @@ async fn rows_of(conn: &mut mysql_async::Conn, table: &str) -> Result<Vec<Vec<St
 async fn create_tables(emu: &RunningEmulator, rows: u32) -> Result<()> {
     let mut c = mysql(emu).await?;
     sql(&mut c, "CREATE DATABASE demo").await?;
-    sql(&mut c, "CREATE DATABASE demo_sink").await?;
     sql(
         &mut c,
         &format!(
             "CREATE TABLE demo.student ({COLUMNS}) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4 \
              PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
              \"changelog.need_historical_value\" = \"true\", \"changelog.ttl_seconds\" = \"86400\")"
-        ),
-    )
-    .await?;
-    sql(
-        &mut c,
-        &format!(
-            "CREATE TABLE demo_sink.student ({COLUMNS}) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) \
-             BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\")"
         ),
     )
     .await?;
@@ -240,6 +229,7 @@ spec:
       credentials: {{secretName: demo}}
       labelPrefix: demo
       batch: {{maxRows: 2000, maxBytes: 4Mi, interval: 1s}}
+      createTable: {{properties: {{replication_num: "1"}}}}
 "#
     )
 }
@@ -336,7 +326,7 @@ pub async fn run(options: DemoOptions) -> Result<bool> {
     );
     create_tables(&emu, options.rows).await?;
     println!(
-        "created demo.student ({} rows, changelog on) and demo_sink.student; syncing in initial mode for {:?}",
+        "created demo.student ({} rows, changelog on); syncing in initial mode into demo_sink.student (created by the runner) for {:?}",
         options.rows, options.duration
     );
     let sync = dcs_crds::from_manifest(&manifest(&emu)).map_err(|e| Error::Config {

@@ -45,6 +45,22 @@ pub enum Error {
         /// Highest version this build reads.
         supported: u32,
     },
+    /// The checkpoint store (a ConfigMap) could not be read or written.
+    #[error("checkpoint {location}: {reason}")]
+    CheckpointStore {
+        /// The store, e.g. `configmap ns/name`.
+        location: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The offset table cannot be used; the start fails rather than guess (DESIGN.md §3).
+    #[error("offset table {table}: {reason}")]
+    OffsetTable {
+        /// `db.table`.
+        table: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
     /// File-system error.
     #[error("{context}: {source}")]
     Io {
@@ -193,6 +209,8 @@ impl Error {
             Self::Fenced { .. } | Self::CheckpointLocked { .. } => "Fenced",
             e if e.is_offset_expired() => "OffsetExpired",
             Self::Sink { .. } => "StreamLoadFailed",
+            Self::CheckpointStore { .. } => "CheckpointStoreFailed",
+            Self::OffsetTable { .. } => "OffsetTableInvalid",
             Self::SourceCredentials { .. } => "SourceCredentials",
             _ => "SourceFailed",
         }

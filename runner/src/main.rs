@@ -1,12 +1,14 @@
 //! `dcs-runner`: the dcs data plane's command line.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use dcs_runner::Error;
-use dcs_runner::checkpoint::FileStore;
+use dcs_runner::checkpoint::configmap::CONFIGMAP_ENV;
+use dcs_runner::checkpoint::{CheckpointStore, ConfigMapStore, FileStore};
 use dcs_runner::error::exit_code;
 use dcs_runner::pipeline::{self, Control, Credentials, Outcome, PipelineConfig};
 
@@ -54,6 +56,20 @@ enum Command {
         /// Longest time a stop request may take before the runner exits anyway.
         #[arg(long, default_value = "25s", value_parser = parse_duration)]
         grace_period: Duration,
+        /// Where /metrics, /healthz and /readyz are served.
+        #[arg(long, default_value = "0.0.0.0:9464")]
+        metrics_addr: SocketAddr,
+    },
+    /// Print what `run` would do with a manifest (start point, increment type, TTL, sink table)
+    /// and every problem in the way with its fix. Exits 0 when there is none, 2 otherwise.
+    Check {
+        /// The DorisChangelogSync manifest (YAML).
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// Directory holding the checkpoint, read without taking its lock.
+        /// [default: ./dcs-checkpoints/<consumer id>]
+        #[arg(long)]
+        checkpoint_dir: Option<PathBuf>,
     },
     /// Sync an embedded Doris emulator's table while changing it, then compare source and sink.
     #[cfg(feature = "demo")]
@@ -75,6 +91,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
         Command::Run { .. } => "info",
+        Command::Check { .. } => "warn",
         #[cfg(feature = "demo")]
         Command::Demo { .. } => "warn",
     };
@@ -95,7 +112,12 @@ fn main() -> ExitCode {
                 file,
                 checkpoint_dir,
                 grace_period,
-            } => run(file, checkpoint_dir, grace_period).await,
+                metrics_addr,
+            } => run(file, checkpoint_dir, grace_period, metrics_addr).await,
+            Command::Check {
+                file,
+                checkpoint_dir,
+            } => check(file, checkpoint_dir).await,
             #[cfg(feature = "demo")]
             Command::Demo { duration, rows } => demo(duration, rows).await,
         }
@@ -121,21 +143,67 @@ fn fail(e: &Error) -> u8 {
     e.exit_code()
 }
 
-async fn run(file: PathBuf, checkpoint_dir: Option<PathBuf>, grace: Duration) -> u8 {
+async fn run(
+    file: PathBuf,
+    checkpoint_dir: Option<PathBuf>,
+    grace: Duration,
+    metrics_addr: SocketAddr,
+) -> u8 {
     let config = match load_config(&file) {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    let dir = checkpoint_dir
-        .unwrap_or_else(|| PathBuf::from("dcs-checkpoints").join(&config.consumer_id));
-    let mut store = match FileStore::open(&dir) {
-        Ok(s) => s,
-        Err(e) => return fail(&e),
-    };
-    tracing::info!(sync = %config.sync_name, consumer = %config.consumer_id, checkpoint_dir = %dir.display(), "starting");
+    let configmap = std::env::var(CONFIGMAP_ENV).ok().filter(|v| !v.is_empty());
+    match (configmap, checkpoint_dir) {
+        (Some(_), Some(_)) => fail(&Error::Config {
+            reason: format!(
+                "both {CONFIGMAP_ENV} and --checkpoint-dir are set; choose one checkpoint store"
+            ),
+        }),
+        (Some(name), None) => {
+            let mut store = match ConfigMapStore::from_env(&name).await {
+                Ok(s) => s,
+                Err(e) => return fail(&e),
+            };
+            tracing::info!(sync = %config.sync_name, consumer = %config.consumer_id, checkpoint = %store.location(), "starting");
+            run_with(config, &mut store, grace, metrics_addr).await
+        }
+        (None, dir) => {
+            let dir =
+                dir.unwrap_or_else(|| PathBuf::from("dcs-checkpoints").join(&config.consumer_id));
+            let mut store = match FileStore::open(&dir) {
+                Ok(s) => s,
+                Err(e) => return fail(&e),
+            };
+            tracing::info!(sync = %config.sync_name, consumer = %config.consumer_id, checkpoint_dir = %dir.display(), "starting");
+            run_with(config, &mut store, grace, metrics_addr).await
+        }
+    }
+}
+
+async fn run_with<S: CheckpointStore>(
+    config: PipelineConfig,
+    store: &mut S,
+    grace: Duration,
+    metrics_addr: SocketAddr,
+) -> u8 {
     let (control, handle) = Control::new();
+    let health = dcs_runner::metrics::Health::new();
+    let labels = dcs_runner::metrics::Labels {
+        sync: config.sync_name.clone(),
+        consumer: config.consumer_id.clone(),
+    };
+    // Metrics are for watching the sync, not a reason to stop it: a port in use only warns.
+    match dcs_runner::metrics::serve(metrics_addr, labels, handle.progress, health.clone()).await {
+        Ok((addr, _task)) => tracing::info!(%addr, "serving /metrics, /healthz and /readyz"),
+        Err(e) => tracing::warn!(%metrics_addr, "cannot serve metrics: {e}"),
+    }
     tokio::spawn(watch_signals(handle.shutdown, grace));
-    match pipeline::run(config, &mut store, control).await {
+    let result = pipeline::run(config, store, control).await;
+    if result.is_err() {
+        health.mark_failed();
+    }
+    match result {
         Ok(Outcome::Done) => {
             tracing::info!("snapshot finished");
             exit_code::DONE
@@ -150,11 +218,6 @@ async fn run(file: PathBuf, checkpoint_dir: Option<PathBuf>, grace: Duration) ->
 }
 
 fn load_config(file: &PathBuf) -> dcs_runner::Result<PipelineConfig> {
-    if std::env::var_os("DCS_CHECKPOINT_CONFIGMAP").is_some() {
-        return Err(Error::Config {
-            reason: "DCS_CHECKPOINT_CONFIGMAP is set, but the ConfigMap checkpoint store is not implemented yet; run with --checkpoint-dir instead".into(),
-        });
-    }
     let yaml = std::fs::read_to_string(file).map_err(|e| Error::Config {
         reason: format!("cannot read {}: {e}", file.display()),
     })?;
@@ -163,6 +226,63 @@ fn load_config(file: &PathBuf) -> dcs_runner::Result<PipelineConfig> {
     })?;
     let creds = Credentials::from_env(|k| std::env::var(k).ok(), sync.spec.sink.doris.is_some())?;
     PipelineConfig::from_sync(&sync, creds)
+}
+
+/// `check`: gather, plan, print; 0 without problems, 2 with.
+async fn check(file: PathBuf, checkpoint_dir: Option<PathBuf>) -> u8 {
+    use dcs_runner::check::{CheckReport, ReadOnlyDir, check_report, gather};
+    let loaded = std::fs::read_to_string(&file)
+        .map_err(|e| Error::Config {
+            reason: format!("cannot read {}: {e}", file.display()),
+        })
+        .and_then(|yaml| {
+            dcs_crds::from_manifest(&yaml).map_err(|e| Error::Config {
+                reason: e.to_string(),
+            })
+        })
+        .and_then(|sync| {
+            let creds =
+                Credentials::from_env(|k| std::env::var(k).ok(), sync.spec.sink.doris.is_some())?;
+            let config = PipelineConfig::from_sync(&sync, creds)?;
+            Ok((sync, config))
+        });
+    let (sync, config) = match loaded {
+        Ok(v) => v,
+        Err(e) => {
+            let report = CheckReport {
+                lines: Vec::new(),
+                problems: vec![dcs_runner::check::Problem {
+                    problem: e.to_string(),
+                    fix: "fix the manifest or the environment as the message says".into(),
+                }],
+            };
+            print!("{}", report.render());
+            return report.exit_code();
+        }
+    };
+    // The checkpoint `run` would read: the ConfigMap in a pod, else the directory.
+    let configmap = std::env::var(CONFIGMAP_ENV).ok().filter(|v| !v.is_empty());
+    let input = match (configmap, checkpoint_dir) {
+        (Some(name), None) => {
+            let store = ConfigMapStore::from_env(&name)
+                .await
+                .map(|s| (s.location(), s))
+                .map_err(|e| dcs_runner::check::Problem {
+                    problem: e.to_string(),
+                    fix: format!("check {CONFIGMAP_ENV} and the pod's access to the ConfigMap"),
+                });
+            gather(&sync, &config, store).await
+        }
+        (_, dir) => {
+            let dir =
+                dir.unwrap_or_else(|| PathBuf::from("dcs-checkpoints").join(&config.consumer_id));
+            let store = Ok((dir.display().to_string(), ReadOnlyDir::new(&dir)));
+            gather(&sync, &config, store).await
+        }
+    };
+    let report = check_report(&input);
+    print!("{}", report.render());
+    report.exit_code()
 }
 
 /// First SIGTERM/SIGINT: ask for a graceful stop, and exit anyway after `grace`. Second: exit now.

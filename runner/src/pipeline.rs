@@ -29,13 +29,15 @@ use tracing::Instrument;
 
 pub use config::{CREDENTIAL_ENV, Credentials, DorisSinkConfig, PipelineConfig, SinkConfig};
 use doris_writer::DorisWriter;
-use start::{StartPlan, plan_start};
+use start::{StartPlan, plan_start_with_offset_row};
 
+use crate::checkpoint::offset_table::{self, OffsetPublisher};
 use crate::checkpoint::{
     Checkpoint, CheckpointStore, Counters, FORMAT_VERSION, LastError, Offset, PendingTxn, Position,
 };
 use crate::sink::batcher::Batcher;
-use crate::sink::encode::{ChangeColumns, EncodeError, encode_json_lines};
+use crate::sink::encode::{ChangeColumns, EncodeError};
+use crate::sink::schema;
 use crate::sink::stdout::encode_records;
 use crate::source::changelog::{self, ChangelogEvent, ChangelogReader};
 use crate::source::fe_http::FeHttpClient;
@@ -47,6 +49,8 @@ use crate::{Error, Result};
 const SLICE_ROWS: usize = 1024;
 /// Capacity of the channels between the readers and this loop (in record batches).
 const CHANNEL_CAPACITY: usize = 4;
+/// How long a stopping run waits for the last offset-table row to be written.
+const OFFSET_TABLE_FINISH: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How a run ended without an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +92,16 @@ pub struct Progress {
     pub counters: Counters,
     /// Id of the last saved checkpoint.
     pub checkpoint_id: u64,
+    /// When the last checkpoint was saved (or the loaded one had been), epoch ms.
+    pub last_checkpoint_ms: Option<i64>,
+    /// The start point is resolved and the first read from the source succeeded.
+    pub ready: bool,
+    /// Stream Load retries in this run (attempts beyond the first).
+    pub load_retries: u64,
+    /// Span of the last changelog window handed to the sink (end − start), in seconds.
+    pub last_window_seconds: Option<f64>,
+    /// Failed offset-table write attempts in this run.
+    pub offset_table_write_failures: u64,
 }
 
 /// Points where tests can stop the pipeline.
@@ -157,6 +171,9 @@ pub async fn run<S: CheckpointStore>(
         if let Err(e) = &result {
             flow.record_error(e).await;
         }
+        if let Some(offsets) = flow.offsets.take() {
+            offsets.finish(OFFSET_TABLE_FINISH).await;
+        }
         result
     }
     .instrument(span)
@@ -193,6 +210,10 @@ struct Flow<'a, S> {
     dirty: bool,
     next_checkpoint: Instant,
     progress: Progress,
+    /// The source columns the sink was last prepared for; `None` without schema evolution.
+    known_columns: Option<Vec<String>>,
+    /// Writes the offset-table row after changelog checkpoints, when `offsets.table` is set.
+    offsets: Option<OffsetPublisher>,
 }
 
 impl<'a, S: CheckpointStore> Flow<'a, S> {
@@ -230,6 +251,8 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             dirty: false,
             next_checkpoint: Instant::now() + config.checkpoint_interval,
             progress: Progress::default(),
+            known_columns: None,
+            offsets: None,
         }
     }
 
@@ -245,6 +268,12 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                 ),
             });
         }
+        if !loaded
+            .as_ref()
+            .is_some_and(|c| matches!(c.position, Position::Done))
+        {
+            self.prepare_sink().await?;
+        }
         self.recover(loaded.as_ref()).await?;
         if let Some(cp) = loaded {
             self.next_id = cp.checkpoint_id + 1;
@@ -252,14 +281,45 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             self.position = cp.position.clone();
             self.start_point = cp.start_point.clone();
             self.progress.checkpoint_id = cp.checkpoint_id;
+            self.progress.last_checkpoint_ms = cp
+                .saved_at
+                .parse::<jiff::Timestamp>()
+                .ok()
+                .map(|t| t.as_millisecond());
             self.saved = Some(cp);
         }
-        let (plan, source) = plan_start(
+        // A configured offset table must be readable even when a checkpoint wins: its writes
+        // would fail all along otherwise.
+        let offset_row = match &self.config.offset_table {
+            Some(table) => {
+                let row =
+                    offset_table::read_start(&self.config.source, table, &self.config.consumer_id)
+                        .await?;
+                self.offsets = Some(OffsetPublisher::spawn(
+                    self.config.source.clone(),
+                    table.clone(),
+                    self.config.consumer_id.clone(),
+                    self.config.offset_table_retry,
+                ));
+                row
+            }
+            None => None,
+        };
+        let (plan, source) = plan_start_with_offset_row(
             self.saved.as_ref(),
+            offset_row.as_ref(),
             self.config.startup_mode,
             self.config.startup_timestamp_ms,
         );
         tracing::info!(?plan, ?source, "resolved the start point");
+        if source == start::StartSource::OffsetTable {
+            // The checkpoint ids of the run that wrote the row are unknown: take ids no earlier
+            // run can have used (ms since the epoch grow faster than checkpoints), so the 2PC
+            // labels of this run never collide with that run's.
+            self.next_id = self
+                .next_id
+                .max(u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(1));
+        }
         if plan == StartPlan::Done {
             self.progress.phase = Phase::Done;
             self.publish();
@@ -364,10 +424,12 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                 }
                 event = rx.recv() => match event {
                     Some(SnapshotEvent::Batch { batch, .. }) => {
+                        self.progress.ready = true;
                         self.progress.snapshot_rows_read += batch.num_rows() as u64;
                         self.rows(&batch, false).await?;
                     }
                     Some(SnapshotEvent::SplitDone { split, tablets }) => {
+                        self.progress.ready = true;
                         if let Position::Snapshot { tablets_done, .. } = &mut self.position {
                             tablets_done.extend(tablets);
                             self.progress.tablets_done = tablets_done.len();
@@ -414,7 +476,16 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         from: Offset,
     ) -> Result<Outcome> {
         tracing::info!(from = %from.timestamp, increment_type = ?self.config.changelog.increment_type, "reading the changelog");
-        let reader = ChangelogReader::new(http, columns, self.config.changelog.clone()).await?;
+        // With schema evolution the changelog selects `*`, so added and dropped columns show.
+        let columns = if self.evolves_schema() {
+            Vec::new()
+        } else {
+            columns
+        };
+        let mut options = self.config.changelog.clone();
+        // The window at T0 of an initial sync overlaps the snapshot: read it with DETAIL.
+        options.seam_start_ms = self.start_point.as_ref().map(|t0| t0.epoch_ms);
+        let reader = ChangelogReader::new(http, columns, options).await?;
         let (tx, mut rx) = mpsc::channel(CHANNEL_CAPACITY);
         let mut handle = tokio::spawn(reader.run(from.clone(), tx));
         self.position = Position::Changelog { offset: from };
@@ -437,12 +508,16 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                 }
                 event = rx.recv() => match event {
                     Some(ChangelogEvent::Batch(batch)) => {
+                        self.progress.ready = true;
                         mid_window = true;
                         self.rows(&batch, true).await?;
                     }
                     Some(ChangelogEvent::WindowDone { window, rows }) => {
                         mid_window = false;
                         tracing::debug!(window = %window.split_id(), rows, "changelog window handed to the sink");
+                        self.progress.ready = true;
+                        self.progress.last_window_seconds =
+                            Some((window.end.epoch_ms - window.start.epoch_ms) as f64 / 1000.0);
                         self.progress.window_end = Some(window.end.clone());
                         self.position = Position::Changelog { offset: window.end };
                         self.dirty = true;
@@ -487,6 +562,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
     /// Hand one record batch to the sink: encoded into the batcher (flushing full batches), or
     /// written to stdout.
     async fn rows(&mut self, batch: &RecordBatch, changelog: bool) -> Result<()> {
+        self.follow_schema(batch).await?;
         let n = batch.num_rows();
         self.counters.rows_read += n as u64;
         self.dirty = true;
@@ -506,6 +582,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             }
             SinkWriter::Doris(writer) => {
                 let policy = writer.policy();
+                let format = writer.format().clone();
                 // Changelog-mode sinks need op/TSO/LSN for snapshot rows too: inserts at T0.
                 let snapshot_changes =
                     (policy.mode == SinkMode::Changelog && !changelog).then_some(synthetic_tso);
@@ -517,7 +594,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                     offset += len;
                     self.batcher.append(Instant::now().into_std(), |out| {
                         with_changes(&slice, changelog, snapshot_changes, |data, changes| {
-                            encode_json_lines(data, changes, &policy, out)
+                            format.encode(data, changes, &policy, out)
                         })
                     })?;
                     if self
@@ -534,6 +611,65 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         Ok(())
     }
 
+    /// Before any load or 2PC recovery: create the Doris sink table when missing, check it
+    /// otherwise, and remember the columns schema evolution starts from.
+    async fn prepare_sink(&mut self) -> Result<()> {
+        let Some(sink) = self.config.doris_sink() else {
+            return Ok(());
+        };
+        let http = FeHttpClient::new(self.config.source.clone())?;
+        let schema = snapshot::fetch_schema(&http, &self.config.source.table).await?;
+        let columns = snapshot::projection(&schema, self.config.columns.as_deref())?;
+        schema::prepare_sink_table(sink, &self.config.source, &columns, self.evolves_schema())
+            .await?;
+        if self.evolves_schema() {
+            self.known_columns = Some(columns);
+        }
+        Ok(())
+    }
+
+    /// Whether the runner keeps the sink's columns in step with the source: a Doris sink with
+    /// `createTable.enabled` and no `source.columns` list.
+    fn evolves_schema(&self) -> bool {
+        schema::evolves_schema(self.config)
+    }
+
+    /// Schema evolution: when `batch` has other source columns than the last one, load the open
+    /// batch, then ADD/DROP the columns on the sink before any row that needs them is encoded.
+    async fn follow_schema(&mut self, batch: &RecordBatch) -> Result<()> {
+        let Some(known) = &self.known_columns else {
+            return Ok(());
+        };
+        let arrow_schema = batch.schema();
+        let current: Vec<(String, arrow_schema::DataType)> = arrow_schema
+            .fields()
+            .iter()
+            .filter(|f| {
+                !changelog::HIDDEN_COLUMNS
+                    .iter()
+                    .any(|h| f.name().eq_ignore_ascii_case(h))
+            })
+            .map(|f| (f.name().clone(), f.data_type().clone()))
+            .collect();
+        let names: Vec<String> = current.iter().map(|(n, _)| n.clone()).collect();
+        let Some(change) = schema::diff_columns(known, &names) else {
+            return Ok(());
+        };
+        let Some(sink) = self.config.doris_sink() else {
+            return Ok(());
+        };
+        tracing::info!(added = ?change.added, dropped = ?change.dropped, "the source's columns changed; updating the sink table");
+        self.flush().await?;
+        let statements =
+            schema::apply_schema_change(sink, &self.config.source, &change, &names, &current)
+                .await?;
+        for s in &statements {
+            tracing::info!(statement = %s, "applied to the sink table");
+        }
+        self.known_columns = Some(names);
+        Ok(())
+    }
+
     /// Load the open batch, if any.
     async fn flush(&mut self) -> Result<()> {
         let SinkWriter::Doris(writer) = &self.sink else {
@@ -546,6 +682,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         let result = writer.load(batch.body, self.next_id, self.seq).await?;
         tracing::debug!(label = %result.label, rows = batch.rows, bytes, attempts = result.attempts, "loaded a batch");
         self.seq += 1;
+        self.progress.load_retries += u64::from(result.attempts.saturating_sub(1));
         self.pending.extend(result.pending);
         self.counters.loads += 1;
         self.counters.bytes += bytes;
@@ -586,6 +723,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         // to be committed again by the next start.
         let pending = std::mem::take(&mut self.pending);
         self.progress.checkpoint_id = cp.checkpoint_id;
+        self.progress.last_checkpoint_ms = Some(jiff::Timestamp::now().as_millisecond());
         self.saved = Some(cp);
         self.next_id += 1;
         self.seq = 0;
@@ -599,6 +737,10 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             && !pending.is_empty()
         {
             w.commit(&pending).await?;
+        }
+        // The offset table follows the completed checkpoint (DESIGN.md §3), in the background.
+        if let (Some(offsets), Position::Changelog { offset }) = (&self.offsets, &self.position) {
+            offsets.publish(offset.clone());
         }
         self.publish();
         Ok(())
@@ -643,6 +785,9 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
 
     fn publish(&mut self) {
         self.progress.counters = self.counters.clone();
+        if let Some(offsets) = &self.offsets {
+            self.progress.offset_table_write_failures = offsets.failures();
+        }
         self.progress_tx.send_replace(self.progress.clone());
     }
 }

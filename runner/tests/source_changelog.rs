@@ -29,6 +29,7 @@ fn options(increment_type: IncrementType) -> ChangelogOptions {
         visible_wait_timeout: Duration::from_secs(10),
         retry_delay: Duration::from_millis(20),
         max_retry_delay: Duration::from_millis(50),
+        seam_start_ms: None,
     }
 }
 

@@ -19,8 +19,11 @@
 //! }
 //! ```
 
+pub mod configmap;
 mod file;
+pub mod offset_table;
 
+pub use configmap::ConfigMapStore;
 pub use file::FileStore;
 
 use serde::{Deserialize, Serialize};

@@ -8,7 +8,7 @@ use dcs_crds::DorisChangelogSync;
 use dcs_crds::spec::{StartupMode, TableRef};
 
 use crate::sink::batcher::BatchLimits;
-use crate::sink::encode::EventPolicy;
+use crate::sink::encode::{BodyFormat, EventPolicy};
 use crate::sink::stream_load::Backoff;
 use crate::source::changelog::ChangelogOptions;
 use crate::source::{SourceCredentials, SourceSettings};
@@ -99,6 +99,36 @@ pub struct DorisSinkConfig {
     pub properties: BTreeMap<String, String>,
     /// Timeout of one HTTP request.
     pub request_timeout: Duration,
+    /// The FE MySQL port of the sink cluster (see [`sink_query_port`]).
+    pub query_port: u16,
+    /// The body format asked for in `properties` (JSON lines by default).
+    pub format: BodyFormat,
+    /// `createTable`: whether the runner creates the table and keeps its columns in step.
+    pub create_table: CreateTableSettings,
+}
+
+/// `sink.doris.createTable`, resolved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreateTableSettings {
+    /// Create the table when missing and apply source ADD/DROP COLUMN to it.
+    pub enabled: bool,
+    /// Table properties for CREATE TABLE.
+    pub properties: BTreeMap<String, String>,
+    /// `AUTO PARTITION BY RANGE (date_trunc(key, unit))`: the key and the unit.
+    pub auto_partition: Option<(String, String)>,
+}
+
+/// The MySQL port of the sink FE. The sink spec has no query port: when a sink FE node is also a
+/// source FE node (the same cluster) the source's `queryPort` is used, otherwise Doris's default
+/// 9030.
+pub fn sink_query_port(sink_fe_nodes: &[String], source: &SourceSettings) -> u16 {
+    let same = sink_fe_nodes.iter().any(|n| {
+        source
+            .fe_nodes
+            .iter()
+            .any(|s| s.trim_end_matches('/') == n.trim_end_matches('/'))
+    });
+    if same { source.query_port } else { 9030 }
 }
 
 impl fmt::Debug for DorisSinkConfig {
@@ -112,6 +142,9 @@ impl fmt::Debug for DorisSinkConfig {
             .field("enable_2pc", &self.enable_2pc)
             .field("policy", &self.policy)
             .field("limits", &self.limits)
+            .field("query_port", &self.query_port)
+            .field("format", &self.format)
+            .field("create_table", &self.create_table)
             .finish_non_exhaustive()
     }
 }
@@ -150,6 +183,11 @@ pub struct PipelineConfig {
     pub sink: SinkConfig,
     /// Snapshot splits read at once.
     pub snapshot_concurrency: usize,
+    /// `offsets.table`: the connector-compatible offset table, read on start and written after
+    /// each changelog checkpoint.
+    pub offset_table: Option<TableRef>,
+    /// How a failed offset-table write is retried.
+    pub offset_table_retry: crate::checkpoint::offset_table::RetryPolicy,
 }
 
 impl PipelineConfig {
@@ -160,11 +198,15 @@ impl PipelineConfig {
     pub fn from_sync(sync: &DorisChangelogSync, credentials: Credentials) -> Result<Self> {
         let spec = &sync.spec;
         let config = |reason: String| Error::Config { reason };
-        if let Some(table) = spec.offsets.as_ref().and_then(|o| o.table.as_deref()) {
-            return Err(config(format!(
-                "offsets.table ({table}) is not supported by this dcs-runner yet; remove offsets.table (keep offsets.consumerId if you need the id) to run without the offset table"
-            )));
-        }
+        let offset_table = spec
+            .offsets
+            .as_ref()
+            .and_then(|o| o.table.as_deref())
+            .map(|t| {
+                t.parse::<TableRef>()
+                    .map_err(|e| config(format!("offsets.table: {e}")))
+            })
+            .transpose()?;
         let source = SourceSettings::from_spec(
             &spec.source,
             SourceCredentials {
@@ -222,6 +264,17 @@ impl PipelineConfig {
                     backoff: Backoff::default(),
                     properties: d.properties.clone(),
                     request_timeout: Duration::from_secs(60),
+                    query_port: sink_query_port(&d.fe_nodes, &source),
+                    format: BodyFormat::from_properties(&d.properties).map_err(config)?,
+                    create_table: CreateTableSettings {
+                        enabled: d.create_table.enabled,
+                        properties: d.create_table.properties.clone(),
+                        auto_partition: d
+                            .create_table
+                            .auto_partition
+                            .as_ref()
+                            .map(|a| (a.key.clone(), a.unit.as_sql().to_owned())),
+                    },
                 }))
             }
             (None, Some(_)) => SinkConfig::Stdout,
@@ -239,6 +292,8 @@ impl PipelineConfig {
             checkpoint_interval: duration("checkpoint.interval", spec.checkpoint.interval())?,
             sink,
             snapshot_concurrency: 2,
+            offset_table,
+            offset_table_retry: Default::default(),
         })
     }
 
@@ -302,15 +357,15 @@ spec:
     }
 
     #[test]
-    fn an_offset_table_is_refused_not_ignored() {
+    fn an_offset_table_is_resolved_with_its_consumer() {
         let yaml = MANIFEST.replace(
             "  checkpoint:",
             "  offsets: {table: ops.offsets, consumerId: c1}\n  checkpoint:",
         );
         let sync = dcs_crds::from_manifest(&yaml).unwrap();
-        let err = PipelineConfig::from_sync(&sync, creds()).unwrap_err();
-        assert!(err.to_string().contains("not supported"), "{err}");
-        assert_eq!(err.exit_code(), crate::error::exit_code::CONFIG);
+        let c = PipelineConfig::from_sync(&sync, creds()).unwrap();
+        assert_eq!(c.offset_table.unwrap().quoted(), "`ops`.`offsets`");
+        assert_eq!(c.consumer_id, "c1");
     }
 
     #[test]

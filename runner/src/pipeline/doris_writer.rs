@@ -13,7 +13,7 @@ use dcs_crds::SinkMode;
 
 use super::config::DorisSinkConfig;
 use crate::checkpoint::PendingTxn;
-use crate::sink::encode::DELETE_SIGN_COLUMN;
+use crate::sink::encode::{BodyFormat, DELETE_SIGN_COLUMN};
 use crate::sink::label::load_label;
 use crate::sink::stream_load::{
     LabelAbort, LoadOutcome, LoadRequest, StreamLoadClient, TxnOperation, TxnOutcome,
@@ -69,6 +69,11 @@ impl DorisWriter {
     /// Which events become which rows.
     pub fn policy(&self) -> crate::sink::encode::EventPolicy {
         self.config.policy
+    }
+
+    /// The body format of every load.
+    pub fn format(&self) -> &BodyFormat {
+        &self.config.format
     }
 
     /// The sink database.
@@ -242,13 +247,16 @@ impl DorisWriter {
     }
 }
 
-/// The Stream Load headers for a sink: JSON lines, the delete sign in upsert mode, 2PC, then the
-/// user's `properties` (which win).
+/// The Stream Load headers for a sink: JSON lines (or CSV when `properties` ask for it), the
+/// delete sign in upsert mode, 2PC, then the user's `properties` (which win).
 pub fn load_headers(config: &DorisSinkConfig) -> Vec<(String, String)> {
-    let mut h: Vec<(String, String)> = vec![
-        ("format".into(), "json".into()),
-        ("read_json_by_line".into(), "true".into()),
-    ];
+    let mut h: Vec<(String, String)> = match config.format {
+        BodyFormat::JsonLines => vec![
+            ("format".into(), "json".into()),
+            ("read_json_by_line".into(), "true".into()),
+        ],
+        BodyFormat::Csv { .. } => vec![("format".into(), "csv".into())],
+    };
     if config.policy.mode == SinkMode::Upsert {
         h.push(("hidden_columns".into(), DELETE_SIGN_COLUMN.into()));
     }
@@ -302,6 +310,9 @@ mod tests {
             .into_iter()
             .collect(),
             request_timeout: Duration::from_secs(5),
+            query_port: 9030,
+            format: Default::default(),
+            create_table: Default::default(),
         }
     }
 

@@ -1,6 +1,5 @@
-//! Where reading starts (DESIGN.md §3): the checkpoint in the store wins, then the startup mode.
-//! (The offset table comes between them; the runner refuses a configured one for now, see
-//! [`super::config::PipelineConfig::from_sync`].) Pure.
+//! Where reading starts (DESIGN.md §3): the checkpoint in the store wins, then the offset-table
+//! row of the consumer id, then the startup mode. Pure.
 
 use dcs_crds::spec::StartupMode;
 
@@ -36,16 +35,37 @@ pub enum StartPlan {
 pub enum StartSource {
     /// The stored checkpoint.
     Checkpoint,
+    /// The consumer's row in the offset table.
+    OffsetTable,
     /// `startup.mode`.
     StartupMode,
 }
 
-/// Decide where to start.
+/// Decide where to start without an offset table.
 pub fn plan_start(
     checkpoint: Option<&Checkpoint>,
     mode: StartupMode,
     timestamp_ms: Option<i64>,
 ) -> (StartPlan, StartSource) {
+    plan_start_with_offset_row(checkpoint, None, mode, timestamp_ms)
+}
+
+/// Decide where to start: the checkpoint, else the offset-table row (the changelog from its
+/// timestamp, whatever the mode), else the startup mode.
+pub fn plan_start_with_offset_row(
+    checkpoint: Option<&Checkpoint>,
+    offset_row: Option<&Offset>,
+    mode: StartupMode,
+    timestamp_ms: Option<i64>,
+) -> (StartPlan, StartSource) {
+    if checkpoint.is_none()
+        && let Some(from) = offset_row
+    {
+        return (
+            StartPlan::Changelog { from: from.clone() },
+            StartSource::OffsetTable,
+        );
+    }
     if let Some(cp) = checkpoint {
         let plan = match &cp.position {
             Position::Done => StartPlan::Done,
@@ -125,6 +145,32 @@ mod tests {
         assert_eq!(
             plan_start(Some(&cp(Position::Done, None)), StartupMode::Initial, None).0,
             StartPlan::Done
+        );
+    }
+
+    #[test]
+    fn the_offset_row_comes_between_checkpoint_and_mode() {
+        let row = offset_at(1_795_957_200_000);
+        assert_eq!(
+            plan_start_with_offset_row(None, Some(&row), StartupMode::Initial, None),
+            (
+                StartPlan::Changelog { from: row.clone() },
+                StartSource::OffsetTable
+            )
+        );
+        let log = cp(
+            Position::Changelog {
+                offset: offset_at(1_795_960_000_000),
+            },
+            None,
+        );
+        assert_eq!(
+            plan_start_with_offset_row(Some(&log), Some(&row), StartupMode::Initial, None).1,
+            StartSource::Checkpoint
+        );
+        assert_eq!(
+            plan_start_with_offset_row(None, None, StartupMode::Latest, None),
+            (StartPlan::ChangelogFromNow, StartSource::StartupMode)
         );
     }
 

@@ -1,4 +1,4 @@
-//! Encoders: Arrow record batches into Stream Load bodies (JSON lines).
+//! Encoders: Arrow record batches into Stream Load bodies (JSON lines, or CSV when asked).
 //!
 //! Rows stay columnar until here; each column is downcast once per batch and written value by
 //! value. Values follow doris-protocols.md §3.5: DATETIME as `yyyy-MM-dd HH:mm:ss.ffffff`, LARGEINT
@@ -115,6 +115,24 @@ pub enum EncodeError {
     /// Changelog mode needs the op, TSO and LSN of every row.
     #[error("changelog mode needs the change columns (op, TSO, LSN) of every row")]
     MissingChangeColumns,
+    /// A CSV value holds the separator or delimiter, which Doris would split on.
+    #[error(
+        "a value of column {column} contains the CSV {separator}; choose another sink.doris.properties.{separator} (e.g. \"\\x01\") or use the JSON format"
+    )]
+    CsvSeparatorInValue {
+        /// Column name.
+        column: String,
+        /// `column_separator` or `line_delimiter`.
+        separator: &'static str,
+    },
+    /// A CSV value is the text `\N`, which Doris would read as NULL.
+    #[error(
+        "a value of column {column} is the text \\N, which a CSV body cannot tell from NULL; use the JSON format"
+    )]
+    CsvNullLookalike {
+        /// Column name.
+        column: String,
+    },
 }
 
 /// The change columns of an `@incr` batch.
@@ -139,6 +157,190 @@ pub struct Encoded {
     pub skipped: u64,
 }
 
+/// The Stream Load body format (`sink.doris.properties.format`, JSON lines by default).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum BodyFormat {
+    /// One JSON object per line (`format: json`, `read_json_by_line: true`).
+    #[default]
+    JsonLines,
+    /// CSV (`format: csv`): fields by position, `\N` for NULL, the delete sign as the last field.
+    Csv {
+        /// `column_separator` as bytes (default `\t`).
+        column_separator: Vec<u8>,
+        /// `line_delimiter` as bytes (default `\n`).
+        line_delimiter: Vec<u8>,
+    },
+}
+
+/// A `column_separator` / `line_delimiter` value as Doris reads it: `\xHH…` is hex, `\t`, `\n`,
+/// `\r` and `\\` are escapes, anything else is taken literally.
+///
+/// # Errors
+/// When it is empty or a `\x` form is not hex.
+pub fn parse_separator(value: &str) -> Result<Vec<u8>, String> {
+    if value.is_empty() {
+        return Err("an empty separator".into());
+    }
+    if let Some(hex) = value
+        .strip_prefix("\\x")
+        .or_else(|| value.strip_prefix("\\X"))
+    {
+        // `\x0102` and `\x01\x02` both spell two bytes.
+        let hex = hex.replace("\\x", "").replace("\\X", "");
+        if hex.is_empty() || hex.len() % 2 != 0 {
+            return Err(format!("{value:?} is not \\x followed by hex byte pairs"));
+        }
+        return (0..hex.len())
+            .step_by(2)
+            .map(|i| {
+                u8::from_str_radix(&hex[i..i + 2], 16)
+                    .map_err(|_| format!("{value:?} is not \\x followed by hex byte pairs"))
+            })
+            .collect();
+    }
+    let mut out = Vec::new();
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('t') => out.push(b'\t'),
+                Some('n') => out.push(b'\n'),
+                Some('r') => out.push(b'\r'),
+                Some('\\') | None => out.push(b'\\'),
+                Some(other) => {
+                    out.push(b'\\');
+                    let mut buf = [0; 4];
+                    out.extend_from_slice(other.encode_utf8(&mut buf).as_bytes());
+                }
+            }
+        } else {
+            let mut buf = [0; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+    }
+    Ok(out)
+}
+
+impl BodyFormat {
+    /// The format the Stream Load headers ask for (`format`, `column_separator`,
+    /// `line_delimiter`, keys compared case-insensitively).
+    ///
+    /// # Errors
+    /// A format other than json/csv, or a bad separator, with what to write instead.
+    pub fn from_properties(
+        properties: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Self, String> {
+        let get = |k: &str| {
+            properties
+                .iter()
+                .find(|(key, _)| key.eq_ignore_ascii_case(k))
+                .map(|(_, v)| v.as_str())
+        };
+        match get("format")
+            .map(|f| f.trim().to_ascii_lowercase())
+            .as_deref()
+        {
+            None | Some("json") => Ok(Self::JsonLines),
+            Some("csv") => {
+                let sep = |key: &str, default: &[u8]| match get(key) {
+                    None => Ok(default.to_vec()),
+                    Some(v) => {
+                        parse_separator(v).map_err(|e| format!("sink.doris.properties.{key}: {e}"))
+                    }
+                };
+                let column_separator = sep("column_separator", b"\t")?;
+                let line_delimiter = sep("line_delimiter", b"\n")?;
+                if column_separator == line_delimiter {
+                    return Err(
+                        "sink.doris.properties: column_separator and line_delimiter must differ"
+                            .into(),
+                    );
+                }
+                Ok(Self::Csv {
+                    column_separator,
+                    line_delimiter,
+                })
+            }
+            Some(other) => Err(format!(
+                "sink.doris.properties.format {other:?} is not supported by dcs-runner; use json (the default) or csv"
+            )),
+        }
+    }
+
+    /// Encode `data` in this format; see [`encode_json_lines`] and [`encode_csv`].
+    ///
+    /// # Errors
+    /// As those.
+    pub fn encode(
+        &self,
+        data: &RecordBatch,
+        changes: Option<ChangeColumns<'_>>,
+        policy: &EventPolicy,
+        out: &mut Vec<u8>,
+    ) -> Result<Encoded, EncodeError> {
+        match self {
+            Self::JsonLines => encode_json_lines(data, changes, policy, out),
+            Self::Csv {
+                column_separator,
+                line_delimiter,
+            } => encode_csv(data, changes, policy, column_separator, line_delimiter, out),
+        }
+    }
+}
+
+/// What one row becomes: skipped, or written with its trailing fields.
+enum RowTail {
+    Skip,
+    /// Upsert mode: the delete sign, `0` or `1`.
+    Sign(&'static [u8]),
+    /// Changelog mode: op text, TSO, LSN.
+    Change(&'static str, i64, i64),
+}
+
+/// Decide what row `row` becomes under `policy`, counting it.
+fn row_tail(
+    row: usize,
+    changes: Option<ChangeColumns<'_>>,
+    policy: &EventPolicy,
+    counts: &mut Encoded,
+) -> Result<RowTail, EncodeError> {
+    let op = match changes {
+        Some(c) => c.op.value(row),
+        None => op::APPEND,
+    };
+    Ok(match policy.mode {
+        SinkMode::Upsert => match policy.upsert_action(op)? {
+            UpsertAction::Skip => {
+                counts.skipped += 1;
+                RowTail::Skip
+            }
+            UpsertAction::Upsert => {
+                counts.upserts += 1;
+                RowTail::Sign(b"0")
+            }
+            UpsertAction::Delete => {
+                counts.deletes += 1;
+                RowTail::Sign(b"1")
+            }
+        },
+        SinkMode::Changelog => {
+            let text = changelog_op_text(op)?;
+            let c = changes.ok_or(EncodeError::MissingChangeColumns)?;
+            counts.upserts += 1;
+            RowTail::Change(text, c.tso.value(row), c.lsn.value(row))
+        }
+    })
+}
+
+fn column_writers(data: &RecordBatch) -> Result<Vec<ColumnWriter<'_>>, EncodeError> {
+    data.schema()
+        .fields()
+        .iter()
+        .zip(data.columns())
+        .map(|(f, a)| ColumnWriter::new(f.name(), a))
+        .collect()
+}
+
 /// Encode `data` (the table's columns only) as JSON lines appended to `out`. `changes` is `None`
 /// for snapshot rows (all inserts).
 pub fn encode_json_lines(
@@ -148,12 +350,7 @@ pub fn encode_json_lines(
     out: &mut Vec<u8>,
 ) -> Result<Encoded, EncodeError> {
     let schema = data.schema();
-    let columns: Vec<ColumnWriter<'_>> = schema
-        .fields()
-        .iter()
-        .zip(data.columns())
-        .map(|(f, a)| ColumnWriter::new(f.name(), a))
-        .collect::<Result<_, _>>()?;
+    let columns = column_writers(data)?;
     let keys: Vec<Vec<u8>> = schema
         .fields()
         .iter()
@@ -166,30 +363,9 @@ pub fn encode_json_lines(
         .collect();
     let mut counts = Encoded::default();
     for row in 0..data.num_rows() {
-        let op = match changes {
-            Some(c) => c.op.value(row),
-            None => op::APPEND,
-        };
-        let mut tail: Option<(&[u8], &str)> = None;
-        match policy.mode {
-            SinkMode::Upsert => match policy.upsert_action(op)? {
-                UpsertAction::Skip => {
-                    counts.skipped += 1;
-                    continue;
-                }
-                UpsertAction::Upsert => {
-                    counts.upserts += 1;
-                    tail = Some((b"0", DELETE_SIGN_COLUMN));
-                }
-                UpsertAction::Delete => {
-                    counts.deletes += 1;
-                    tail = Some((b"1", DELETE_SIGN_COLUMN));
-                }
-            },
-            SinkMode::Changelog => {
-                changelog_op_text(op)?;
-                counts.upserts += 1;
-            }
+        let tail = row_tail(row, changes, policy, &mut counts)?;
+        if matches!(tail, RowTail::Skip) {
+            continue;
         }
         out.push(b'{');
         for (i, (col, key)) in columns.iter().zip(&keys).enumerate() {
@@ -199,30 +375,103 @@ pub fn encode_json_lines(
             out.extend_from_slice(key);
             col.write(row, out);
         }
-        if let Some((sign, name)) = tail {
-            if !columns.is_empty() {
-                out.push(b',');
-            }
-            write_json_str(out, name);
-            out.push(b':');
-            out.extend_from_slice(sign);
+        if !columns.is_empty() {
+            out.push(b',');
         }
-        if policy.mode == SinkMode::Changelog {
-            let c = changes.ok_or(EncodeError::MissingChangeColumns)?;
-            if !columns.is_empty() {
-                out.push(b',');
+        match tail {
+            RowTail::Skip => {}
+            RowTail::Sign(sign) => {
+                write_json_str(out, DELETE_SIGN_COLUMN);
+                out.push(b':');
+                out.extend_from_slice(sign);
             }
-            let _ = write!(
-                out,
-                "\"{OP_COLUMN}\":\"{}\",\"{TSO_COLUMN}\":{},\"{LSN_COLUMN}\":{}",
-                changelog_op_text(op)?,
-                c.tso.value(row),
-                c.lsn.value(row)
-            );
+            RowTail::Change(op_text, tso, lsn) => {
+                let _ = write!(
+                    out,
+                    "\"{OP_COLUMN}\":\"{op_text}\",\"{TSO_COLUMN}\":{tso},\"{LSN_COLUMN}\":{lsn}"
+                );
+            }
         }
         out.extend_from_slice(b"}\n");
     }
     Ok(counts)
+}
+
+/// Encode `data` as CSV appended to `out`: the columns in order, then the delete sign (upsert
+/// mode, read through `hidden_columns: __DORIS_DELETE_SIGN__`) or `dcs_op`, `dcs_tso`, `dcs_lsn`
+/// (changelog mode). NULL is `\N`. Values are written as in JSON bodies, without quotes; a value
+/// holding the column separator or the line delimiter is refused, since Doris's CSV reader has no
+/// escaping without `enclose`, and so is the text `\N` itself (it would read as NULL).
+///
+/// # Errors
+/// As [`encode_json_lines`], and [`EncodeError::CsvSeparatorInValue`].
+pub fn encode_csv(
+    data: &RecordBatch,
+    changes: Option<ChangeColumns<'_>>,
+    policy: &EventPolicy,
+    column_separator: &[u8],
+    line_delimiter: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<Encoded, EncodeError> {
+    let schema = data.schema();
+    let columns = column_writers(data)?;
+    let mut counts = Encoded::default();
+    let start = out.len();
+    for row in 0..data.num_rows() {
+        let tail = row_tail(row, changes, policy, &mut counts)?;
+        if matches!(tail, RowTail::Skip) {
+            continue;
+        }
+        for (i, col) in columns.iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(column_separator);
+            }
+            let at = out.len();
+            if !col.write_text(row, out) {
+                out.extend_from_slice(b"\\N");
+                continue;
+            }
+            let value = &out[at..];
+            if value == b"\\N" {
+                let column = schema.field(i).name().clone();
+                out.truncate(start);
+                return Err(EncodeError::CsvNullLookalike { column });
+            }
+            for (sep, what) in [
+                (column_separator, "column_separator"),
+                (line_delimiter, "line_delimiter"),
+            ] {
+                if contains(value, sep) {
+                    let column = schema.field(i).name().clone();
+                    out.truncate(start);
+                    return Err(EncodeError::CsvSeparatorInValue {
+                        column,
+                        separator: what,
+                    });
+                }
+            }
+        }
+        if !columns.is_empty() {
+            out.extend_from_slice(column_separator);
+        }
+        match tail {
+            RowTail::Skip => {}
+            RowTail::Sign(sign) => out.extend_from_slice(sign),
+            RowTail::Change(op_text, tso, lsn) => {
+                out.extend_from_slice(op_text.as_bytes());
+                out.extend_from_slice(column_separator);
+                let _ = write!(out, "{tso}");
+                out.extend_from_slice(column_separator);
+                let _ = write!(out, "{lsn}");
+            }
+        }
+        out.extend_from_slice(line_delimiter);
+    }
+    Ok(counts)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// One column, downcast once, ready to write any of its values.
@@ -297,12 +546,10 @@ impl<'a> ColumnWriter<'a> {
         })
     }
 
-    fn write(&self, row: usize, out: &mut Vec<u8>) {
+    /// Whether the value at `row` is NULL.
+    fn is_null(&self, row: usize) -> bool {
         let array: &dyn Array = match self {
-            Self::Null => {
-                out.extend_from_slice(b"null");
-                return;
-            }
+            Self::Null => return true,
             Self::Bool(a) => *a,
             Self::Int(a, _) | Self::Float(a, _) | Self::Timestamp(a, _, _) => *a,
             Self::Utf8(a) => *a,
@@ -312,38 +559,59 @@ impl<'a> ColumnWriter<'a> {
             Self::Date32(a) => *a,
             Self::LargeIntBytes(a) => *a,
         };
-        if array.is_null(row) {
+        array.is_null(row)
+    }
+
+    /// Write the value at `row` as a JSON value: numbers and booleans bare, strings escaped,
+    /// everything else as a string of its [`Self::write_text`] form, NULL as `null`.
+    fn write(&self, row: usize, out: &mut Vec<u8>) {
+        if self.is_null(row) {
             out.extend_from_slice(b"null");
             return;
         }
         match self {
-            Self::Null => {}
+            Self::Utf8(a) => write_json_str(out, a.value(row)),
+            Self::LargeUtf8(a) => write_json_str(out, a.value(row)),
+            Self::Bool(_) | Self::Int(..) => {
+                self.write_text(row, out);
+            }
+            // JSON has no NaN/Infinity; Doris's float parser reads these as strings.
+            Self::Float(a, f) if f(*a, row).is_finite() => {
+                self.write_text(row, out);
+            }
+            // The rest never needs escaping: digits, signs, dots, dashes, colons, spaces, letters.
+            _ => {
+                out.push(b'"');
+                self.write_text(row, out);
+                out.push(b'"');
+            }
+        }
+    }
+
+    /// Write the value at `row` as text, unquoted and unescaped (the form Doris's text parsers
+    /// read, shared by the JSON and CSV bodies); returns false, writing nothing, for NULL.
+    fn write_text(&self, row: usize, out: &mut Vec<u8>) -> bool {
+        if self.is_null(row) {
+            return false;
+        }
+        match self {
+            Self::Null => return false,
             Self::Bool(a) => out.extend_from_slice(if a.value(row) { b"true" } else { b"false" }),
             Self::Int(a, w) => w(*a, row, out),
             Self::Float(a, f) => {
-                let v = f(*a, row);
-                if v.is_finite() {
-                    let _ = write!(out, "{v}");
-                } else {
-                    // JSON has no NaN/Infinity; Doris's float parser reads these strings.
-                    let _ = write!(out, "\"{v}\"");
-                }
+                let _ = write!(out, "{}", f(*a, row));
             }
-            Self::Utf8(a) => write_json_str(out, a.value(row)),
-            Self::LargeUtf8(a) => write_json_str(out, a.value(row)),
-            Self::Decimal128(a, scale) => {
-                out.push(b'"');
-                write_decimal(out, a.value(row), *scale);
-                out.push(b'"');
-            }
+            Self::Utf8(a) => out.extend_from_slice(a.value(row).as_bytes()),
+            Self::LargeUtf8(a) => out.extend_from_slice(a.value(row).as_bytes()),
+            Self::Decimal128(a, scale) => write_decimal(out, a.value(row), *scale),
             Self::Decimal256(a) => {
-                let _ = write!(out, "\"{}\"", a.value_as_string(row));
+                let _ = write!(out, "{}", a.value_as_string(row));
             }
             Self::Date32(a) => {
                 let d = jiff::civil::date(1970, 1, 1)
                     .checked_add(jiff::Span::new().days(i64::from(a.value(row))))
                     .unwrap_or(jiff::civil::date(1970, 1, 1));
-                let _ = write!(out, "\"{}\"", d.strftime("%Y-%m-%d"));
+                let _ = write!(out, "{}", d.strftime("%Y-%m-%d"));
             }
             Self::Timestamp(a, unit, zone) => {
                 let micros = timestamp_micros(*a, *unit, row);
@@ -351,9 +619,10 @@ impl<'a> ColumnWriter<'a> {
             }
             Self::LargeIntBytes(a) => {
                 let bytes: [u8; 16] = a.value(row).try_into().unwrap_or([0; 16]);
-                let _ = write!(out, "\"{}\"", i128::from_le_bytes(bytes));
+                let _ = write!(out, "{}", i128::from_le_bytes(bytes));
             }
         }
+        true
     }
 }
 
@@ -381,7 +650,7 @@ fn write_datetime(out: &mut Vec<u8>, micros: i64, zone: Option<&jiff::tz::TimeZo
         .datetime();
     let _ = write!(
         out,
-        "\"{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:06}\"",
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:06}",
         wall.year(),
         wall.month(),
         wall.day(),
@@ -667,6 +936,134 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "column blob has Arrow type Binary, which the Doris sink cannot write"
+        );
+    }
+    fn csv(sep: &[u8], delim: &[u8]) -> BodyFormat {
+        BodyFormat::Csv {
+            column_separator: sep.to_vec(),
+            line_delimiter: delim.to_vec(),
+        }
+    }
+
+    #[test]
+    fn csv_shares_the_value_text_with_json_and_marks_nulls_and_signs() {
+        let b = batch(vec![
+            ("id", Arc::new(Int32Array::from(vec![Some(1), None]))),
+            ("ok", Arc::new(BooleanArray::from(vec![Some(true), None]))),
+            (
+                "s",
+                Arc::new(StringArray::from(vec![Some("a\"b,c é"), None])),
+            ),
+            (
+                "d",
+                Arc::new(
+                    Decimal128Array::from(vec![Some(-1250), None])
+                        .with_precision_and_scale(10, 2)
+                        .unwrap(),
+                ),
+            ),
+            ("day", Arc::new(Date32Array::from(vec![Some(19_000), None]))),
+            (
+                "ts",
+                Arc::new(TimestampMicrosecondArray::from(vec![
+                    Some(1_700_000_000_123_456),
+                    None,
+                ])),
+            ),
+        ]);
+        let mut out = Vec::new();
+        csv(b"\t", b"\n")
+            .encode(&b, None, &UPSERT, &mut out)
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "1\ttrue\ta\"b,c é\t-12.50\t2022-01-08\t2023-11-14 22:13:20.123456\t0\n\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t0\n"
+        );
+    }
+
+    #[test]
+    fn csv_changelog_rows_end_with_op_tso_lsn() {
+        let (b, op, tso, lsn) = changes();
+        let c = ChangeColumns {
+            op: &op,
+            tso: &tso,
+            lsn: &lsn,
+        };
+        let policy = EventPolicy {
+            mode: SinkMode::Changelog,
+            ..UPSERT
+        };
+        let mut out = Vec::new();
+        csv(b"|", b"\r\n")
+            .encode(&b, Some(c), &policy, &mut out)
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "1|+I|10|0\r\n1|-U|20|0\r\n1|+U|20|0\r\n2|-D|30|0\r\n"
+        );
+    }
+
+    #[test]
+    fn csv_refuses_values_holding_the_separator() {
+        let b = batch(vec![(
+            "s",
+            Arc::new(StringArray::from(vec!["ok", "tab\there"])) as ArrayRef,
+        )]);
+        let mut out = b"earlier".to_vec();
+        let err = csv(b"\t", b"\n")
+            .encode(&b, None, &UPSERT, &mut out)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            EncodeError::CsvSeparatorInValue {
+                column: "s".into(),
+                separator: "column_separator"
+            }
+        );
+        assert!(err.to_string().contains("choose another"), "{err}");
+        assert_eq!(out, b"earlier", "nothing of the batch is left behind");
+        let b = batch(vec![(
+            "s",
+            Arc::new(StringArray::from(vec!["\\N"])) as ArrayRef,
+        )]);
+        let err = csv(b"\t", b"\n")
+            .encode(&b, None, &UPSERT, &mut Vec::new())
+            .unwrap_err();
+        assert_eq!(err, EncodeError::CsvNullLookalike { column: "s".into() });
+    }
+
+    #[test]
+    fn formats_come_from_the_stream_load_properties() {
+        let props = |kv: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+            kv.iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect()
+        };
+        assert_eq!(
+            BodyFormat::from_properties(&props(&[])).unwrap(),
+            BodyFormat::JsonLines
+        );
+        assert_eq!(
+            BodyFormat::from_properties(&props(&[("format", "CSV")])).unwrap(),
+            csv(b"\t", b"\n")
+        );
+        assert_eq!(
+            BodyFormat::from_properties(&props(&[
+                ("format", "csv"),
+                ("column_separator", "\\x01\\x02"),
+                ("line_delimiter", "\\n")
+            ]))
+            .unwrap(),
+            csv(&[1, 2], b"\n")
+        );
+        assert!(
+            BodyFormat::from_properties(&props(&[("format", "parquet")]))
+                .unwrap_err()
+                .contains("json (the default) or csv")
+        );
+        assert!(
+            BodyFormat::from_properties(&props(&[("format", "csv"), ("column_separator", "\\x1")]))
+                .is_err()
         );
     }
 }

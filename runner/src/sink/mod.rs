@@ -1,7 +1,10 @@
-//! Sinks: the batcher, Stream Load into Doris, and the stdout sink.
+//! Sinks: the batcher, Stream Load into Doris, the sink table's DDL and schema, and the stdout
+//! sink.
 
 pub mod batcher;
+pub mod create_table;
 pub mod encode;
 pub mod label;
+pub mod schema;
 pub mod stdout;
 pub mod stream_load;

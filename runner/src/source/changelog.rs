@@ -190,6 +190,27 @@ pub enum ChangelogEvent {
     },
 }
 
+/// The increment type a window is read with.
+///
+/// The snapshot of an `initial` sync is read after T0, so it already holds some changes made
+/// after T0. MIN_DELTA folds a window to the net change per key, and a key inserted after T0
+/// (read by the snapshot) then deleted in the first window nets to nothing — the delete would
+/// never reach the sink. Under MIN_DELTA the window that starts at the seam is therefore read with
+/// DETAIL, which replays every change; it ends at Doris's now, after the snapshot, so from its end
+/// on the sink equals the source at a window boundary and MIN_DELTA is exact again. DETAIL and
+/// APPEND_ONLY need nothing: they replay every change (or every insert) of the seam anyway.
+pub fn window_increment_type(
+    options: &ChangelogOptions,
+    window: &ChangelogWindow,
+) -> IncrementType {
+    match (options.increment_type, options.seam_start_ms) {
+        (IncrementType::MinDelta, Some(seam)) if window.start.epoch_ms == seam => {
+            IncrementType::Detail
+        }
+        (configured, _) => configured,
+    }
+}
+
 /// How the changelog is polled (`spec.changelog`).
 #[derive(Debug, Clone)]
 pub struct ChangelogOptions {
@@ -203,6 +224,9 @@ pub struct ChangelogOptions {
     pub retry_delay: Duration,
     /// Upper bound of a retry delay, whatever Doris says.
     pub max_retry_delay: Duration,
+    /// The snapshot seam of an `initial` sync (T0, epoch ms): the window starting there is read
+    /// with DETAIL whatever the increment type, see [`window_increment_type`].
+    pub seam_start_ms: Option<i64>,
 }
 
 impl Default for ChangelogOptions {
@@ -213,6 +237,7 @@ impl Default for ChangelogOptions {
             visible_wait_timeout: Duration::from_secs(300),
             retry_delay: Duration::from_secs(1),
             max_retry_delay: Duration::from_secs(30),
+            seam_start_ms: None,
         }
     }
 }
@@ -377,7 +402,7 @@ impl ChangelogReader {
             &settings.table,
             &self.fields,
             window,
-            self.options.increment_type,
+            window_increment_type(&self.options, window),
         );
         if self.session.is_none() {
             self.session = Some(FlightSession::connect(settings, self.flight_port).await?);
@@ -420,6 +445,49 @@ mod tests {
 
     fn at(ts: &str) -> Offset {
         offset_at(tso::parse_timestamp(ts).unwrap())
+    }
+
+    #[test]
+    fn the_seam_window_of_an_initial_sync_is_read_with_detail() {
+        let t0 = at("2026-11-29 10:00:00");
+        let later = at("2026-11-29 10:00:05");
+        let options = ChangelogOptions {
+            increment_type: IncrementType::MinDelta,
+            seam_start_ms: Some(t0.epoch_ms),
+            ..ChangelogOptions::default()
+        };
+        let seam = ChangelogWindow {
+            start: t0.clone(),
+            end: later.clone(),
+        };
+        let next = ChangelogWindow {
+            start: later.clone(),
+            end: at("2026-11-29 10:00:09"),
+        };
+        assert_eq!(
+            window_increment_type(&options, &seam),
+            IncrementType::Detail
+        );
+        assert_eq!(
+            window_increment_type(&options, &next),
+            IncrementType::MinDelta
+        );
+        let no_seam = ChangelogOptions {
+            seam_start_ms: None,
+            ..options.clone()
+        };
+        assert_eq!(
+            window_increment_type(&no_seam, &seam),
+            IncrementType::MinDelta
+        );
+        let append = ChangelogOptions {
+            increment_type: IncrementType::AppendOnly,
+            ..options
+        };
+        assert_eq!(
+            window_increment_type(&append, &seam),
+            IncrementType::AppendOnly
+        );
     }
 
     #[test]

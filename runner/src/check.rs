@@ -1,0 +1,737 @@
+//! `dcs-runner check`: what `run` would do with a manifest, and every problem in the way, each
+//! with its fix. [`plan_check`] decides from what was read ([`CheckInput`]) and is pure;
+//! [`gather`] does the reading (checkpoint, offset table, source properties over MySQL, the sink
+//! table).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use dcs_crds::DorisChangelogSync;
+use dcs_crds::spec::{IncrementType, StartupMode};
+
+use crate::checkpoint::{Checkpoint, CheckpointStore, Offset};
+use crate::pipeline::PipelineConfig;
+use crate::pipeline::start::{StartPlan, StartSource, plan_start_with_offset_row};
+use crate::sink::schema::{MysqlTarget, SinkTablePlan, evolves_schema, inspect_sink_table};
+use crate::source::fe_http::FeHttpClient;
+use crate::source::properties::{KeysModel, PropertySpelling, SourceTableInfo, read_table_info};
+use crate::source::snapshot;
+use crate::{Error, Result};
+
+/// Added to the TTL the sync needs, as the operator does (DESIGN.md §4).
+pub const TTL_MARGIN: Duration = Duration::from_secs(5 * 60);
+
+/// Something that stops `run` (or would make it fail later), and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// What is wrong.
+    pub problem: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl Problem {
+    fn new(problem: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            problem: problem.into(),
+            fix: fix.into(),
+        }
+    }
+
+    /// A problem from a message written as `what is wrong; what to do`.
+    fn from_message(message: &str, default_fix: &str) -> Self {
+        match message.split_once("; ") {
+            Some((p, f)) => Self::new(p, f),
+            None => Self::new(message, default_fix),
+        }
+    }
+}
+
+/// A failed read, with the fix that goes with it.
+pub fn problem_of_error(error: &Error) -> Problem {
+    let fix = match error {
+        Error::SourceCredentials { .. } => {
+            "check the user and password of the source (DCS_SOURCE_USERNAME / DCS_SOURCE_PASSWORD, the source Secret)"
+        }
+        Error::SourceUnavailable { .. } | Error::CurrentTimestamp { .. } => {
+            "check source.feNodes / source.queryPort and that the FE is up and reachable from here"
+        }
+        Error::Doris { .. } => "check source.table names an existing table the user may read",
+        _ => "see the message",
+    };
+    Problem::from_message(&error.to_string(), fix)
+}
+
+/// The sink as `check` sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SinkCheck {
+    /// `sink.stdout`.
+    Stdout,
+    /// A Doris table and what to do about it.
+    Doris {
+        /// `db.table`.
+        table: String,
+        /// The plan, or why it could not be made.
+        plan: std::result::Result<SinkTablePlan, Problem>,
+    },
+}
+
+/// What `check` read.
+#[derive(Debug, Clone)]
+pub struct CheckInput {
+    /// `metadata.name`.
+    pub sync_name: String,
+    /// The consumer id.
+    pub consumer_id: String,
+    /// `source.table`.
+    pub source_table: String,
+    /// `startup.mode`.
+    pub startup_mode: StartupMode,
+    /// `startup.timestamp` as epoch ms.
+    pub startup_timestamp_ms: Option<i64>,
+    /// Where the checkpoint was looked for.
+    pub checkpoint_location: String,
+    /// The stored checkpoint.
+    pub checkpoint: std::result::Result<Option<Checkpoint>, Problem>,
+    /// `offsets.table` and the consumer's row in it.
+    pub offset_table: Option<(String, std::result::Result<Option<Offset>, Problem>)>,
+    /// `changelog.incrementType`.
+    pub increment_type: IncrementType,
+    /// The source table's changelog properties.
+    pub source: std::result::Result<SourceTableInfo, Problem>,
+    /// The sink writes before images or minDelta is used (`spec.requires_historical_value`).
+    pub requires_historical_value: bool,
+    /// `expectedSnapshotDuration`.
+    pub expected_snapshot: Duration,
+    /// `checkpoint.interval`.
+    pub checkpoint_interval: Duration,
+    /// `changelog.pollInterval`.
+    pub poll_interval: Duration,
+    /// The sink.
+    pub sink: SinkCheck,
+}
+
+/// What `check` prints and how it exits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckReport {
+    /// `label: text` lines describing what `run` would do.
+    pub lines: Vec<(String, String)>,
+    /// Everything in the way.
+    pub problems: Vec<Problem>,
+}
+
+impl CheckReport {
+    /// 0 when nothing is in the way, 2 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        if self.problems.is_empty() {
+            crate::error::exit_code::DONE
+        } else {
+            crate::error::exit_code::CONFIG
+        }
+    }
+
+    /// The text `check` prints.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (label, text) in &self.lines {
+            let mut lines = text.lines();
+            let _ = writeln!(
+                out,
+                "{:<11}{}",
+                format!("{label}:"),
+                lines.next().unwrap_or("")
+            );
+            for l in lines {
+                let _ = writeln!(out, "           {l}");
+            }
+        }
+        if self.problems.is_empty() {
+            out.push_str("problems:  none\n");
+        } else {
+            let _ = writeln!(out, "problems:  {}", self.problems.len());
+            for (i, p) in self.problems.iter().enumerate() {
+                let _ = writeln!(out, "  {}. {}\n     fix: {}", i + 1, p.problem, p.fix);
+            }
+        }
+        out
+    }
+}
+
+fn mode_name(mode: StartupMode) -> &'static str {
+    match mode {
+        StartupMode::Snapshot => "snapshot",
+        StartupMode::Initial => "initial",
+        StartupMode::Latest => "latest",
+        StartupMode::FromTimestamp => "fromTimestamp",
+    }
+}
+
+fn describe_plan(plan: &StartPlan) -> String {
+    match plan {
+        StartPlan::Done => "nothing: the snapshot already finished (exit 0)".into(),
+        StartPlan::Snapshot { tablets_done, then } => {
+            let head = if tablets_done.is_empty() {
+                "read the snapshot".to_owned()
+            } else {
+                format!(
+                    "resume the snapshot ({} tablets already written)",
+                    tablets_done.len()
+                )
+            };
+            match then {
+                Some(t0) => format!("{head}, then the changelog from T0 {}", t0.timestamp),
+                None => format!("{head}, then stop"),
+            }
+        }
+        StartPlan::SnapshotFromNow => {
+            "take T0 from Doris now, read the snapshot, then the changelog from T0".into()
+        }
+        StartPlan::Changelog { from } => format!(
+            "read changelog windows from {} (TSO {})",
+            from.timestamp, from.tso
+        ),
+        StartPlan::ChangelogFromNow => "read changelog windows from Doris now".into(),
+    }
+}
+
+fn secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// Decide what `run` would do and what is in the way. Pure.
+pub fn plan_check(input: &CheckInput) -> CheckReport {
+    let mut lines = Vec::new();
+    let mut problems = Vec::new();
+    let incremental = input.startup_mode != StartupMode::Snapshot;
+    lines.push((
+        "sync".to_owned(),
+        format!(
+            "{} (consumer {}), source {}",
+            input.sync_name, input.consumer_id, input.source_table
+        ),
+    ));
+
+    // Start point: checkpoint → offset table → startup mode.
+    let checkpoint = match &input.checkpoint {
+        Ok(c) => c.as_ref(),
+        Err(p) => {
+            problems.push(p.clone());
+            None
+        }
+    };
+    let offset_row = match &input.offset_table {
+        Some((_, Ok(row))) => row.as_ref(),
+        Some((_, Err(p))) => {
+            problems.push(p.clone());
+            None
+        }
+        None => None,
+    };
+    let (plan, source) = plan_start_with_offset_row(
+        checkpoint,
+        offset_row,
+        input.startup_mode,
+        input.startup_timestamp_ms,
+    );
+    let why = match (source, checkpoint) {
+        (StartSource::Checkpoint, Some(cp)) => format!(
+            "checkpoint {} in {} (saved {})",
+            cp.checkpoint_id, input.checkpoint_location, cp.saved_at
+        ),
+        (StartSource::OffsetTable, _) => format!(
+            "no checkpoint in {}; the row of consumer {} in offset table {}",
+            input.checkpoint_location,
+            input.consumer_id,
+            input.offset_table.as_ref().map_or("", |(t, _)| t.as_str())
+        ),
+        _ => format!(
+            "no checkpoint in {}{}; startup.mode {}",
+            input.checkpoint_location,
+            if input.offset_table.is_some() {
+                " and no offset-table row"
+            } else {
+                ""
+            },
+            mode_name(input.startup_mode)
+        ),
+    };
+    lines.push((
+        "start".to_owned(),
+        format!("{}\nbecause: {why}", describe_plan(&plan)),
+    ));
+    lines.push((
+        "increment".to_owned(),
+        if incremental {
+            // The spec's spelling (detail, minDelta, appendOnly), then the @incr one.
+            let spec = serde_json::to_value(input.increment_type)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            format!(
+                "{spec} ('incrementType' = '{}')",
+                input.increment_type.as_sql()
+            )
+        } else {
+            "none (snapshot mode reads no changelog)".to_owned()
+        },
+    ));
+
+    // The source table.
+    match &input.source {
+        Err(p) => problems.push(p.clone()),
+        Ok(info) => {
+            let p = info.spelling.prefix();
+            let model = match info.keys {
+                KeysModel::Unique {
+                    merge_on_write: true,
+                } => "UNIQUE KEY (merge-on-write)",
+                KeysModel::Unique {
+                    merge_on_write: false,
+                } => "UNIQUE KEY (merge-on-read)",
+                KeysModel::Duplicate => "DUPLICATE KEY",
+                KeysModel::Aggregate => "AGGREGATE KEY",
+                KeysModel::Unknown => "unknown key model",
+            };
+            lines.push((
+                "source".to_owned(),
+                format!(
+                    "{model}, changelog {} ({p}*), {p}need_historical_value {}",
+                    if info.enabled { "on" } else { "off" },
+                    if info.need_historical_value {
+                        "true"
+                    } else {
+                        "false"
+                    }
+                ),
+            ));
+            if incremental {
+                source_problems(input, info, &mut problems);
+            }
+        }
+    }
+
+    // The sink.
+    match &input.sink {
+        SinkCheck::Stdout => {
+            lines.push(("sink".into(), "stdout, one JSON record per change".into()))
+        }
+        SinkCheck::Doris { table, plan } => match plan {
+            Ok(SinkTablePlan::Exists) => {
+                lines.push(("sink".into(), format!("{table} exists and fits")));
+            }
+            Ok(SinkTablePlan::AddColumns { columns }) => lines.push((
+                "sink".into(),
+                format!(
+                    "{table} exists; run will add the source column(s) it lacks: {}",
+                    columns.join(", ")
+                ),
+            )),
+            Ok(SinkTablePlan::Create { ddl }) => lines.push((
+                "sink".into(),
+                format!("{table} does not exist; run will create it with:\n{ddl};"),
+            )),
+            Ok(SinkTablePlan::Unusable { problems: ps }) => {
+                lines.push(("sink".into(), format!("{table} cannot be used")));
+                for p in ps {
+                    problems.push(Problem::from_message(p, "see the message"));
+                }
+            }
+            Err(p) => {
+                lines.push(("sink".into(), format!("{table}: not checked")));
+                problems.push(p.clone());
+            }
+        },
+    }
+    CheckReport { lines, problems }
+}
+
+fn source_problems(input: &CheckInput, info: &SourceTableInfo, problems: &mut Vec<Problem>) {
+    let t = &input.source_table;
+    let p = info.spelling.prefix();
+    let supported = matches!(
+        info.keys,
+        KeysModel::Duplicate
+            | KeysModel::Unique {
+                merge_on_write: true
+            }
+    );
+    if !supported {
+        problems.push(Problem::new(
+            format!(
+                "{t} is not a DUPLICATE KEY or merge-on-write UNIQUE KEY table: Only duplicate and mow table model support changelog"
+            ),
+            "copy the data into a DUPLICATE KEY table or a UNIQUE KEY table with \"enable_unique_key_merge_on_write\" = \"true\" and the changelog on, and sync that",
+        ));
+    }
+    if !info.enabled {
+        let how = match info.spelling {
+            PropertySpelling::Changelog => format!(
+                "recreate {t} with PROPERTIES (\"changelog.enable\" = \"true\") (it can only be set at CREATE TABLE; builds before 5.0 spell it \"binlog.enable\" = \"true\", \"binlog.format\" = \"ROW\"), on an FE with enable_feature_binlog = true in fe.conf"
+            ),
+            PropertySpelling::Binlog => format!(
+                "recreate {t} with PROPERTIES (\"binlog.enable\" = \"true\", \"binlog.format\" = \"ROW\") (ROW is case-sensitive; only at CREATE TABLE), on an FE with enable_feature_binlog = true in fe.conf"
+            ),
+        };
+        problems.push(Problem::new(
+            format!("the row changelog of {t} is off, so an incremental startup mode cannot read changes"),
+            how,
+        ));
+    }
+    if input.requires_historical_value
+        && !info.need_historical_value
+        && info.keys != KeysModel::Duplicate
+    {
+        let who = if input.increment_type == IncrementType::MinDelta {
+            "changelog.incrementType minDelta"
+        } else {
+            "a sink that writes update-before events (mode changelog or ignoreUpdateBefore: false)"
+        };
+        problems.push(Problem::new(
+            format!("{who} needs the before images, but {t} has no {p}need_historical_value"),
+            format!(
+                "recreate {t} with \"{p}need_historical_value\" = \"true\" (merge-on-write only, set at CREATE TABLE), or use incrementType detail with mode upsert and ignoreUpdateBefore: true"
+            ),
+        ));
+    }
+    let needed = secs(input.expected_snapshot)
+        + secs(input.checkpoint_interval)
+        + secs(input.poll_interval)
+        + secs(TTL_MARGIN);
+    let covered = info.ttl_seconds >= needed;
+    let numbers = format!(
+        "{p}ttl_seconds {}s; needed expectedSnapshotDuration {}s + checkpoint.interval {}s + pollInterval {}s + margin {}s = {needed}s",
+        info.ttl_seconds,
+        secs(input.expected_snapshot),
+        secs(input.checkpoint_interval),
+        secs(input.poll_interval),
+        secs(TTL_MARGIN),
+    );
+    if !covered {
+        problems.push(Problem::new(
+            format!("the changelog TTL is too short: {numbers}"),
+            format!(
+                "ALTER TABLE {t} SET (\"{p}ttl_seconds\" = \"{needed}\"), or lower spec.expectedSnapshotDuration"
+            ),
+        ));
+    }
+}
+
+/// The TTL line for the report (kept separate so the numbers show even when covered).
+fn ttl_line(input: &CheckInput) -> Option<(String, String)> {
+    let info = input.source.as_ref().ok()?;
+    if input.startup_mode == StartupMode::Snapshot {
+        return Some(("ttl".into(), "not needed in snapshot mode".into()));
+    }
+    let needed = secs(input.expected_snapshot)
+        + secs(input.checkpoint_interval)
+        + secs(input.poll_interval)
+        + secs(TTL_MARGIN);
+    Some((
+        "ttl".into(),
+        format!(
+            "{}ttl_seconds {}s {} expectedSnapshotDuration {}s + checkpoint.interval {}s + pollInterval {}s + margin {}s = {needed}s{}",
+            info.spelling.prefix(),
+            info.ttl_seconds,
+            if info.ttl_seconds >= needed {
+                "covers"
+            } else {
+                "does NOT cover"
+            },
+            secs(input.expected_snapshot),
+            secs(input.checkpoint_interval),
+            secs(input.poll_interval),
+            secs(TTL_MARGIN),
+            if info.ttl_seconds >= needed {
+                format!(" (headroom {}s)", info.ttl_seconds - needed)
+            } else {
+                String::new()
+            }
+        ),
+    ))
+}
+
+/// [`plan_check`] with the TTL line placed after the source line.
+pub fn check_report(input: &CheckInput) -> CheckReport {
+    let mut report = plan_check(input);
+    if let Some(line) = ttl_line(input) {
+        let at = report
+            .lines
+            .iter()
+            .position(|(l, _)| l == "source")
+            .map_or(report.lines.len(), |i| i + 1);
+        report.lines.insert(at, line);
+    }
+    report
+}
+
+/// Read everything `check` needs. Never fails: what cannot be read becomes a [`Problem`].
+pub async fn gather<S: CheckpointStore>(
+    sync: &DorisChangelogSync,
+    config: &PipelineConfig,
+    store: std::result::Result<(String, S), Problem>,
+) -> CheckInput {
+    let spec = &sync.spec;
+    let (checkpoint_location, checkpoint) = match store {
+        Ok((location, mut s)) => {
+            let cp = s
+                .load()
+                .await
+                .map_err(|e| Problem::from_message(&e.to_string(), "fix or delete the checkpoint"));
+            (location, cp)
+        }
+        Err(p) => ("(unavailable)".to_owned(), Err(p)),
+    };
+    let offset_table = match &config.offset_table {
+        None => None,
+        Some(t) => {
+            let row =
+                crate::checkpoint::offset_table::read_start(&config.source, t, &config.consumer_id)
+                    .await
+                    .map_err(|e| problem_of_error(&e));
+            Some((t.to_string(), row))
+        }
+    };
+    let source = read_table_info(&config.source)
+        .await
+        .map_err(|e| problem_of_error(&e));
+    let sink = match config.doris_sink() {
+        None => SinkCheck::Stdout,
+        Some(d) => {
+            let plan = async {
+                let http = FeHttpClient::new(config.source.clone())?;
+                let schema = snapshot::fetch_schema(&http, &config.source.table).await?;
+                let columns = snapshot::projection(&schema, config.columns.as_deref())?;
+                inspect_sink_table(d, &config.source, &columns, evolves_schema(config)).await
+            }
+            .await;
+            let plan = match plan {
+                Ok(p) => Ok(p),
+                Err(e @ Error::Sink { .. }) => Err(Problem::from_message(
+                    &e.to_string(),
+                    "check sink.doris.feNodes and the sink credentials",
+                )),
+                Err(e) => {
+                    // The source failed (reported above); still tell whether the sink answers.
+                    let sink = MysqlTarget::sink(d);
+                    Err(match sink.connect().await {
+                        Ok(c) => {
+                            let _ = c.disconnect().await;
+                            Problem::new(
+                                format!("the sink table was not checked: {e}"),
+                                "fix the source problem first",
+                            )
+                        }
+                        Err(se) => Problem::from_message(
+                            &se.to_string(),
+                            "check sink.doris.feNodes and the sink credentials",
+                        ),
+                    })
+                }
+            };
+            SinkCheck::Doris {
+                table: d.table.to_string(),
+                plan,
+            }
+        }
+    };
+    CheckInput {
+        sync_name: config.sync_name.clone(),
+        consumer_id: config.consumer_id.clone(),
+        source_table: config.source.table.to_string(),
+        startup_mode: config.startup_mode,
+        startup_timestamp_ms: config.startup_timestamp_ms,
+        checkpoint_location,
+        checkpoint,
+        offset_table,
+        increment_type: config.changelog.increment_type,
+        source,
+        requires_historical_value: spec.requires_historical_value(),
+        expected_snapshot: spec
+            .expected_snapshot_duration()
+            .unwrap_or(Duration::from_secs(30 * 60)),
+        checkpoint_interval: config.checkpoint_interval,
+        poll_interval: config.changelog.poll_interval,
+        sink,
+    }
+}
+
+/// Read the checkpoint file of `dir` without taking the runner's lock (a running runner may
+/// hold it).
+#[derive(Debug)]
+pub struct ReadOnlyDir {
+    dir: std::path::PathBuf,
+}
+
+impl ReadOnlyDir {
+    /// A reader of `dir/checkpoint.json`.
+    pub fn new(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+        }
+    }
+}
+
+impl CheckpointStore for ReadOnlyDir {
+    async fn load(&mut self) -> Result<Option<Checkpoint>> {
+        let path = self.dir.join("checkpoint.json");
+        match std::fs::read_to_string(&path) {
+            Ok(json) => Checkpoint::from_json(&path.display().to_string(), &json).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
+        }
+    }
+
+    async fn save(&mut self, _checkpoint: &Checkpoint) -> Result<()> {
+        Err(Error::Config {
+            reason: "check never writes a checkpoint".into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{Counters, FORMAT_VERSION, Position};
+
+    fn info() -> SourceTableInfo {
+        SourceTableInfo {
+            spelling: PropertySpelling::Changelog,
+            enabled: true,
+            need_historical_value: true,
+            ttl_seconds: 86_400,
+            keys: KeysModel::Unique {
+                merge_on_write: true,
+            },
+        }
+    }
+
+    fn input() -> CheckInput {
+        CheckInput {
+            sync_name: "s".into(),
+            consumer_id: "c".into(),
+            source_table: "db.src".into(),
+            startup_mode: StartupMode::Initial,
+            startup_timestamp_ms: None,
+            checkpoint_location: "/tmp/cp".into(),
+            checkpoint: Ok(None),
+            offset_table: None,
+            increment_type: IncrementType::Detail,
+            source: Ok(info()),
+            requires_historical_value: false,
+            expected_snapshot: Duration::from_secs(1800),
+            checkpoint_interval: Duration::from_secs(10),
+            poll_interval: Duration::from_secs(10),
+            sink: SinkCheck::Doris {
+                table: "db.dst".into(),
+                plan: Ok(SinkTablePlan::Create {
+                    ddl: "CREATE TABLE IF NOT EXISTS `db`.`dst` (…)".into(),
+                }),
+            },
+        }
+    }
+
+    #[test]
+    fn a_good_setup_has_no_problems_and_shows_the_plan() {
+        let r = check_report(&input());
+        assert_eq!(r.exit_code(), 0, "{}", r.render());
+        let text = r.render();
+        assert!(
+            text.contains("take T0 from Doris now, read the snapshot, then the changelog from T0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("no checkpoint in /tmp/cp; startup.mode initial"),
+            "{text}"
+        );
+        assert!(
+            text.contains("increment: detail ('incrementType' = 'DETAIL')"),
+            "{text}"
+        );
+        assert!(
+            text.contains("changelog.ttl_seconds 86400s covers expectedSnapshotDuration 1800s + checkpoint.interval 10s + pollInterval 10s + margin 300s = 2120s (headroom 84280s)"),
+            "{text}"
+        );
+        assert!(text.contains("run will create it with:"), "{text}");
+        assert!(text.contains("problems:  none"), "{text}");
+    }
+
+    #[test]
+    fn a_checkpoint_wins_and_says_so() {
+        let mut i = input();
+        i.checkpoint = Ok(Some(Checkpoint {
+            format_version: FORMAT_VERSION,
+            consumer_id: "c".into(),
+            checkpoint_id: 7,
+            saved_at: "2026-11-29T14:00:00Z".into(),
+            position: Position::Changelog {
+                offset: crate::source::tso::offset_at(1_795_957_200_000),
+            },
+            start_point: None,
+            pending_txns: vec![],
+            counters: Counters::default(),
+            last_error: None,
+        }));
+        let text = check_report(&i).render();
+        assert!(
+            text.contains("read changelog windows from 2026-11-29 13:00:00"),
+            "{text}"
+        );
+        assert!(text.contains("because: checkpoint 7 in /tmp/cp"), "{text}");
+    }
+
+    #[test]
+    fn every_problem_comes_with_its_fix() {
+        let mut i = input();
+        i.requires_historical_value = true;
+        i.increment_type = IncrementType::MinDelta;
+        i.source = Ok(SourceTableInfo {
+            enabled: false,
+            need_historical_value: false,
+            ttl_seconds: 600,
+            keys: KeysModel::Aggregate,
+            ..info()
+        });
+        i.sink = SinkCheck::Doris {
+            table: "db.dst".into(),
+            plan: Ok(SinkTablePlan::Unusable {
+                problems: vec!["sink table db.dst has no column x; add it".into()],
+            }),
+        };
+        let r = check_report(&i);
+        assert_eq!(r.exit_code(), 2);
+        let text = r.render();
+        for part in [
+            "Only duplicate and mow table model support changelog",
+            "PROPERTIES (\"changelog.enable\" = \"true\")",
+            "minDelta needs the before images",
+            "\"changelog.need_historical_value\" = \"true\"",
+            "ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"2120\")",
+            "changelog.ttl_seconds 600s does NOT cover",
+            "sink table db.dst has no column x\n     fix: add it",
+        ] {
+            assert!(text.contains(part), "{part} missing in\n{text}");
+        }
+        assert_eq!(r.problems.len(), 5, "{text}");
+        // Snapshot mode needs no changelog at all.
+        i.startup_mode = StartupMode::Snapshot;
+        assert_eq!(check_report(&i).problems.len(), 1);
+    }
+
+    #[test]
+    fn unreadable_sources_name_the_fix() {
+        let p = problem_of_error(&Error::SourceCredentials {
+            detail: "Access denied".into(),
+        });
+        assert!(
+            p.problem.contains("Doris rejected the source credentials"),
+            "{p:?}"
+        );
+        assert!(p.fix.contains("check the user and password"), "{p:?}");
+        let p = problem_of_error(&Error::SourceUnavailable {
+            context: "connecting".into(),
+            reason: "refused".into(),
+        });
+        assert!(p.fix.contains("reachable"), "{p:?}");
+    }
+}

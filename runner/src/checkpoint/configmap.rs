@@ -1,0 +1,221 @@
+//! Checkpoints in a ConfigMap, for runners in a pod (`DCS_CHECKPOINT_CONFIGMAP`).
+//!
+//! The checkpoint JSON lives in the key [`CHECKPOINT_KEY`] of the ConfigMap the operator names, in
+//! the pod's namespace. [`CheckpointStore::load`] remembers the ConfigMap's
+//! `metadata.resourceVersion`; [`CheckpointStore::save`] replaces (PUT) the ConfigMap with that
+//! resourceVersion as the precondition, so a save after anybody else's write answers 409 Conflict
+//! and becomes [`Error::Fenced`]. A ConfigMap that does not exist is created on the first save; a
+//! create that finds one (someone else was first, or this store never loaded) is fenced too.
+//! Labels, annotations, owner references and other keys of the ConfigMap are kept as found.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client};
+
+use super::{Checkpoint, CheckpointStore};
+use crate::{Error, Result};
+
+/// The ConfigMap key holding the checkpoint JSON.
+pub const CHECKPOINT_KEY: &str = "checkpoint.json";
+/// The environment variable naming the ConfigMap.
+pub const CONFIGMAP_ENV: &str = "DCS_CHECKPOINT_CONFIGMAP";
+/// The environment variable with the pod's namespace (downward API).
+pub const NAMESPACE_ENV: &str = "POD_NAMESPACE";
+/// Where a pod finds its namespace when [`NAMESPACE_ENV`] is not set.
+pub const NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// The namespace the ConfigMap lives in: `POD_NAMESPACE`, else the service account's namespace
+/// file, else `default`. Pure: the caller reads the environment and the file.
+pub fn resolve_namespace(env: Option<String>, file: Option<String>) -> String {
+    [env, file]
+        .into_iter()
+        .flatten()
+        .map(|s| s.trim().to_owned())
+        .find(|s| !s.is_empty())
+        .unwrap_or_else(|| "default".to_owned())
+}
+
+/// What the store knows about the ConfigMap.
+#[derive(Debug, Clone)]
+enum Seen {
+    /// Never loaded: a save must create the ConfigMap (and is fenced if it exists).
+    Unknown,
+    /// Loaded, and there was none: a save creates it.
+    Absent,
+    /// Loaded or saved: a save replaces this object, with its resourceVersion as precondition.
+    Present(Box<ConfigMap>),
+}
+
+/// A ConfigMap holding one sync's checkpoint.
+#[derive(Clone)]
+pub struct ConfigMapStore {
+    api: Api<ConfigMap>,
+    namespace: String,
+    name: String,
+    seen: Seen,
+    /// Checkpoint id last loaded or saved, for the fenced error's message.
+    expected: u64,
+}
+
+impl std::fmt::Debug for ConfigMapStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigMapStore")
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .field("expected", &self.expected)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConfigMapStore {
+    /// A store for ConfigMap `name` in `namespace`, through `client`.
+    pub fn new(client: Client, namespace: &str, name: &str) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            seen: Seen::Unknown,
+            expected: 0,
+        }
+    }
+
+    /// A store for ConfigMap `name` in the pod's namespace (see [`resolve_namespace`]), with the
+    /// in-cluster (or `KUBECONFIG`) client.
+    ///
+    /// # Errors
+    /// [`Error::CheckpointStore`] when no Kubernetes client can be configured.
+    pub async fn from_env(name: &str) -> Result<Self> {
+        let namespace = resolve_namespace(
+            std::env::var(NAMESPACE_ENV).ok(),
+            std::fs::read_to_string(NAMESPACE_FILE).ok(),
+        );
+        let client = Client::try_default()
+            .await
+            .map_err(|e| Error::CheckpointStore {
+                location: format!("configmap {namespace}/{name}"),
+                reason: format!(
+                    "cannot configure a Kubernetes client ({e}); run in a pod with a service account or set KUBECONFIG"
+                ),
+            })?;
+        Ok(Self::new(client, &namespace, name))
+    }
+
+    /// `configmap <namespace>/<name>`, for messages.
+    pub fn location(&self) -> String {
+        format!("configmap {}/{}", self.namespace, self.name)
+    }
+
+    fn store_error(&self, doing: &str, e: &kube::Error) -> Error {
+        Error::CheckpointStore {
+            location: self.location(),
+            reason: format!("{doing}: {e}"),
+        }
+    }
+
+    /// The checkpoint id stored now (best effort, 0 when unknown), for a fenced error.
+    async fn found_id(&self) -> u64 {
+        match self.api.get_opt(&self.name).await {
+            Ok(Some(cm)) => stored_json(&cm)
+                .and_then(|j| Checkpoint::from_json(&self.location(), j).ok())
+                .map_or(0, |c| c.checkpoint_id),
+            _ => 0,
+        }
+    }
+
+    async fn fenced(&self) -> Error {
+        Error::Fenced {
+            expected: self.expected,
+            found: self.found_id().await,
+        }
+    }
+}
+
+/// The checkpoint JSON in a ConfigMap, if the key is there.
+fn stored_json(cm: &ConfigMap) -> Option<&str> {
+    cm.data.as_ref()?.get(CHECKPOINT_KEY).map(String::as_str)
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+impl CheckpointStore for ConfigMapStore {
+    async fn load(&mut self) -> Result<Option<Checkpoint>> {
+        let cm = self
+            .api
+            .get_opt(&self.name)
+            .await
+            .map_err(|e| self.store_error("reading", &e))?;
+        let Some(cm) = cm else {
+            self.seen = Seen::Absent;
+            self.expected = 0;
+            return Ok(None);
+        };
+        let checkpoint = stored_json(&cm)
+            .map(|json| Checkpoint::from_json(&self.location(), json))
+            .transpose()?;
+        self.expected = checkpoint.as_ref().map_or(0, |c| c.checkpoint_id);
+        self.seen = Seen::Present(Box::new(cm));
+        Ok(checkpoint)
+    }
+
+    async fn save(&mut self, checkpoint: &Checkpoint) -> Result<()> {
+        let json = checkpoint.to_json();
+        let pp = PostParams {
+            field_manager: Some("dcs-runner".into()),
+            ..PostParams::default()
+        };
+        let written = match &self.seen {
+            Seen::Present(old) => {
+                let mut cm = (**old).clone();
+                cm.data
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(CHECKPOINT_KEY.to_owned(), json);
+                // `old` carries the resourceVersion: the API server refuses a stale one with 409.
+                match self.api.replace(&self.name, &pp, &cm).await {
+                    Ok(cm) => cm,
+                    // 409: someone wrote since; 404: someone deleted it. Either way not ours.
+                    Err(e) if is_status(&e, 409) || is_status(&e, 404) => {
+                        return Err(self.fenced().await);
+                    }
+                    Err(e) => return Err(self.store_error("replacing", &e)),
+                }
+            }
+            Seen::Unknown | Seen::Absent => {
+                let cm = ConfigMap {
+                    metadata: ObjectMeta {
+                        name: Some(self.name.clone()),
+                        namespace: Some(self.namespace.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    data: Some(BTreeMap::from([(CHECKPOINT_KEY.to_owned(), json)])),
+                    ..ConfigMap::default()
+                };
+                match self.api.create(&pp, &cm).await {
+                    Ok(cm) => cm,
+                    Err(e) if is_status(&e, 409) => return Err(self.fenced().await),
+                    Err(e) => return Err(self.store_error("creating", &e)),
+                }
+            }
+        };
+        self.seen = Seen::Present(Box::new(written));
+        self.expected = checkpoint.checkpoint_id;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_namespace_comes_from_the_env_then_the_file_then_default() {
+        let s = |v: &str| Some(v.to_owned());
+        assert_eq!(resolve_namespace(s("prod"), s("other\n")), "prod");
+        assert_eq!(resolve_namespace(None, s("team-a\n")), "team-a");
+        assert_eq!(resolve_namespace(s(""), s(" ")), "default");
+        assert_eq!(resolve_namespace(None, None), "default");
+    }
+}

@@ -1,0 +1,657 @@
+//! The sink table's schema: created when missing, checked when it exists, and kept in step with
+//! the source's ADD/DROP COLUMN (schema evolution). Decisions are pure functions
+//! ([`plan_sink_table`], [`diff_columns`], [`alter_statements`]); the MySQL I/O is
+//! [`MysqlTarget`], [`prepare_sink_table`] and [`apply_schema_change`].
+//!
+//! Schema evolution: the pipeline compares the columns of every record batch with the last
+//! known ones. On a change it flushes the open batch, asks the source's
+//! `information_schema.columns` for the new columns' types (mapped as in
+//! [`super::create_table`]; the Arrow type is the fallback), runs `ALTER TABLE … ADD COLUMN` /
+//! `DROP COLUMN` on the sink, and only then encodes the batch. Added columns are nullable; in
+//! changelog mode they go before `dcs_op` (`AFTER` the last data column).
+
+use std::fmt;
+
+use arrow_schema::{DataType, TimeUnit};
+use dcs_crds::SinkMode;
+use dcs_crds::spec::TableRef;
+use mysql_async::prelude::Queryable;
+
+use super::create_table::{
+    CreateTableInput, ExistingSink, SinkColumn, TableColumn, changelog_columns, check_existing,
+    column_definition, create_table_ddl, sink_type,
+};
+use super::encode::BodyFormat;
+use crate::pipeline::DorisSinkConfig;
+use crate::source::properties::{KeysModel, keys_model_of_ddl};
+use crate::source::snapshot::quote_ident;
+use crate::source::{SourceSettings, host_of};
+use crate::{Error, Result};
+
+/// Which side a MySQL endpoint belongs to, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The source cluster.
+    Source,
+    /// The sink cluster.
+    Sink,
+}
+
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Source => "source",
+            Self::Sink => "sink",
+        }
+    }
+}
+
+/// A Doris FE MySQL endpoint and the user to log in as. `Debug` never shows the password.
+#[derive(Clone)]
+pub struct MysqlTarget {
+    /// FE hosts, tried in turn.
+    pub hosts: Vec<String>,
+    /// The MySQL port.
+    pub port: u16,
+    /// User.
+    pub user: String,
+    /// Password.
+    pub password: String,
+    /// Source or sink.
+    pub side: Side,
+}
+
+impl fmt::Debug for MysqlTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MysqlTarget")
+            .field("hosts", &self.hosts)
+            .field("port", &self.port)
+            .field("user", &self.user)
+            .field("side", &self.side)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MysqlTarget {
+    /// The sink FE (host of each `feNodes` entry, port [`DorisSinkConfig::query_port`]).
+    pub fn sink(config: &DorisSinkConfig) -> Self {
+        Self {
+            hosts: config
+                .fe_nodes
+                .iter()
+                .map(|n| host_of(n).to_owned())
+                .collect(),
+            port: config.query_port,
+            user: config.user.clone(),
+            password: config.password.clone(),
+            side: Side::Sink,
+        }
+    }
+
+    /// The source FE.
+    pub fn source(settings: &SourceSettings) -> Self {
+        Self {
+            hosts: settings
+                .fe_nodes
+                .iter()
+                .map(|n| host_of(n).to_owned())
+                .collect(),
+            port: settings.query_port,
+            user: settings.credentials.user.clone(),
+            password: settings.credentials.password.clone(),
+            side: Side::Source,
+        }
+    }
+
+    /// Log in to the first FE that answers.
+    ///
+    /// # Errors
+    /// A rejected login at once ([`Error::SourceCredentials`] for the source, [`Error::Sink`]
+    /// for the sink), else the last connection failure.
+    pub async fn connect(&self) -> Result<mysql_async::Conn> {
+        let mut last = None;
+        for host in &self.hosts {
+            let opts = mysql_async::OptsBuilder::default()
+                .ip_or_hostname(host.clone())
+                .tcp_port(self.port)
+                .user(Some(self.user.clone()))
+                .pass(Some(self.password.clone()))
+                .prefer_socket(false);
+            match mysql_async::Conn::new(opts).await {
+                Ok(c) => return Ok(c),
+                Err(mysql_async::Error::Server(s)) if matches!(s.code, 1045 | 1698) => {
+                    return Err(match self.side {
+                        Side::Source => Error::SourceCredentials { detail: s.message },
+                        Side::Sink => Error::Sink {
+                            message: format!(
+                                "Doris rejected the sink credentials ({}); check the user and password in the sink Secret (DCS_SINK_USERNAME / DCS_SINK_PASSWORD)",
+                                s.message
+                            ),
+                        },
+                    });
+                }
+                Err(e) => last = Some(format!("{host}:{}: {e}", self.port)),
+            }
+        }
+        let reason = last.unwrap_or_else(|| "no FE node configured".into());
+        let hint = match self.side {
+            Side::Source => "check source.feNodes and source.queryPort",
+            Side::Sink => {
+                "check sink.doris.feNodes; the MySQL port is the source's queryPort when the sink FE is a source FE, else 9030"
+            }
+        };
+        Err(match self.side {
+            Side::Source => Error::SourceUnavailable {
+                context: "connecting to the source FE query port".into(),
+                reason: format!("{reason} ({hint})"),
+            },
+            Side::Sink => Error::Sink {
+                message: format!(
+                    "cannot reach the sink FE query port: {reason}; {hint}, and that the FE is up"
+                ),
+            },
+        })
+    }
+
+    fn error(&self, context: &str, e: mysql_async::Error) -> Error {
+        let message = match e {
+            mysql_async::Error::Server(s) => s.message,
+            other => other.to_string(),
+        };
+        match self.side {
+            Side::Source => Error::Doris {
+                context: context.to_owned(),
+                message,
+            },
+            Side::Sink => Error::Sink {
+                message: format!("{context}: {message}"),
+            },
+        }
+    }
+
+    /// Run one statement.
+    ///
+    /// # Errors
+    /// Doris's message.
+    pub async fn exec(&self, conn: &mut mysql_async::Conn, sql: &str) -> Result<()> {
+        conn.query_drop(sql).await.map_err(|e| {
+            self.error(
+                &format!("{} statement {}", self.side.name(), first_line(sql)),
+                e,
+            )
+        })
+    }
+
+    /// The columns of `table` in table order; empty when the table does not exist.
+    ///
+    /// # Errors
+    /// Doris's message.
+    pub async fn columns(
+        &self,
+        conn: &mut mysql_async::Conn,
+        table: &TableRef,
+    ) -> Result<Vec<TableColumn>> {
+        let sql = format!(
+            "SELECT COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY \
+             FROM information_schema.columns WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
+            sql_string(&table.database),
+            sql_string(&table.table)
+        );
+        let mut rows: Vec<(String, i64, String, String, Option<String>)> = conn
+            .query(sql)
+            .await
+            .map_err(|e| self.error(&format!("reading the columns of {table}"), e))?;
+        rows.sort_by_key(|r| r.1);
+        Ok(rows
+            .into_iter()
+            .map(|(name, _, column_type, nullable, key)| TableColumn {
+                name,
+                column_type,
+                nullable: nullable.eq_ignore_ascii_case("yes"),
+                is_key: key.is_some_and(|k| !k.trim().is_empty()),
+            })
+            .collect())
+    }
+
+    /// The key model of `table` (from `SHOW CREATE TABLE`).
+    ///
+    /// # Errors
+    /// Doris's message.
+    pub async fn keys_model(
+        &self,
+        conn: &mut mysql_async::Conn,
+        table: &TableRef,
+    ) -> Result<KeysModel> {
+        let row: Option<(String, String)> = conn
+            .query_first(format!("SHOW CREATE TABLE {}", table.quoted()))
+            .await
+            .map_err(|e| self.error(&format!("reading the definition of {table}"), e))?;
+        Ok(row.map_or(KeysModel::Unknown, |(_, ddl)| keys_model_of_ddl(&ddl)))
+    }
+}
+
+fn first_line(sql: &str) -> &str {
+    sql.lines().next().unwrap_or(sql)
+}
+
+fn sql_string(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// What to do about the sink table before the first load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SinkTablePlan {
+    /// It exists and fits.
+    Exists,
+    /// It exists; schema evolution adds these source columns it lacks (they were added to the
+    /// source while no runner was running).
+    AddColumns {
+        /// The columns to add.
+        columns: Vec<String>,
+    },
+    /// It is missing and will be created with this DDL.
+    Create {
+        /// The `CREATE TABLE IF NOT EXISTS` statement.
+        ddl: String,
+    },
+    /// It cannot be used (missing with createTable off, no DDL possible, or incompatible); each
+    /// problem says what to do.
+    Unusable {
+        /// The problems.
+        problems: Vec<String>,
+    },
+}
+
+/// The columns the runner writes into the sink: the projection, then (changelog mode)
+/// `dcs_op`, `dcs_tso`, `dcs_lsn`.
+pub fn written_columns(columns: &[String], mode: SinkMode) -> Vec<String> {
+    let mut out = columns.to_vec();
+    if mode == SinkMode::Changelog {
+        out.extend(changelog_columns().into_iter().map(|c| c.name));
+    }
+    out
+}
+
+/// Whether the runner keeps the sink's columns in step with the source: a Doris sink with
+/// `createTable.enabled` and no `source.columns` list.
+pub fn evolves_schema(config: &crate::pipeline::PipelineConfig) -> bool {
+    config.columns.is_none() && config.doris_sink().is_some_and(|d| d.create_table.enabled)
+}
+
+/// Decide about the sink table from the source's columns and what the sink has (`existing` is
+/// `None` when the table is missing). With `evolve` (schema evolution on), source columns the
+/// existing table lacks are to be added rather than a problem. Pure.
+pub fn plan_sink_table(
+    sink: &DorisSinkConfig,
+    source_columns: &[TableColumn],
+    existing: Option<&ExistingSink<'_>>,
+    columns: &[String],
+    evolve: bool,
+) -> SinkTablePlan {
+    let mode = sink.policy.mode;
+    match existing {
+        Some(e) => {
+            let missing: Vec<String> = if evolve {
+                columns
+                    .iter()
+                    .filter(|c| !e.columns.iter().any(|s| s.name.eq_ignore_ascii_case(c)))
+                    .cloned()
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let present: Vec<String> = columns
+                .iter()
+                .filter(|c| !missing.contains(c))
+                .cloned()
+                .collect();
+            let written = written_columns(&present, mode);
+            let positional = matches!(sink.format, BodyFormat::Csv { .. });
+            let problems = check_existing(&sink.table, e, &written, mode, positional);
+            if !problems.is_empty() {
+                SinkTablePlan::Unusable { problems }
+            } else if missing.is_empty() {
+                SinkTablePlan::Exists
+            } else {
+                SinkTablePlan::AddColumns { columns: missing }
+            }
+        }
+        None if !sink.create_table.enabled => SinkTablePlan::Unusable {
+            problems: vec![format!(
+                "sink table {} does not exist and sink.doris.createTable.enabled is false; create it, or set createTable.enabled: true to let the runner create it",
+                sink.table
+            )],
+        },
+        None => {
+            let input = CreateTableInput {
+                table: &sink.table,
+                source_columns,
+                columns,
+                mode,
+                properties: &sink.create_table.properties,
+                auto_partition: sink
+                    .create_table
+                    .auto_partition
+                    .as_ref()
+                    .map(|(k, u)| (k.as_str(), u.as_str())),
+            };
+            match create_table_ddl(&input) {
+                Ok(ddl) => SinkTablePlan::Create { ddl },
+                Err(e) => SinkTablePlan::Unusable {
+                    problems: vec![format!("cannot create sink table {}: {e}", sink.table)],
+                },
+            }
+        }
+    }
+}
+
+/// Read the source's columns and the sink table's state and plan (no changes made).
+///
+/// # Errors
+/// When either side cannot be reached or read.
+pub async fn inspect_sink_table(
+    sink: &DorisSinkConfig,
+    source: &SourceSettings,
+    columns: &[String],
+    evolve: bool,
+) -> Result<SinkTablePlan> {
+    let src = MysqlTarget::source(source);
+    let mut conn = src.connect().await?;
+    let source_columns = src.columns(&mut conn, &source.table).await;
+    let _ = conn.disconnect().await;
+    let source_columns = source_columns?;
+    let dst = MysqlTarget::sink(sink);
+    let mut conn = dst.connect().await?;
+    let result = async {
+        let existing = dst.columns(&mut conn, &sink.table).await?;
+        if existing.is_empty() {
+            return Ok(plan_sink_table(
+                sink,
+                &source_columns,
+                None,
+                columns,
+                evolve,
+            ));
+        }
+        let unique = matches!(
+            dst.keys_model(&mut conn, &sink.table).await?,
+            KeysModel::Unique { .. }
+        );
+        let e = ExistingSink {
+            columns: &existing,
+            unique,
+        };
+        Ok(plan_sink_table(
+            sink,
+            &source_columns,
+            Some(&e),
+            columns,
+            evolve,
+        ))
+    }
+    .await;
+    let _ = conn.disconnect().await;
+    result
+}
+
+/// Make sure the sink table exists and fits before the first load: create it (and its database)
+/// when missing, add the source columns it lacks (with `evolve`), fail when it cannot be used.
+///
+/// # Errors
+/// [`Error::Config`] listing the problems of an unusable table; [`Error::Sink`] when the sink
+/// refuses the DDL or cannot be reached.
+pub async fn prepare_sink_table(
+    sink: &DorisSinkConfig,
+    source: &SourceSettings,
+    columns: &[String],
+    evolve: bool,
+) -> Result<()> {
+    match inspect_sink_table(sink, source, columns, evolve).await? {
+        SinkTablePlan::AddColumns { columns: added } => {
+            let change = SchemaChange {
+                added,
+                dropped: Vec::new(),
+            };
+            for s in apply_schema_change(sink, source, &change, columns, &[]).await? {
+                tracing::info!(statement = %s, "added a source column the sink table lacked");
+            }
+            Ok(())
+        }
+        SinkTablePlan::Exists => {
+            tracing::info!(table = %sink.table, "the sink table exists and fits");
+            Ok(())
+        }
+        SinkTablePlan::Create { ddl } => {
+            let dst = MysqlTarget::sink(sink);
+            let mut conn = dst.connect().await?;
+            let result = async {
+                dst.exec(
+                    &mut conn,
+                    &format!(
+                        "CREATE DATABASE IF NOT EXISTS {}",
+                        quote_ident(&sink.table.database)
+                    ),
+                )
+                .await?;
+                dst.exec(&mut conn, &ddl).await
+            }
+            .await;
+            let _ = conn.disconnect().await;
+            result?;
+            tracing::info!(table = %sink.table, %ddl, "created the sink table");
+            Ok(())
+        }
+        SinkTablePlan::Unusable { problems } => Err(Error::Config {
+            reason: problems.join("; "),
+        }),
+    }
+}
+
+/// Columns added to and dropped from the source since the last known column list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchemaChange {
+    /// New columns, in their order.
+    pub added: Vec<String>,
+    /// Columns gone.
+    pub dropped: Vec<String>,
+}
+
+/// Compare the known columns with the current ones (names compared case-insensitively);
+/// `None` when the same set. Pure.
+pub fn diff_columns(known: &[String], current: &[String]) -> Option<SchemaChange> {
+    let has = |list: &[String], n: &str| list.iter().any(|c| c.eq_ignore_ascii_case(n));
+    let change = SchemaChange {
+        added: current.iter().filter(|c| !has(known, c)).cloned().collect(),
+        dropped: known.iter().filter(|c| !has(current, c)).cloned().collect(),
+    };
+    (!change.added.is_empty() || !change.dropped.is_empty()).then_some(change)
+}
+
+/// A Doris type for an Arrow type (doris-protocols.md §3.5 read backwards), for a new column
+/// the source catalog does not describe.
+pub fn arrow_sink_type(data_type: &DataType) -> String {
+    match data_type {
+        DataType::Boolean => "BOOLEAN".into(),
+        DataType::Int8 => "TINYINT".into(),
+        DataType::Int16 | DataType::UInt8 => "SMALLINT".into(),
+        DataType::Int32 | DataType::UInt16 => "INT".into(),
+        DataType::Int64 | DataType::UInt32 => "BIGINT".into(),
+        DataType::UInt64 | DataType::FixedSizeBinary(16) => "LARGEINT".into(),
+        DataType::Float32 => "FLOAT".into(),
+        DataType::Float64 => "DOUBLE".into(),
+        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) if *p <= 38 => {
+            format!("DECIMAL({p},{})", (*s).max(0))
+        }
+        DataType::Date32 | DataType::Date64 => "DATE".into(),
+        DataType::Timestamp(unit, _) => format!(
+            "DATETIME({})",
+            match unit {
+                TimeUnit::Second => 0,
+                TimeUnit::Millisecond => 3,
+                _ => 6,
+            }
+        ),
+        _ => "STRING".into(),
+    }
+}
+
+/// The ALTER statements for a change: one `ADD COLUMN` per added column (after `after`, in
+/// order, when given) and one `DROP COLUMN` per dropped one. Pure.
+pub fn alter_statements(
+    table: &TableRef,
+    added: &[SinkColumn],
+    dropped: &[String],
+    after: Option<&str>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut prev = after.map(str::to_owned);
+    for c in added {
+        let mut s = format!(
+            "ALTER TABLE {} ADD COLUMN {}",
+            table.quoted(),
+            column_definition(c)
+        );
+        if let Some(p) = &prev {
+            s.push_str(&format!(" AFTER {}", quote_ident(p)));
+            prev = Some(c.name.clone());
+        }
+        out.push(s);
+    }
+    for d in dropped {
+        out.push(format!(
+            "ALTER TABLE {} DROP COLUMN {}",
+            table.quoted(),
+            quote_ident(d)
+        ));
+    }
+    out
+}
+
+/// Apply a source schema change to the sink: look up the new columns' types in the source
+/// catalog (the Arrow type in `arrow_types` otherwise), then ADD/DROP them. `current` is the new
+/// column list (for the position of added columns in changelog mode). Returns the statements run.
+///
+/// # Errors
+/// When the source or sink cannot be reached, or the sink refuses a statement.
+pub async fn apply_schema_change(
+    sink: &DorisSinkConfig,
+    source: &SourceSettings,
+    change: &SchemaChange,
+    current: &[String],
+    arrow_types: &[(String, DataType)],
+) -> Result<Vec<String>> {
+    let source_columns = if change.added.is_empty() {
+        Vec::new()
+    } else {
+        let src = MysqlTarget::source(source);
+        let mut conn = src.connect().await?;
+        let cols = src.columns(&mut conn, &source.table).await;
+        let _ = conn.disconnect().await;
+        cols?
+    };
+    let added: Vec<SinkColumn> = change
+        .added
+        .iter()
+        .map(|name| {
+            let doris_type = source_columns
+                .iter()
+                .find(|c| c.name.eq_ignore_ascii_case(name))
+                .map(|c| sink_type(&c.column_type, false))
+                .or_else(|| {
+                    arrow_types
+                        .iter()
+                        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                        .map(|(_, t)| arrow_sink_type(t))
+                })
+                .unwrap_or_else(|| "STRING".into());
+            SinkColumn {
+                name: name.clone(),
+                doris_type,
+                nullable: true,
+                is_key: false,
+            }
+        })
+        .collect();
+    // In changelog mode the data columns come before dcs_op: add after the last one kept.
+    let after = (sink.policy.mode == SinkMode::Changelog)
+        .then(|| {
+            current
+                .iter()
+                .rev()
+                .find(|c| !change.added.iter().any(|a| a.eq_ignore_ascii_case(c)))
+                .map(String::as_str)
+        })
+        .flatten();
+    let statements = alter_statements(&sink.table, &added, &change.dropped, after);
+    let dst = MysqlTarget::sink(sink);
+    let mut conn = dst.connect().await?;
+    let result = async {
+        for s in &statements {
+            dst.exec(&mut conn, s).await?;
+        }
+        Ok(())
+    }
+    .await;
+    let _ = conn.disconnect().await;
+    result.map(|()| statements)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn column_changes_are_found_by_name() {
+        assert_eq!(
+            diff_columns(&names(&["id", "a"]), &names(&["ID", "a"])),
+            None
+        );
+        assert_eq!(
+            diff_columns(&names(&["id", "a", "b"]), &names(&["id", "b", "c", "d"])),
+            Some(SchemaChange {
+                added: names(&["c", "d"]),
+                dropped: names(&["a"]),
+            })
+        );
+    }
+
+    #[test]
+    fn alter_statements_place_changelog_columns_before_the_change_columns() {
+        let t: TableRef = "s.t".parse().unwrap();
+        let c = |n: &str| SinkColumn {
+            name: n.into(),
+            doris_type: "INT".into(),
+            nullable: true,
+            is_key: false,
+        };
+        assert_eq!(
+            alter_statements(&t, &[c("x"), c("y")], &names(&["old"]), Some("b")),
+            [
+                "ALTER TABLE `s`.`t` ADD COLUMN `x` INT NULL AFTER `b`",
+                "ALTER TABLE `s`.`t` ADD COLUMN `y` INT NULL AFTER `x`",
+                "ALTER TABLE `s`.`t` DROP COLUMN `old`",
+            ]
+        );
+        assert_eq!(
+            alter_statements(&t, &[c("x")], &[], None),
+            ["ALTER TABLE `s`.`t` ADD COLUMN `x` INT NULL"]
+        );
+    }
+
+    #[test]
+    fn arrow_types_have_a_doris_fallback() {
+        assert_eq!(
+            arrow_sink_type(&DataType::Timestamp(TimeUnit::Millisecond, None)),
+            "DATETIME(3)"
+        );
+        assert_eq!(
+            arrow_sink_type(&DataType::Decimal128(10, 2)),
+            "DECIMAL(10,2)"
+        );
+        assert_eq!(arrow_sink_type(&DataType::Utf8), "STRING");
+    }
+}

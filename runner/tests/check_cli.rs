@@ -1,0 +1,116 @@
+//! `dcs-runner check` against the emulator: a good table (exit 0, the DDL it would run) and bad
+//! ones (exit 2, each problem with its fix).
+
+mod source_support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use dcs_doris_emu::RunningEmulator;
+use source_support::exec;
+
+fn manifest(emu: &RunningEmulator, table: &str, extra: &str) -> String {
+    let fe = emu.fe_http_addr();
+    let qp = emu.ports().query_port;
+    format!(
+        r#"apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {{name: check-sync}}
+spec:
+  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: {table}, credentials: {{secretName: src}}}}
+  startup: {{mode: initial}}
+  expectedSnapshotDuration: 10m
+{extra}
+  sink:
+    doris:
+      feNodes: ["{fe}"]
+      table: sink.student
+      credentials: {{secretName: dst}}
+"#
+    )
+}
+
+async fn check(dir: &Path, yaml: String, password: &str) -> Output {
+    let file = dir.join("sync.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let cp = dir.join("cp");
+    let password = password.to_owned();
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_dcs-runner"))
+            .args(["check", "-f"])
+            .arg(&file)
+            .arg("--checkpoint-dir")
+            .arg(&cp)
+            .env("DCS_SOURCE_USERNAME", "root")
+            .env("DCS_SOURCE_PASSWORD", &password)
+            .env("DCS_SINK_USERNAME", "root")
+            .env("DCS_SINK_PASSWORD", &password)
+            .env_remove("DCS_CHECKPOINT_CONFIGMAP")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn check_reports_the_plan_for_a_good_table_and_problems_for_bad_ones() {
+    let emu = source_support::emu().await;
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE demo",
+            &source_support::unique_ddl("demo.student", 2),
+            "CREATE TABLE demo.plain (id INT NOT NULL, v INT) UNIQUE KEY(id) \
+             DISTRIBUTED BY HASH(id) BUCKETS 1 PROPERTIES (\"replication_num\" = \"1\", \
+             \"changelog.ttl_seconds\" = \"600\")",
+        ],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+
+    let good = check(dir.path(), manifest(&emu, "demo.student", ""), "").await;
+    let text = String::from_utf8_lossy(&good.stdout);
+    assert_eq!(good.status.code(), Some(0), "{text}\n{good:?}");
+    for part in [
+        "take T0 from Doris now, read the snapshot, then the changelog from T0",
+        "startup.mode initial",
+        "increment: detail",
+        "changelog.ttl_seconds 86400s covers expectedSnapshotDuration 600s",
+        "sink.student does not exist; run will create it with:",
+        "UNIQUE KEY(`id`)",
+        "problems:  none",
+    ] {
+        assert!(text.contains(part), "{part} missing in\n{text}");
+    }
+
+    let bad = check(
+        dir.path(),
+        manifest(&emu, "demo.plain", "  changelog: {incrementType: minDelta}"),
+        "",
+    )
+    .await;
+    let text = String::from_utf8_lossy(&bad.stdout);
+    assert_eq!(bad.status.code(), Some(2), "{text}\n{bad:?}");
+    for part in [
+        "the row changelog of demo.plain is off",
+        "fix: recreate demo.plain with PROPERTIES (\"changelog.enable\" = \"true\")",
+        "minDelta needs the before images",
+        "ALTER TABLE demo.plain SET (\"changelog.ttl_seconds\" = \"920\")",
+    ] {
+        assert!(text.contains(part), "{part} missing in\n{text}");
+    }
+
+    let denied = check(dir.path(), manifest(&emu, "demo.student", ""), "wrong").await;
+    let text = String::from_utf8_lossy(&denied.stdout);
+    assert_eq!(denied.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("Doris rejected the source credentials"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Doris rejected the sink credentials"),
+        "{text}"
+    );
+    assert!(!text.contains("wrong"), "no secret in the output: {text}");
+}

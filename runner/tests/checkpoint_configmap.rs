@@ -1,0 +1,249 @@
+//! The ConfigMap checkpoint store against the Kubernetes API emulator (kube-emu), in-process:
+//! round trips, fencing by resourceVersion, creation races, and `dcs-runner run` with
+//! `DCS_CHECKPOINT_CONFIGMAP`.
+
+mod source_support;
+
+use std::collections::BTreeMap;
+
+use dcs_kube_emu::{Config, KubeEmu};
+use dcs_runner::Error;
+use dcs_runner::checkpoint::configmap::CHECKPOINT_KEY;
+use dcs_runner::checkpoint::{
+    Checkpoint, CheckpointStore, ConfigMapStore, Counters, FORMAT_VERSION, Offset, Position,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client};
+
+async fn start() -> (KubeEmu, Client) {
+    let emu = KubeEmu::start(Config::default())
+        .await
+        .expect("kube-emu starts");
+    let kc = kube::config::Kubeconfig::from_yaml(&emu.kubeconfig("default")).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    (emu, Client::try_from(config).unwrap())
+}
+
+fn cp(id: u64) -> Checkpoint {
+    Checkpoint {
+        format_version: FORMAT_VERSION,
+        consumer_id: "student-sync".into(),
+        checkpoint_id: id,
+        saved_at: "2026-11-29T14:00:00Z".into(),
+        position: Position::Changelog {
+            offset: Offset {
+                timestamp: "2026-11-29 13:59:50".into(),
+                epoch_ms: 1_795_960_790_000,
+                tso: 1_795_960_790_000 << 18,
+            },
+        },
+        start_point: None,
+        pending_txns: vec![],
+        counters: Counters::default(),
+        last_error: None,
+    }
+}
+
+fn store(client: &Client) -> ConfigMapStore {
+    ConfigMapStore::new(client.clone(), "default", "student-sync-checkpoint")
+}
+
+#[tokio::test]
+async fn saves_and_loads_through_a_configmap() {
+    let (emu, client) = start().await;
+    let mut a = store(&client);
+    assert_eq!(a.load().await.unwrap(), None);
+    a.save(&cp(1)).await.unwrap();
+    a.save(&cp(2)).await.unwrap();
+    let mut b = store(&client);
+    assert_eq!(b.load().await.unwrap(), Some(cp(2)));
+    // The JSON is readable in the ConfigMap, as the operator reads it.
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .get("student-sync-checkpoint")
+        .await
+        .unwrap();
+    let json = &cm.data.unwrap()[CHECKPOINT_KEY];
+    assert_eq!(Checkpoint::from_json("test", json).unwrap(), cp(2));
+    // The one that loaded last may save.
+    b.save(&cp(3)).await.unwrap();
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stale_second_store_is_fenced() {
+    let (emu, client) = start().await;
+    let mut first = store(&client);
+    first.load().await.unwrap();
+    first.save(&cp(1)).await.unwrap();
+    let mut second = store(&client);
+    assert_eq!(second.load().await.unwrap(), Some(cp(1)));
+    // The first runner moves on; the second's resourceVersion is stale now.
+    first.save(&cp(2)).await.unwrap();
+    let err = second.save(&cp(2)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Fenced {
+                expected: 1,
+                found: 2
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.exit_code(), 4);
+    // Nothing was written by the fenced save.
+    assert_eq!(store(&client).load().await.unwrap(), Some(cp(2)));
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_fresh_store_is_fenced_until_it_reloads() {
+    let (emu, client) = start().await;
+    let mut other = store(&client);
+    other.save(&cp(5)).await.unwrap();
+    // Never loaded: a save would create, and the ConfigMap exists.
+    let mut fresh = store(&client);
+    let err = fresh.save(&cp(1)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Fenced {
+                expected: 0,
+                found: 5
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(fresh.load().await.unwrap(), Some(cp(5)));
+    fresh.save(&cp(6)).await.unwrap();
+    // And now the other one is the stale one.
+    assert!(matches!(
+        other.save(&cp(6)).await.unwrap_err(),
+        Error::Fenced { .. }
+    ));
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn two_stores_creating_at_once_leave_one_owner() {
+    let (emu, client) = start().await;
+    let mut a = store(&client);
+    let mut b = store(&client);
+    assert_eq!(a.load().await.unwrap(), None);
+    assert_eq!(b.load().await.unwrap(), None);
+    a.save(&cp(1)).await.unwrap();
+    assert!(matches!(
+        b.save(&cp(1)).await.unwrap_err(),
+        Error::Fenced { .. }
+    ));
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_operator_made_configmap_keeps_its_labels_and_keys() {
+    let (emu, client) = start().await;
+    let api = Api::<ConfigMap>::namespaced(client.clone(), "default");
+    api.create(
+        &PostParams::default(),
+        &ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("student-sync-checkpoint".into()),
+                labels: Some(BTreeMap::from([("app".into(), "dcs".into())])),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([("note".into(), "kept".into())])),
+            ..ConfigMap::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut s = store(&client);
+    assert_eq!(s.load().await.unwrap(), None, "no checkpoint key yet");
+    s.save(&cp(1)).await.unwrap();
+    let cm = api.get("student-sync-checkpoint").await.unwrap();
+    assert_eq!(cm.metadata.labels.unwrap()["app"], "dcs");
+    let data = cm.data.unwrap();
+    assert_eq!(data["note"], "kept");
+    assert!(data.contains_key(CHECKPOINT_KEY));
+    // A deleted ConfigMap under a loaded store means someone else reset it: fenced.
+    api.delete("student-sync-checkpoint", &Default::default())
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.save(&cp(2)).await.unwrap_err(),
+        Error::Fenced { .. }
+    ));
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_keeps_its_checkpoint_in_the_configmap_named_by_the_environment() {
+    let (emu, client) = start().await;
+    let doris = source_support::emu().await;
+    source_support::exec(
+        &doris,
+        &[
+            "CREATE DATABASE src",
+            &source_support::unique_ddl("src.t", 2),
+            "INSERT INTO src.t VALUES (1, 'a', 1), (2, 'b', 2), (3, NULL, 3)",
+        ],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, emu.kubeconfig("team-a")).unwrap();
+    let manifest = dir.path().join("sync.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {{name: s}}
+spec:
+  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: src.t, credentials: {{secretName: x}}}}
+  startup: {{mode: snapshot}}
+  sink: {{stdout: {{}}}}
+"#,
+            fe = doris.fe_http_addr(),
+            qp = doris.ports().query_port,
+        ),
+    )
+    .unwrap();
+    let run = |manifest: std::path::PathBuf, kubeconfig: std::path::PathBuf| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_dcs-runner"))
+            .args(["run", "--metrics-addr", "127.0.0.1:0", "-f"])
+            .arg(manifest)
+            .env("DCS_CHECKPOINT_CONFIGMAP", "s-checkpoint")
+            .env("POD_NAMESPACE", "default")
+            .env("KUBECONFIG", kubeconfig)
+            .env("DCS_SOURCE_USERNAME", "root")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .unwrap()
+    };
+    let (m, k) = (manifest.clone(), kubeconfig.clone());
+    let out = tokio::task::spawn_blocking(move || run(m, k))
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+    // POD_NAMESPACE wins over the kubeconfig's namespace.
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .get("s-checkpoint")
+        .await
+        .unwrap();
+    let cp = Checkpoint::from_json("test", &cm.data.unwrap()[CHECKPOINT_KEY]).unwrap();
+    assert_eq!(cp.position, Position::Done);
+    assert_eq!(cp.consumer_id, "s");
+    // A second run finds the finished checkpoint and reads nothing.
+    let out = tokio::task::spawn_blocking(move || run(manifest, kubeconfig))
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 0);
+    emu.shutdown().await;
+}

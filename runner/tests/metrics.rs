@@ -1,0 +1,175 @@
+//! `/metrics`, `/healthz` and `/readyz` scraped while the pipeline syncs a table of the Doris
+//! emulator.
+
+mod source_support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use dcs_runner::checkpoint::FileStore;
+use dcs_runner::metrics::{self, Health, Labels};
+use dcs_runner::pipeline::{self, Control, Credentials, Outcome, PipelineConfig};
+use source_support::exec;
+
+/// Parse the exposition text: every sample line is `name{labels} value`; returns name → value.
+fn parse(text: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let (name, rest) = line
+            .split_once('{')
+            .unwrap_or_else(|| panic!("no labels: {line}"));
+        let (labels, value) = rest
+            .rsplit_once("} ")
+            .unwrap_or_else(|| panic!("no value: {line}"));
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{line}"
+        );
+        assert_eq!(
+            labels, "sync=\"student-sync\",consumer=\"student-sync\"",
+            "{line}"
+        );
+        let v: f64 = value
+            .parse()
+            .unwrap_or_else(|e| panic!("bad value in {line}: {e}"));
+        out.insert(name.to_owned(), v);
+    }
+    out
+}
+
+async fn get(url: &str) -> (u16, String) {
+    let r = reqwest::get(url).await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn metrics_move_while_the_sync_runs() {
+    let emu = source_support::emu().await;
+    let values: Vec<String> = (1..=300).map(|i| format!("({i}, 'n{i}')")).collect();
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE demo",
+            "CREATE DATABASE sink",
+            "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64)) UNIQUE KEY(id) \
+             DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\", \
+             \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")",
+            "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64)) UNIQUE KEY(id) \
+             DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\")",
+            &format!("INSERT INTO demo.student VALUES {}", values.join(", ")),
+        ],
+    )
+    .await;
+    let fe = emu.fe_http_addr();
+    let qp = emu.ports().query_port;
+    let yaml = format!(
+        r#"
+apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {{name: student-sync}}
+spec:
+  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.student, credentials: {{secretName: src}}}}
+  startup: {{mode: initial}}
+  checkpoint: {{interval: 1s}}
+  sink:
+    doris:
+      feNodes: ["{fe}"]
+      table: sink.student
+      credentials: {{secretName: dst}}
+      batch: {{maxRows: 100, interval: 1s}}
+"#
+    );
+    let creds = Credentials {
+        source_user: "root".into(),
+        sink_user: "root".into(),
+        ..Credentials::default()
+    };
+    let mut cfg =
+        PipelineConfig::from_sync(&dcs_crds::from_manifest(&yaml).unwrap(), creds).unwrap();
+    cfg.changelog.poll_interval = Duration::from_millis(200);
+    cfg.checkpoint_interval = Duration::from_millis(300);
+
+    let (control, mut handle) = Control::new();
+    let health = Health::new();
+    let labels = Labels {
+        sync: "student-sync".into(),
+        consumer: "student-sync".into(),
+    };
+    let (addr, _server) = metrics::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        labels,
+        handle.progress.clone(),
+        health.clone(),
+    )
+    .await
+    .unwrap();
+    let base = format!("http://{addr}");
+    // Before the run: alive, not ready.
+    assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
+    assert_eq!(get(&format!("{base}/readyz")).await.0, 503);
+    let before = parse(&get(&format!("{base}/metrics")).await.1);
+    assert_eq!(before["dcs_rows_read_total"], 0.0);
+    assert!(!before.contains_key("dcs_lag_seconds"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = FileStore::open(dir.path()).unwrap();
+    let task = tokio::spawn(async move { pipeline::run(cfg, &mut store, control).await });
+    // Snapshot done and a first window read.
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while handle.progress.borrow_and_update().window_end.is_none() {
+            handle.progress.changed().await.unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    let (status, text) = get(&format!("{base}/metrics")).await;
+    assert_eq!(status, 200);
+    let first = parse(&text);
+    assert!(first["dcs_rows_read_total"] >= 300.0, "{text}");
+    assert!(first["dcs_rows_written_total"] >= 300.0, "{text}");
+    assert!(first["dcs_loads_total"] >= 3.0, "{text}");
+    assert!(first["dcs_load_bytes_total"] > 0.0, "{text}");
+    assert!(first["dcs_lag_seconds"] >= 0.0, "{text}");
+    assert!(first.contains_key("dcs_checkpoint_age_seconds"), "{text}");
+    assert!(first.contains_key("dcs_window_duration_seconds"), "{text}");
+    assert_eq!(first["dcs_ready"], 1.0);
+    assert_eq!(get(&format!("{base}/readyz")).await.0, 200);
+
+    // Changes move the counters.
+    exec(
+        &emu,
+        &[
+            "INSERT INTO demo.student VALUES (1000, 'new')",
+            "DELETE FROM demo.student WHERE id = 1",
+        ],
+    )
+    .await;
+    let last = emu.doris.clock.now_ms();
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let p = handle.progress.borrow_and_update().clone();
+            if p.window_end.as_ref().is_some_and(|w| w.epoch_ms > last)
+                && p.counters.rows_deleted > 0
+            {
+                break;
+            }
+            handle.progress.changed().await.unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    let second = parse(&get(&format!("{base}/metrics")).await.1);
+    assert!(second["dcs_rows_read_total"] > first["dcs_rows_read_total"]);
+    assert!(second["dcs_rows_deleted_total"] >= 1.0);
+    assert!(second["dcs_loads_total"] > first["dcs_loads_total"]);
+
+    handle.shutdown.send(true).unwrap();
+    assert_eq!(task.await.unwrap().unwrap(), Outcome::Stopped);
+    // After a fatal error the runner is not ready any more.
+    health.mark_failed();
+    assert_eq!(get(&format!("{base}/readyz")).await.0, 503);
+    assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
+}

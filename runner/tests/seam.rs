@@ -1,0 +1,101 @@
+//! The snapshot seam of an `initial` sync: a change made after T0 and already read by the snapshot
+//! must not be lost by a MIN_DELTA window that nets it away.
+
+mod source_support;
+
+use std::time::Duration;
+
+use dcs_runner::pipeline::{self, Control, Credentials, Phase, PipelineConfig};
+use source_support::{exec, mysql_rows};
+
+/// Runs an `initial` sync where key 2 is inserted after T0 (so the snapshot reads it) and deleted
+/// in the first changelog window; returns (source, sink) rows.
+async fn insert_after_t0_then_delete(increment_type: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
+    let emu = source_support::emu().await;
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE r",
+            "CREATE TABLE r.src (id INT NOT NULL, v INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+             PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
+             \"changelog.need_historical_value\" = \"true\")",
+            "CREATE TABLE r.dst (id INT NOT NULL, v INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+             PROPERTIES (\"replication_num\" = \"1\")",
+            "INSERT INTO r.src VALUES (1, 1)",
+        ],
+    )
+    .await;
+    // Line the clock up just after a second boundary: T0 is floored to the second, so key 2's
+    // insert lands after T0 and is also read by the snapshot.
+    emu.doris.clock.advance_ms(2000);
+    let now = emu.doris.clock.now_ms();
+    emu.doris.clock.advance_ms(1000 - now % 1000 + 5);
+    exec(&emu, &["INSERT INTO r.src VALUES (2, 2)"]).await;
+    let fe = emu.fe_http_addr();
+    let qp = emu.ports().query_port;
+    let yaml = format!(
+        "apiVersion: dcs.dev/v1alpha1\nkind: DorisChangelogSync\nmetadata: {{name: seam}}\nspec:\n  \
+         source: {{feNodes: [\"{fe}\"], queryPort: {qp}, table: r.src, credentials: {{secretName: s}}}}\n  \
+         startup: {{mode: initial}}\n  changelog: {{pollInterval: 1s, incrementType: {increment_type}}}\n  \
+         sink:\n    doris: {{feNodes: [\"{fe}\"], table: r.dst, credentials: {{secretName: d}}}}\n"
+    );
+    let sync = dcs_crds::from_manifest(&yaml).unwrap();
+    let credentials = Credentials {
+        source_user: "root".into(),
+        sink_user: "root".into(),
+        ..Default::default()
+    };
+    let mut config = PipelineConfig::from_sync(&sync, credentials).unwrap();
+    config.changelog.poll_interval = Duration::from_millis(100);
+    config.checkpoint_interval = Duration::from_millis(200);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let (control, mut handle) = Control::new();
+    let task = tokio::spawn(async move {
+        let mut store = dcs_runner::checkpoint::FileStore::open(&path).unwrap();
+        pipeline::run(config, &mut store, control).await
+    });
+    let wait = Duration::from_secs(30);
+    tokio::time::timeout(wait, async {
+        while handle.progress.borrow_and_update().phase != Phase::Changelog {
+            handle.progress.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("the sync reaches the changelog");
+    exec(&emu, &["DELETE FROM r.src WHERE id = 2"]).await;
+    let last_write = emu.doris.clock.now_ms();
+    emu.doris.clock.advance_ms(1000);
+    tokio::time::timeout(wait, async {
+        while handle
+            .progress
+            .borrow_and_update()
+            .window_end
+            .as_ref()
+            .is_none_or(|o| o.epoch_ms <= last_write)
+        {
+            handle.progress.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("a window passes the delete");
+    handle.shutdown.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    (
+        mysql_rows(&emu, "SELECT * FROM r.src ORDER BY id").await,
+        mysql_rows(&emu, "SELECT * FROM r.dst ORDER BY id").await,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delete_at_the_seam_reaches_the_sink_under_min_delta() {
+    let (source, sink) = insert_after_t0_then_delete("minDelta").await;
+    assert_eq!(source, vec![vec!["1".to_string(), "1".to_string()]]);
+    assert_eq!(sink, source);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delete_at_the_seam_reaches_the_sink_under_detail() {
+    let (source, sink) = insert_after_t0_then_delete("detail").await;
+    assert_eq!(sink, source);
+}
