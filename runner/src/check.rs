@@ -576,7 +576,7 @@ impl CheckpointStore for ReadOnlyDir {
     async fn load(&mut self) -> Result<Option<Checkpoint>> {
         let path = self.dir.join("checkpoint.json");
         match std::fs::read_to_string(&path) {
-            Ok(json) => Checkpoint::from_json(&path.display().to_string(), &json).map(Some),
+            Ok(json) => crate::checkpoint::parse(&path.display().to_string(), &json).map(Some),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
         }

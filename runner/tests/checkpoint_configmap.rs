@@ -67,7 +67,7 @@ async fn saves_and_loads_through_a_configmap() {
         .await
         .unwrap();
     let json = &cm.data.unwrap()[CHECKPOINT_KEY];
-    assert_eq!(Checkpoint::from_json("test", json).unwrap(), cp(2));
+    assert_eq!(dcs_runner::checkpoint::parse("test", json).unwrap(), cp(2));
     // The one that loaded last may save.
     b.save(&cp(3)).await.unwrap();
     emu.shutdown().await;
@@ -236,7 +236,7 @@ spec:
         .get("s-checkpoint")
         .await
         .unwrap();
-    let cp = Checkpoint::from_json("test", &cm.data.unwrap()[CHECKPOINT_KEY]).unwrap();
+    let cp = dcs_runner::checkpoint::parse("test", &cm.data.unwrap()[CHECKPOINT_KEY]).unwrap();
     assert_eq!(cp.position, Position::Done);
     assert_eq!(cp.consumer_id, "s");
     // A second run finds the finished checkpoint and reads nothing.

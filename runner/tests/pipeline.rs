@@ -334,7 +334,7 @@ async fn a_second_runner_is_fenced() {
     // Another runner (bypassing the lock, as one in another pod would) writes the checkpoint.
     let path = dir.path().join("checkpoint.json");
     let mut theirs =
-        Checkpoint::from_json("test", &std::fs::read_to_string(&path).unwrap()).unwrap();
+        dcs_runner::checkpoint::parse("test", &std::fs::read_to_string(&path).unwrap()).unwrap();
     theirs.checkpoint_id += 100;
     std::fs::write(&path, theirs.to_json()).unwrap();
     exec(

@@ -438,7 +438,7 @@ pub fn ttl_message(
 /// Why the offset counts as expired, if it does.
 fn expiry(observed: &Observed, probe: &SourceProbe) -> Option<String> {
     let checkpoint = observed.checkpoint.as_ref()?;
-    if checkpoint.reports_offset_expired() {
+    if crate::checkpoint::reports_offset_expired(checkpoint) {
         let message = checkpoint
             .last_error
             .as_ref()

@@ -35,7 +35,7 @@ use super::{
 };
 use crate::{
     Error, Result,
-    checkpoint::{CHECKPOINT_KEY, Checkpoint},
+    checkpoint::CHECKPOINT_KEY,
     probe::{CREDENTIALS_MISSING, DorisCredentials, probe_source},
 };
 
@@ -341,7 +341,7 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
     match checkpoint_cm
         .as_ref()
         .and_then(build::checkpoint_text)
-        .map(Checkpoint::parse)
+        .map(crate::checkpoint::parse)
     {
         Some(Ok(Some(cp))) if cp.consumer_id == active => observed.checkpoint = Some(cp),
         Some(Err(e)) => observed.checkpoint_error = Some(e),

@@ -71,11 +71,13 @@ pub fn streaming_checkpoint(consumer: &str, age_s: i64) -> Checkpoint {
             },
         },
         start_point: None,
+        pending_txns: Vec::new(),
         counters: Counters {
             rows_read: 100,
             rows_written: 90,
             rows_deleted: 10,
             loads: 3,
+            bytes: 0,
         },
         last_error: None,
     }

@@ -17,8 +17,7 @@ use kube::{Api, Client};
 use super::{Checkpoint, CheckpointStore};
 use crate::{Error, Result};
 
-/// The ConfigMap key holding the checkpoint JSON.
-pub const CHECKPOINT_KEY: &str = "checkpoint.json";
+pub use dcs_crds::checkpoint::CHECKPOINT_KEY;
 /// The environment variable naming the ConfigMap.
 pub const CONFIGMAP_ENV: &str = "DCS_CHECKPOINT_CONFIGMAP";
 /// The environment variable with the pod's namespace (downward API).
@@ -118,7 +117,7 @@ impl ConfigMapStore {
     async fn found_id(&self) -> u64 {
         match self.api.get_opt(&self.name).await {
             Ok(Some(cm)) => stored_json(&cm)
-                .and_then(|j| Checkpoint::from_json(&self.location(), j).ok())
+                .and_then(|j| crate::checkpoint::parse(&self.location(), j).ok())
                 .map_or(0, |c| c.checkpoint_id),
             _ => 0,
         }
@@ -154,7 +153,7 @@ impl CheckpointStore for ConfigMapStore {
             return Ok(None);
         };
         let checkpoint = stored_json(&cm)
-            .map(|json| Checkpoint::from_json(&self.location(), json))
+            .map(|json| crate::checkpoint::parse(&self.location(), json))
             .transpose()?;
         self.expected = checkpoint.as_ref().map_or(0, |c| c.checkpoint_id);
         self.seen = Seen::Present(Box::new(cm));

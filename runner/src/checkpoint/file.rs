@@ -62,7 +62,7 @@ impl FileStore {
     fn read(&self) -> Result<Option<Checkpoint>> {
         let path = self.path();
         match fs::read_to_string(&path) {
-            Ok(json) => Checkpoint::from_json(&path.display().to_string(), &json).map(Some),
+            Ok(json) => crate::checkpoint::parse(&path.display().to_string(), &json).map(Some),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
         }

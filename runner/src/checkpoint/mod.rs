@@ -1,6 +1,5 @@
-//! Checkpoints: what the runner has durably finished, in a documented, versioned JSON.
-//!
-//! The operator reads the same JSON from the checkpoint ConfigMap to compute status, so the format
+//! Checkpoints: what the runner has durably finished. The format (`dcs_crds::checkpoint`) is shared
+//! with the operator, which reads the same JSON from the checkpoint ConfigMap to compute status; it
 //! is a contract: fields are only added (with defaults), and a breaking change bumps
 //! [`FORMAT_VERSION`]. An example, as stored:
 //!
@@ -26,144 +25,26 @@ pub mod offset_table;
 pub use configmap::ConfigMapStore;
 pub use file::FileStore;
 
-use serde::{Deserialize, Serialize};
+pub use dcs_crds::checkpoint::{
+    CHECKPOINT_KEY, Checkpoint, CheckpointFormatError, Counters, FORMAT_VERSION, LastError, Offset,
+    PendingTxn, Position,
+};
 
 use crate::Result;
 
-/// The newest checkpoint format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
-
-/// One durable checkpoint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Checkpoint {
-    /// Format of this JSON ([`FORMAT_VERSION`]).
-    pub format_version: u32,
-    /// The consumer the progress belongs to.
-    pub consumer_id: String,
-    /// Increases by one with every save; part of the 2PC labels.
-    pub checkpoint_id: u64,
-    /// When the runner saved it (RFC 3339, the runner's clock).
-    pub saved_at: String,
-    /// Where reading resumes.
-    pub position: Position,
-    /// The changelog start point T0 taken before the snapshot (`initial`), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_point: Option<Offset>,
-    /// Stream Load transactions pre-committed for this checkpoint, committed after the save.
-    #[serde(default)]
-    pub pending_txns: Vec<PendingTxn>,
-    /// Running totals.
-    #[serde(default)]
-    pub counters: Counters,
-    /// The last error the runner hit, kept after recovery.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<LastError>,
-}
-
-/// Where reading resumes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "phase", rename_all = "camelCase")]
-pub enum Position {
-    /// Reading the snapshot; the listed tablets are fully written.
-    #[serde(rename_all = "camelCase")]
-    Snapshot {
-        /// Tablets whose rows are all in the sink.
-        tablets_done: Vec<i64>,
-        /// Tablets in the snapshot.
-        tablets_total: u64,
-        /// Rows in the snapshot, when known.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        rows_total: Option<u64>,
-    },
-    /// Reading the changelog; the next window starts at `offset`.
-    Changelog {
-        /// Start of the next `@incr` window.
-        offset: Offset,
-    },
-    /// A bounded (`snapshot` mode) sync that has finished.
-    Done,
-}
-
-/// A point in the changelog: the `@incr` timestamp and the same instant as epoch ms and a TSO.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Offset {
-    /// `yyyy-MM-dd HH:mm:ss`, as written into `@incr('startTimestamp'=…)`, in UTC.
-    pub timestamp: String,
-    /// The same instant in milliseconds since the Unix epoch.
-    pub epoch_ms: i64,
-    /// The same instant as a Doris TSO (`epoch_ms << 18`).
-    pub tso: i64,
-}
-
-/// A pre-committed Stream Load transaction.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PendingTxn {
-    /// Sink database (2PC is addressed per database).
-    pub db: String,
-    /// Deterministic label `<labelPrefix>-<consumerId>-<checkpointId>-<seq>`.
-    pub label: String,
-    /// Transaction id Doris returned.
-    pub txn_id: i64,
-}
-
-/// Running totals since the consumer started.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Counters {
-    /// Rows read from the source (snapshot and changelog).
-    pub rows_read: u64,
-    /// Rows written (upserted) to the sink.
-    pub rows_written: u64,
-    /// Rows deleted in the sink.
-    pub rows_deleted: u64,
-    /// Stream Loads that succeeded.
-    pub loads: u64,
-    /// Bytes of load bodies sent.
-    pub bytes: u64,
-}
-
-/// The last error, for status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LastError {
-    /// When (RFC 3339).
-    pub at: String,
-    /// A CamelCase reason, e.g. `StreamLoadFailed`, `OffsetExpired`.
-    pub reason: String,
-    /// The message, secrets never included.
-    pub message: String,
-}
-
-impl Checkpoint {
-    /// Parse stored JSON, refusing formats newer than this build.
-    pub fn from_json(location: &str, json: &str) -> Result<Self> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct VersionOnly {
-            format_version: u32,
-        }
-        let corrupt = |e: serde_json::Error| crate::Error::CheckpointCorrupt {
+/// Parse stored checkpoint JSON from `location` (a file or ConfigMap, named in errors).
+pub fn parse(location: &str, json: &str) -> Result<Checkpoint> {
+    Checkpoint::from_json(json).map_err(|e| match e {
+        CheckpointFormatError::Unreadable(reason) => crate::Error::CheckpointCorrupt {
             location: location.to_string(),
-            reason: e.to_string(),
-        };
-        let v: VersionOnly = serde_json::from_str(json).map_err(corrupt)?;
-        if v.format_version > FORMAT_VERSION {
-            return Err(crate::Error::CheckpointVersion {
-                location: location.to_string(),
-                found: v.format_version,
-                supported: FORMAT_VERSION,
-            });
-        }
-        serde_json::from_str(json).map_err(corrupt)
-    }
-
-    /// The stored JSON (pretty, so a person can read the ConfigMap).
-    pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("checkpoint serialises")
-    }
+            reason,
+        },
+        CheckpointFormatError::NewerVersion { found } => crate::Error::CheckpointVersion {
+            location: location.to_string(),
+            found,
+            supported: FORMAT_VERSION,
+        },
+    })
 }
 
 /// Where checkpoints are kept. A save is fenced: it succeeds only if the stored checkpoint is still
@@ -220,7 +101,7 @@ mod tests {
         assert_eq!(v["position"]["offset"]["epochMs"], 1_795_960_790_000_i64);
         assert_eq!(v["pendingTxns"][0]["txnId"], 7);
         assert_eq!(v["counters"]["rowsDeleted"], 1);
-        assert_eq!(Checkpoint::from_json("test", &json).unwrap(), cp);
+        assert_eq!(crate::checkpoint::parse("test", &json).unwrap(), cp);
     }
 
     #[test]
@@ -241,12 +122,12 @@ mod tests {
     fn newer_formats_and_garbage_are_refused_with_a_fix() {
         let mut v = serde_json::to_value(sample(1)).unwrap();
         v["formatVersion"] = 2.into();
-        let err = Checkpoint::from_json("cm/x", &v.to_string()).unwrap_err();
+        let err = crate::checkpoint::parse("cm/x", &v.to_string()).unwrap_err();
         assert_eq!(
             err.to_string(),
             "checkpoint cm/x has format version 2, this runner reads up to 1; run a newer dcs-runner"
         );
-        let err = Checkpoint::from_json("cm/x", "{not json").unwrap_err();
+        let err = crate::checkpoint::parse("cm/x", "{not json").unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("checkpoint cm/x is unreadable: "),

@@ -1,0 +1,182 @@
+//! The checkpoint format: what a runner has durably finished, in a documented, versioned JSON.
+//!
+//! The runner writes it (to a directory or to the checkpoint ConfigMap) and the operator reads it
+//! to compute status, so both use these types. The format is a contract: fields are only added (with defaults), and a breaking change bumps
+//! [`FORMAT_VERSION`]. An example, as stored:
+//!
+//! ```json
+//! {
+//!   "formatVersion": 1,
+//!   "consumerId": "student-sync",
+//!   "checkpointId": 42,
+//!   "savedAt": "2026-11-29T14:00:00Z",
+//!   "position": {"phase": "changelog",
+//!                "offset": {"timestamp": "2026-11-29 13:59:50", "epochMs": 1795960790000, "tso": 470903...}},
+//!   "startPoint": {"timestamp": "2026-11-29 13:00:00", "epochMs": 1795957200000, "tso": 470902...},
+//!   "pendingTxns": [{"db": "sink_db", "label": "dcs-student-sync-42-0", "txnId": 1017}],
+//!   "counters": {"rowsRead": 5000, "rowsWritten": 4990, "rowsDeleted": 10, "loads": 12, "bytes": 301234},
+//!   "lastError": null
+//! }
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// The newest checkpoint format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The key of the checkpoint ConfigMap that holds the JSON.
+pub const CHECKPOINT_KEY: &str = "checkpoint.json";
+
+/// One durable checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checkpoint {
+    /// Format of this JSON ([`FORMAT_VERSION`]).
+    pub format_version: u32,
+    /// The consumer the progress belongs to.
+    pub consumer_id: String,
+    /// Increases by one with every save; part of the 2PC labels.
+    pub checkpoint_id: u64,
+    /// When the runner saved it (RFC 3339, the runner's clock).
+    pub saved_at: String,
+    /// Where reading resumes.
+    pub position: Position,
+    /// The changelog start point T0 taken before the snapshot (`initial`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_point: Option<Offset>,
+    /// Stream Load transactions pre-committed for this checkpoint, committed after the save.
+    #[serde(default)]
+    pub pending_txns: Vec<PendingTxn>,
+    /// Running totals.
+    #[serde(default)]
+    pub counters: Counters,
+    /// The last error the runner hit, kept after recovery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<LastError>,
+}
+
+/// Where reading resumes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "camelCase")]
+pub enum Position {
+    /// Reading the snapshot; the listed tablets are fully written.
+    #[serde(rename_all = "camelCase")]
+    Snapshot {
+        /// Tablets whose rows are all in the sink.
+        #[serde(default)]
+        tablets_done: Vec<i64>,
+        /// Tablets in the snapshot.
+        #[serde(default)]
+        tablets_total: u64,
+        /// Rows in the snapshot, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rows_total: Option<u64>,
+    },
+    /// Reading the changelog; the next window starts at `offset`.
+    Changelog {
+        /// Start of the next `@incr` window.
+        offset: Offset,
+    },
+    /// A bounded (`snapshot` mode) sync that has finished.
+    Done,
+}
+
+/// A point in the changelog: the `@incr` timestamp and the same instant as epoch ms and a TSO.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Offset {
+    /// `yyyy-MM-dd HH:mm:ss`, as written into `@incr('startTimestamp'=…)`, in UTC.
+    pub timestamp: String,
+    /// The same instant in milliseconds since the Unix epoch.
+    pub epoch_ms: i64,
+    /// The same instant as a Doris TSO (`epoch_ms << 18`).
+    pub tso: i64,
+}
+
+/// A pre-committed Stream Load transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingTxn {
+    /// Sink database (2PC is addressed per database).
+    pub db: String,
+    /// Deterministic label `<labelPrefix>-<consumerId>-<checkpointId>-<seq>`.
+    pub label: String,
+    /// Transaction id Doris returned.
+    pub txn_id: i64,
+}
+
+/// Running totals since the consumer started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Counters {
+    /// Rows read from the source (snapshot and changelog).
+    pub rows_read: u64,
+    /// Rows written (upserted) to the sink.
+    pub rows_written: u64,
+    /// Rows deleted in the sink.
+    pub rows_deleted: u64,
+    /// Stream Loads that succeeded.
+    pub loads: u64,
+    /// Bytes of load bodies sent.
+    pub bytes: u64,
+}
+
+/// The last error, for status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastError {
+    /// When (RFC 3339).
+    pub at: String,
+    /// A CamelCase reason, e.g. `StreamLoadFailed`, `OffsetExpired`.
+    pub reason: String,
+    /// The message, secrets never included.
+    pub message: String,
+}
+
+/// Why stored checkpoint JSON could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckpointFormatError {
+    /// Not JSON, or not a checkpoint.
+    #[error("unreadable checkpoint: {0}")]
+    Unreadable(String),
+    /// Written by a newer build.
+    #[error("checkpoint format version {found}, newer than {FORMAT_VERSION}")]
+    NewerVersion {
+        /// The version found.
+        found: u32,
+    },
+}
+
+impl Checkpoint {
+    /// Parse stored JSON, refusing formats newer than this build. Unknown fields are ignored, so a
+    /// newer runner's additions do not stop an older reader.
+    pub fn from_json(json: &str) -> Result<Self, CheckpointFormatError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct VersionOnly {
+            format_version: u32,
+        }
+        let unreadable = |e: serde_json::Error| CheckpointFormatError::Unreadable(e.to_string());
+        let v: VersionOnly = serde_json::from_str(json).map_err(unreadable)?;
+        if v.format_version > FORMAT_VERSION {
+            return Err(CheckpointFormatError::NewerVersion {
+                found: v.format_version,
+            });
+        }
+        serde_json::from_str(json).map_err(unreadable)
+    }
+
+    /// The stored JSON (pretty, so a person can read the ConfigMap).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("checkpoint serialises")
+    }
+
+    /// The oldest change the sync still needs: the offset while streaming, T0 while snapshotting.
+    pub fn oldest_needed_ms(&self) -> Option<i64> {
+        match &self.position {
+            Position::Changelog { offset } => Some(offset.epoch_ms),
+            Position::Snapshot { .. } => self.start_point.as_ref().map(|o| o.epoch_ms),
+            Position::Done => None,
+        }
+    }
+}
