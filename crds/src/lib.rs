@@ -12,6 +12,7 @@
 
 pub mod checkpoint;
 pub mod conditions;
+pub mod doris_table;
 pub mod duration;
 pub mod error;
 pub mod manifest;

@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeMap, fmt, time::Duration};
 
-use dcs_crds::{SourceSpec, conditions::reasons};
+use dcs_crds::{SourceSpec, conditions::reasons, doris_table};
 use mysql_async::prelude::Queryable;
 
 use crate::reconcile::plan::{KeysModel, ProbeFailure, SourceProbe, Spelling};
@@ -189,56 +189,33 @@ async fn query_facts(
 
 /// The `"k" = "v"` pairs of a DDL's PROPERTIES clause (SHOW CREATE TABLE), for older FEs.
 pub fn ddl_properties(ddl: &str) -> BTreeMap<String, String> {
-    let Some(start) = ddl.rfind("PROPERTIES") else {
-        return BTreeMap::new();
-    };
-    ddl[start..]
-        .lines()
-        .filter_map(|line| {
-            let (k, v) = line.split_once('=')?;
-            let k = k.trim().trim_start_matches('(').trim().trim_matches('"');
-            let v = v
-                .trim()
-                .trim_end_matches([',', ')', ';'])
-                .trim()
-                .trim_matches('"');
-            (!k.is_empty()).then(|| (k.to_owned(), v.to_owned()))
-        })
-        .collect()
+    doris_table::properties_of_ddl(ddl)
 }
 
-/// The probe facts from a table's DDL and properties (pure).
+/// The probe facts from a table's DDL and properties (pure). The rules are the runner's too
+/// (`dcs_crds::doris_table`), so operator and runner always agree about a table.
 pub fn facts_from(ddl: &str, properties: &BTreeMap<String, String>) -> SourceProbe {
-    let get = |k: &str| properties.get(k).map(String::as_str);
-    let upper = ddl.to_ascii_uppercase();
-    let keys = if upper.contains("UNIQUE KEY") {
-        if get("enable_unique_key_merge_on_write") == Some("false") {
-            KeysModel::Other("UNIQUE_KEYS (merge-on-read)".into())
-        } else {
-            KeysModel::UniqueMergeOnWrite
-        }
-    } else if upper.contains("AGGREGATE KEY") {
-        KeysModel::Other("AGG_KEYS".into())
-    } else {
-        KeysModel::Duplicate
+    let info = doris_table::table_info_from(properties, doris_table::keys_model_of_ddl(ddl));
+    let keys = match info.keys {
+        doris_table::KeysModel::Unique {
+            merge_on_write: true,
+        } => KeysModel::UniqueMergeOnWrite,
+        doris_table::KeysModel::Unique {
+            merge_on_write: false,
+        } => KeysModel::Other("UNIQUE_KEYS (merge-on-read)".into()),
+        doris_table::KeysModel::Duplicate => KeysModel::Duplicate,
+        doris_table::KeysModel::Aggregate => KeysModel::Other("AGG_KEYS".into()),
+        doris_table::KeysModel::Unknown => KeysModel::Other("unknown keys model".into()),
     };
-    let changelog_on = get("changelog.enable") == Some("true");
-    let binlog_on = get("binlog.enable") == Some("true") && get("binlog.format") == Some("ROW");
-    let uses_binlog = !changelog_on && properties.keys().any(|k| k.starts_with("binlog."));
-    let spelling = if uses_binlog {
-        Spelling::Binlog
-    } else {
-        Spelling::Changelog
-    };
-    let p = spelling.prefix();
     SourceProbe {
-        changelog_enabled: changelog_on || binlog_on,
-        spelling,
-        need_historical_value: get(&format!("{p}.need_historical_value")) == Some("true"),
+        changelog_enabled: info.enabled,
+        spelling: match info.spelling {
+            doris_table::PropertySpelling::Changelog => Spelling::Changelog,
+            doris_table::PropertySpelling::Binlog => Spelling::Binlog,
+        },
+        need_historical_value: info.need_historical_value,
         keys,
-        ttl_seconds: get(&format!("{p}.ttl_seconds"))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(86_400),
+        ttl_seconds: i64::try_from(info.ttl_seconds).unwrap_or(i64::MAX),
         doris_now_ms: None,
     }
 }
