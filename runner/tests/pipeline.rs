@@ -10,13 +10,8 @@ use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::faults::{FaultState, StreamLoadFault};
 use dcs_runner::Error;
 use dcs_runner::checkpoint::{Checkpoint, CheckpointStore, FileStore, Position};
-use dcs_runner::pipeline::{self, Control, Credentials, Outcome, PipelineConfig};
-use source_support::{exec, mysql_rows};
-
-const SOURCE_DDL: &str = "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64), \
-     score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4 \
-     PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
-     \"changelog.need_historical_value\" = \"true\")";
+use dcs_runner::pipeline::{self, Control, Outcome, PipelineConfig};
+use source_support::{SOURCE_DDL, config, exec, manifest, mysql_rows, row_values};
 
 /// Source `demo.student` with `rows` rows (some NULLs) and an empty sink `sink.student`.
 async fn setup(emu: &RunningEmulator, rows: u32, sink_name_len: u32) {
@@ -40,64 +35,6 @@ async fn setup(emu: &RunningEmulator, rows: u32, sink_name_len: u32) {
         let sql = format!("INSERT INTO demo.student VALUES {}", chunk.join(", "));
         exec(emu, &[&sql]).await;
     }
-}
-
-fn row_values(id: u32) -> String {
-    let name = if id.is_multiple_of(7) {
-        "NULL".to_owned()
-    } else {
-        format!("'student-{id}'")
-    };
-    format!(
-        "({id}, {name}, {}.{:02}, '2026-11-{:02} 10:{:02}:{:02}.{:03}')",
-        id % 100,
-        id % 97,
-        1 + id % 28,
-        id % 60,
-        (id * 7) % 60,
-        id % 1000
-    )
-}
-
-fn manifest(emu: &RunningEmulator, mode: &str, extra_sink: &str) -> String {
-    let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    format!(
-        r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: student-sync}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.student, credentials: {{secretName: src}}}}
-  startup: {{mode: {mode}}}
-  changelog: {{pollInterval: 1s}}
-  checkpoint: {{interval: 1s}}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: sink.student
-      credentials: {{secretName: dst}}
-      batch: {{maxRows: 100, interval: 1s}}
-{extra_sink}
-"#
-    )
-}
-
-fn config(yaml: &str) -> PipelineConfig {
-    let sync = dcs_crds::from_manifest(yaml).unwrap();
-    let creds = Credentials {
-        source_user: "root".into(),
-        source_password: String::new(),
-        sink_user: "root".into(),
-        sink_password: String::new(),
-    };
-    let mut c = PipelineConfig::from_sync(&sync, creds).unwrap();
-    c.changelog.poll_interval = Duration::from_millis(200);
-    c.changelog.retry_delay = Duration::from_millis(50);
-    if let pipeline::SinkConfig::Doris(d) = &mut c.sink {
-        d.backoff.base = Duration::from_millis(20);
-    }
-    c
 }
 
 async fn run(config: PipelineConfig, dir: &Path) -> dcs_runner::Result<Outcome> {

@@ -9,13 +9,8 @@ use std::time::Duration;
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::checkpoint::FileStore;
 use dcs_runner::error::exit_code;
-use dcs_runner::pipeline::{self, Control, ControlHandle, Credentials, Outcome, PipelineConfig};
-use source_support::{exec, mysql_rows};
-
-const SOURCE_DDL: &str = "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64), \
-     score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4 \
-     PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
-     \"changelog.need_historical_value\" = \"true\")";
+use dcs_runner::pipeline::{self, Control, ControlHandle, Outcome, PipelineConfig};
+use source_support::{SOURCE_DDL, config, exec, manifest, mysql_rows, row_values};
 
 async fn setup(emu: &RunningEmulator, rows: u32) {
     exec(emu, &["CREATE DATABASE demo", SOURCE_DDL]).await;
@@ -24,60 +19,6 @@ async fn setup(emu: &RunningEmulator, rows: u32) {
         let sql = format!("INSERT INTO demo.student VALUES {}", chunk.join(", "));
         exec(emu, &[&sql]).await;
     }
-}
-
-fn row_values(id: u32) -> String {
-    let name = if id.is_multiple_of(7) {
-        "NULL".to_owned()
-    } else {
-        format!("'student-{id}'")
-    };
-    format!(
-        "({id}, {name}, {}.{:02}, '2026-11-{:02} 10:{:02}:{:02}.{:03}')",
-        id % 100,
-        id % 97,
-        1 + id % 28,
-        id % 60,
-        (id * 7) % 60,
-        id % 1000
-    )
-}
-
-fn manifest(emu: &RunningEmulator, mode: &str, sink_extra: &str) -> String {
-    let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    // The sink FE is the source FE, so the sink's MySQL port is the source's queryPort.
-    format!(
-        r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: student-sync}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.student, credentials: {{secretName: src}}}}
-  startup: {{mode: {mode}}}
-  changelog: {{pollInterval: 1s}}
-  checkpoint: {{interval: 1s}}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: sink.student
-      credentials: {{secretName: dst}}
-      batch: {{maxRows: 100, interval: 1s}}
-{sink_extra}
-"#
-    )
-}
-
-fn config(yaml: &str) -> PipelineConfig {
-    let sync = dcs_crds::from_manifest(yaml).unwrap();
-    let creds = Credentials {
-        source_user: "root".into(),
-        sink_user: "root".into(),
-        ..Credentials::default()
-    };
-    let mut c = PipelineConfig::from_sync(&sync, creds).unwrap();
-    c.changelog.poll_interval = Duration::from_millis(200);
-    c
 }
 
 async fn run(config: PipelineConfig, dir: &Path) -> dcs_runner::Result<Outcome> {

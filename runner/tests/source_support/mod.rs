@@ -9,6 +9,7 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use arrow_array::RecordBatch;
 use dcs_doris_emu::sql::{self, Session};
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
+use dcs_runner::pipeline::{self, Credentials, PipelineConfig};
 use dcs_runner::source::fe_http::FeHttpClient;
 use dcs_runner::source::{SourceCredentials, SourceSettings};
 use mysql_async::prelude::Queryable;
@@ -123,4 +124,74 @@ pub fn batch_rows(batches: &[RecordBatch], columns: Option<&[&str]>) -> Vec<Vec<
 /// Rows as a set, for order-free comparison (duplicates would show up as a count mismatch).
 pub fn row_set(rows: &[Vec<String>]) -> BTreeSet<Vec<String>> {
     rows.iter().cloned().collect()
+}
+
+// === the student sync shared by the pipeline and sink-table tests ===
+
+/// The source table `demo.student`, changelog on.
+pub const SOURCE_DDL: &str = "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64), \
+     score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4 \
+     PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
+     \"changelog.need_historical_value\" = \"true\")";
+
+/// The VALUES tuple of student `id` (every seventh name NULL).
+pub fn row_values(id: u32) -> String {
+    let name = if id.is_multiple_of(7) {
+        "NULL".to_owned()
+    } else {
+        format!("'student-{id}'")
+    };
+    format!(
+        "({id}, {name}, {}.{:02}, '2026-11-{:02} 10:{:02}:{:02}.{:03}')",
+        id % 100,
+        id % 97,
+        1 + id % 28,
+        id % 60,
+        (id * 7) % 60,
+        id % 1000
+    )
+}
+
+/// A manifest syncing `demo.student` into `sink.student` on the same emulator, `extra_sink`
+/// appended under `sink.doris`.
+pub fn manifest(emu: &RunningEmulator, mode: &str, extra_sink: &str) -> String {
+    let fe = emu.fe_http_addr();
+    let qp = emu.ports().query_port;
+    format!(
+        r#"
+apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {{name: student-sync}}
+spec:
+  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.student, credentials: {{secretName: src}}}}
+  startup: {{mode: {mode}}}
+  changelog: {{pollInterval: 1s}}
+  checkpoint: {{interval: 1s}}
+  sink:
+    doris:
+      feNodes: ["{fe}"]
+      table: sink.student
+      credentials: {{secretName: dst}}
+      batch: {{maxRows: 100, interval: 1s}}
+{extra_sink}
+"#
+    )
+}
+
+/// The pipeline configuration of a manifest, with short poll, retry and back-off delays.
+pub fn config(yaml: &str) -> PipelineConfig {
+    let sync = dcs_crds::from_manifest(yaml).unwrap();
+    let creds = Credentials {
+        source_user: "root".into(),
+        source_password: String::new(),
+        sink_user: "root".into(),
+        sink_password: String::new(),
+    };
+    let mut c = PipelineConfig::from_sync(&sync, creds).unwrap();
+    c.changelog.poll_interval = Duration::from_millis(200);
+    c.changelog.retry_delay = Duration::from_millis(50);
+    if let pipeline::SinkConfig::Doris(d) = &mut c.sink {
+        d.backoff.base = Duration::from_millis(20);
+    }
+    c
 }
