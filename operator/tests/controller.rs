@@ -4,61 +4,29 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Result;
 use dcs_crds::{DorisChangelogSync, Phase};
-use dcs_doris_emu::EmuConfig;
 use dcs_kube_emu::{Config, KubeEmu};
 use dcs_operator::{
     controller::{self, Metrics},
     reconcile::Context,
 };
-use k8s_openapi::{
-    api::core::v1::Secret,
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-};
-use kube::{Api, Client, ResourceExt, api::PostParams};
-use mysql_async::prelude::Queryable;
+use kube::{Api, ResourceExt, api::PostParams};
 
-async fn client_for(emu: &KubeEmu) -> Result<Client> {
-    let kc = kube::config::Kubeconfig::from_yaml(&emu.kubeconfig("default"))?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(Client::try_from(config)?)
-}
+mod common;
+
+use common::{client_for, create_doris_secret, doris_with_tables, install_crd};
 
 #[tokio::test]
 async fn the_controller_blocks_a_short_ttl_sync() -> Result<()> {
     let emu = KubeEmu::start(Config::default()).await?;
     let client = client_for(&emu).await?;
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../charts/dcs-operator/crds/dorischangelogsyncs.yaml"
-    ))?)?;
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await?;
-    let doris = dcs_doris_emu::start(EmuConfig::ephemeral()).await?;
-    let ports = doris.ports();
-    let opts = mysql_async::OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
-        .tcp_port(ports.query_port)
-        .user(Some("root"))
-        .pass(Some(""));
-    let mut conn = mysql_async::Conn::new(opts).await?;
-    conn.query_drop("CREATE DATABASE db").await?;
-    conn.query_drop(
+    install_crd(&client).await?;
+    let doris = doris_with_tables(&[
         "CREATE TABLE db.t (id INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
          PROPERTIES (\"changelog.enable\" = \"true\", \"changelog.ttl_seconds\" = \"60\")",
-    )
+    ])
     .await?;
-    conn.disconnect().await?;
-    let secret: Secret = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "doris", "namespace": "default"},
-        "stringData": {"username": "root", "password": ""},
-    }))?;
-    Api::<Secret>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &secret)
-        .await?;
+    let ports = doris.ports();
+    create_doris_secret(&client).await?;
 
     let ctx = Arc::new(Context::new(client.clone(), None));
     let loop_ = tokio::spawn(controller::run(

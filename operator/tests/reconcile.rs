@@ -4,41 +4,17 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use dcs_crds::{DorisChangelogSync, Phase, conditions::get_condition};
-use dcs_doris_emu::EmuConfig;
 use dcs_kube_emu::{Config, KubeEmu};
 use dcs_operator::reconcile::{Context, reconcile};
-use k8s_openapi::{
-    api::{
-        apps::v1::Deployment,
-        core::v1::{ConfigMap, Secret},
-    },
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
 use kube::{
-    Api, Client,
+    Api,
     api::{Patch, PatchParams, PostParams},
 };
-use mysql_async::prelude::Queryable;
 
-async fn client_for(emu: &KubeEmu) -> Result<Client> {
-    let kc = kube::config::Kubeconfig::from_yaml(&emu.kubeconfig("default"))?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(Client::try_from(config)?)
-}
+mod common;
 
-async fn install_crd(client: &Client) -> Result<()> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../charts/dcs-operator/crds/dorischangelogsyncs.yaml"
-    );
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&std::fs::read_to_string(path)?)?;
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await?;
-    Ok(())
-}
+use common::{client_for, create_doris_secret, doris_with_tables, install_crd};
 
 fn sync_yaml(name: &str, fe_http: u16, query: u16, table: &str) -> String {
     format!(
@@ -79,35 +55,16 @@ async fn blocked_then_launched_then_suspended() -> Result<()> {
     let client = client_for(&emu).await?;
     install_crd(&client).await?;
 
-    let doris = dcs_doris_emu::start(EmuConfig::ephemeral()).await?;
-    let ports = doris.ports();
-    let opts = mysql_async::OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
-        .tcp_port(ports.query_port)
-        .user(Some("root"))
-        .pass(Some(""));
-    let mut conn = mysql_async::Conn::new(opts).await?;
-    conn.query_drop("CREATE DATABASE db").await?;
-    conn.query_drop(
+    let doris = doris_with_tables(&[
         "CREATE TABLE db.short (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
          PROPERTIES (\"changelog.enable\" = \"true\", \"changelog.ttl_seconds\" = \"600\")",
-    )
-    .await?;
-    conn.query_drop(
         "CREATE TABLE db.good (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
          PROPERTIES (\"changelog.enable\" = \"true\", \"changelog.ttl_seconds\" = \"86400\")",
-    )
+    ])
     .await?;
-    conn.disconnect().await?;
+    let ports = doris.ports();
 
-    let secret: Secret = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "doris", "namespace": "default"},
-        "stringData": {"username": "root", "password": ""},
-    }))?;
-    Api::<Secret>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &secret)
-        .await?;
+    create_doris_secret(&client).await?;
 
     let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
     let ctx = Arc::new(Context::new(client.clone(), Some("dcs-runner:test".into())));
@@ -220,29 +177,13 @@ async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
     let emu = KubeEmu::start(Config::default()).await?;
     let client = client_for(&emu).await?;
     install_crd(&client).await?;
-    let doris = dcs_doris_emu::start(EmuConfig::ephemeral()).await?;
-    let ports = doris.ports();
-    let opts = mysql_async::OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
-        .tcp_port(ports.query_port)
-        .user(Some("root"))
-        .pass(Some(""));
-    let mut conn = mysql_async::Conn::new(opts).await?;
-    conn.query_drop("CREATE DATABASE db").await?;
-    conn.query_drop(
+    let doris = doris_with_tables(&[
         "CREATE TABLE db.t (id INT, v STRING) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
          PROPERTIES (\"changelog.enable\" = \"true\", \"changelog.ttl_seconds\" = \"2200\")",
-    )
+    ])
     .await?;
-    conn.disconnect().await?;
-    let secret: Secret = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "doris", "namespace": "default"},
-        "stringData": {"username": "root", "password": ""},
-    }))?;
-    Api::<Secret>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &secret)
-        .await?;
+    let ports = doris.ports();
+    create_doris_secret(&client).await?;
     let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
     let ctx = Arc::new(Context::new(client.clone(), None));
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");

@@ -130,6 +130,11 @@ fn internal(e: impl std::fmt::Display) -> Status {
 }
 
 /// A DoGet stream of `schema` then `batches`.
+/// A DoGet stream of one batch (the catalog and SqlInfo answers).
+fn single_batch_stream(batch: arrow_array::RecordBatch) -> DoGetStream {
+    result_stream(StoredResult::new(batch.schema(), vec![batch]))
+}
+
 pub(crate) fn result_stream(r: StoredResult) -> DoGetStream {
     let input = futures::stream::iter(r.batches.into_iter().map(Ok));
     Box::pin(
@@ -336,10 +341,7 @@ impl FlightSqlService for FeService {
         _request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         let batch = query.into_builder(&SQL_INFO).build().map_err(internal)?;
-        Ok(Response::new(result_stream(StoredResult::new(
-            batch.schema(),
-            vec![batch],
-        ))))
+        Ok(Response::new(single_batch_stream(batch)))
     }
 
     async fn get_flight_info_catalogs(
@@ -390,10 +392,7 @@ impl FlightSqlService for FeService {
         _request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         let batch = catalog::catalogs(query).map_err(internal)?;
-        Ok(Response::new(result_stream(StoredResult::new(
-            batch.schema(),
-            vec![batch],
-        ))))
+        Ok(Response::new(single_batch_stream(batch)))
     }
 
     async fn do_get_schemas(
@@ -402,10 +401,7 @@ impl FlightSqlService for FeService {
         _request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         let batch = catalog::db_schemas(&self.doris, query).map_err(internal)?;
-        Ok(Response::new(result_stream(StoredResult::new(
-            batch.schema(),
-            vec![batch],
-        ))))
+        Ok(Response::new(single_batch_stream(batch)))
     }
 
     async fn do_get_tables(
@@ -414,10 +410,7 @@ impl FlightSqlService for FeService {
         _request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         let batch = catalog::tables(&self.doris, query).map_err(internal)?;
-        Ok(Response::new(result_stream(StoredResult::new(
-            batch.schema(),
-            vec![batch],
-        ))))
+        Ok(Response::new(single_batch_stream(batch)))
     }
 
     async fn do_get_statement(
