@@ -5,7 +5,7 @@
 
 pub use dcs_crds::checkpoint::{
     CHECKPOINT_KEY, Checkpoint, CheckpointFormatError, Counters, FORMAT_VERSION, LastError, Offset,
-    Position,
+    PendingTxn, Position,
 };
 
 /// Parses the stored JSON; `Ok(None)` for an empty ConfigMap value.

@@ -1,49 +1,161 @@
 //! The watch loop: a kube-rs `Controller` over `DorisChangelogSync` owning the runner objects.
+//!
+//! The syncs are watched as [`SyncObject`]s, which deserialize tolerantly: an object whose spec
+//! or status does not match the types (e.g. a field of the wrong type stored before the schema
+//! was installed) becomes a [`SyncObject`] holding its metadata and the serde error, gets a
+//! Warning event (`InvalidObject`) and is otherwise left alone, while the rest keep working.
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::Duration,
-};
+use std::{borrow::Cow, sync::Arc, time::Duration};
 
 use dcs_crds::DorisChangelogSync;
 use futures::StreamExt;
-use k8s_openapi::api::{apps::v1::Deployment, batch::v1::Job, core::v1::ConfigMap};
-use kube::{
-    Api, Client, ResourceExt,
-    runtime::{Controller, controller::Action, watcher},
+use k8s_openapi::{
+    NamespaceResourceScope,
+    api::{apps::v1::Deployment, batch::v1::Job, core::v1::ConfigMap},
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::{
+        Controller,
+        controller::{self, Action},
+        events::{Event as KubeEvent, EventType},
+        watcher,
+    },
+};
+use serde::{Deserialize, Deserializer};
 use tracing::warn;
 
+pub use crate::metrics::Metrics;
 use crate::{
     Error,
-    reconcile::{Context, reconcile},
+    reconcile::{Context, FINALIZER, reconcile},
 };
 
-/// Counters served on /metrics.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    /// Reconciles run.
-    pub reconciles: AtomicU64,
-    /// Reconciles that failed.
-    pub errors: AtomicU64,
+/// Event reason for an object that does not deserialize.
+pub const INVALID_OBJECT: &str = "InvalidObject";
+
+/// A watched `DorisChangelogSync`: the typed object, or why it could not be read.
+#[derive(Clone, Debug)]
+pub struct SyncObject {
+    /// The object's metadata (always readable).
+    pub metadata: ObjectMeta,
+    /// The typed object, or the deserialization error naming the field.
+    pub parsed: Result<Arc<DorisChangelogSync>, String>,
 }
 
-impl Metrics {
-    /// The counters in the Prometheus text format.
-    pub fn render(&self) -> String {
-        format!(
-            "# TYPE dcs_operator_reconciles_total counter\ndcs_operator_reconciles_total {}\n# TYPE dcs_operator_reconcile_errors_total counter\ndcs_operator_reconcile_errors_total {}\n",
-            self.reconciles.load(Ordering::Relaxed),
-            self.errors.load(Ordering::Relaxed)
-        )
+impl SyncObject {
+    /// Reads one object from JSON; only broken metadata is an error.
+    ///
+    /// # Errors
+    /// When `metadata` itself is unreadable.
+    pub fn from_value(value: serde_json::Value) -> Result<Self, serde_json::Error> {
+        let metadata: ObjectMeta = serde_json::from_value(
+            value
+                .get("metadata")
+                .cloned()
+                .unwrap_or(serde_json::Value::Null),
+        )?;
+        let parsed = serde_path_to_error::deserialize::<_, DorisChangelogSync>(value)
+            .map(Arc::new)
+            .map_err(|e| {
+                let path = e.path().to_string();
+                if path.is_empty() || path == "." {
+                    e.into_inner().to_string()
+                } else {
+                    format!("{path}: {}", e.into_inner())
+                }
+            });
+        Ok(Self { metadata, parsed })
     }
 }
 
+impl<'de> Deserialize<'de> for SyncObject {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        Self::from_value(value).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Resource for SyncObject {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        DorisChangelogSync::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        DorisChangelogSync::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        DorisChangelogSync::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        DorisChangelogSync::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Reconciles a watched object: typed ones through [`reconcile`]; unreadable ones get a Warning
+/// event, and when being deleted their finalizer is released (nothing can be cleaned up without
+/// a readable spec).
+///
+/// # Errors
+/// As [`reconcile`], or a failed finalizer removal.
+pub async fn reconcile_object(object: Arc<SyncObject>, ctx: Arc<Context>) -> crate::Result<Action> {
+    let error = match &object.parsed {
+        Ok(sync) => return reconcile(sync.clone(), ctx).await,
+        Err(e) => e.clone(),
+    };
+    let name = object.name_any();
+    let ns = object.namespace().unwrap_or_default();
+    warn!(sync = %name, namespace = %ns, %error, "cannot read a DorisChangelogSync");
+    let deleting = object.metadata.deletion_timestamp.is_some();
+    let note = if deleting {
+        format!(
+            "the object cannot be read ({error}); it is being deleted, so its finalizer is released without cleaning up Doris"
+        )
+    } else {
+        format!(
+            "the object cannot be read ({error}); fix the field (kubectl edit) so the operator can reconcile it"
+        )
+    };
+    let event = KubeEvent {
+        type_: EventType::Warning,
+        reason: INVALID_OBJECT.to_owned(),
+        note: Some(note),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &object.object_ref(&())).await {
+        warn!(error = %e, "cannot publish an event");
+    }
+    if deleting && object.finalizers().iter().any(|f| f == FINALIZER) {
+        let api: Api<SyncObject> = Api::namespaced(ctx.client.clone(), &ns);
+        let kept: Vec<&String> = object
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .collect();
+        let patch = serde_json::json!({"metadata": {
+            "finalizers": kept,
+            "resourceVersion": object.resource_version(),
+        }});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(Error::Kube)?;
+    }
+    Ok(Action::await_change())
+}
+
 /// Transient errors back off; the controller retries them.
-fn error_policy(sync: Arc<DorisChangelogSync>, error: &Error, _ctx: Arc<Context>) -> Action {
+fn error_policy(sync: Arc<SyncObject>, error: &Error, _ctx: Arc<Context>) -> Action {
     warn!(sync = %sync.name_any(), kind = error.metric_label(), %error, "reconcile failed");
     Action::requeue(Duration::from_secs(5))
 }
@@ -57,7 +169,7 @@ pub async fn run(
 ) {
     let (syncs, deployments, jobs, configmaps) = match &namespace {
         Some(ns) => (
-            Api::<DorisChangelogSync>::namespaced(client.clone(), ns),
+            Api::<SyncObject>::namespaced(client.clone(), ns),
             Api::<Deployment>::namespaced(client.clone(), ns),
             Api::<Job>::namespaced(client.clone(), ns),
             Api::<ConfigMap>::namespaced(client.clone(), ns),
@@ -70,21 +182,29 @@ pub async fn run(
         ),
     };
     let owned = || watcher::Config::default().labels("app.kubernetes.io/managed-by=dcs-operator");
-    Controller::new(syncs, watcher::Config::default())
+    let controller = Controller::new(syncs, watcher::Config::default());
+    let registration = metrics.watch(controller.store());
+    controller
         .owns(deployments, owned())
         .owns(jobs, owned())
         .owns(configmaps, owned())
         .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile_object, error_policy, ctx)
         .for_each(|result| {
             let metrics = metrics.clone();
             async move {
-                metrics.reconciles.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = result {
-                    metrics.errors.fetch_add(1, Ordering::Relaxed);
-                    warn!(error = %e, "controller event failed");
+                match result {
+                    Ok(_) => metrics.count_reconcile(None),
+                    Err(controller::Error::ReconcilerFailed(e, _)) => {
+                        metrics.count_reconcile(Some(e.metric_label()));
+                    }
+                    Err(e) => {
+                        metrics.count_reconcile(Some("Controller"));
+                        warn!(error = %e, "controller event failed");
+                    }
                 }
             }
         })
         .await;
+    metrics.unwatch(registration);
 }

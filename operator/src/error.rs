@@ -21,6 +21,9 @@ pub enum Error {
     /// The finalizer machinery failed.
     #[error("finalizer failed: {0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+    /// Doris state of a sync could not be cleaned up (re-initialisation waits for it).
+    #[error("{0}")]
+    Cleanup(String),
     /// The object has no namespace or name.
     #[error("the object has no {0}")]
     MissingMetadata(&'static str),
@@ -35,6 +38,7 @@ impl Error {
             Self::Credentials(_) => "Credentials",
             Self::Finalizer(_) => "Finalizer",
             Self::MissingMetadata(_) => "MissingMetadata",
+            Self::Cleanup(_) => "Cleanup",
         }
     }
 }

@@ -5,11 +5,16 @@
 //! - [`reconcile::shell`]: the I/O around them; [`controller`]: the watch loop.
 //! - [`probe`]: the source table's properties and Doris's time.
 //! - [`checkpoint`]: the runner's checkpoint JSON as the operator reads it.
+//! - [`leader`]: leader election with a Lease; [`metrics`]: `/metrics`, `/healthz`, `/readyz`.
+//! - [`cleanup`]: what is left in Doris when a sync goes or starts again, and removing it.
 #![forbid(unsafe_code)]
 
 pub mod checkpoint;
+pub mod cleanup;
 pub mod controller;
 pub mod error;
+pub mod leader;
+pub mod metrics;
 pub mod probe;
 pub mod reconcile;
 

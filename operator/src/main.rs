@@ -1,16 +1,21 @@
 //! `dcs-operator`: watches `DorisChangelogSync`s and runs their runners.
 #![forbid(unsafe_code)]
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, sync::Arc, sync::atomic::Ordering};
 
 use clap::Parser;
 use dcs_crds::DorisChangelogSync;
 use dcs_operator::{
     controller::{self, Metrics},
+    leader::{self, LeaderElector, LeaseConfig, Outcome},
+    metrics,
     reconcile::Context,
 };
 use kube::{Api, Client, api::ListParams};
 use tracing::{error, info};
+
+/// Exit code when the leader Lease is lost: the pod restarts and campaigns again.
+const EXIT_LEASE_LOST: i32 = 3;
 
 /// The dcs controller.
 #[derive(Parser, Debug)]
@@ -22,9 +27,13 @@ struct Args {
     /// The runner image used when a sync does not set spec.runner.image.
     #[arg(long, env = "DCS_RUNNER_IMAGE")]
     runner_image: Option<String>,
-    /// Elect a leader with a Lease before reconciling (not implemented yet).
+    /// Reconcile only while holding a coordination.k8s.io/v1 Lease (run several replicas).
     #[arg(long, env = "DCS_LEADER_ELECTION")]
     leader_election: bool,
+    /// The Lease's name; its namespace is $POD_NAMESPACE (else the service account's namespace,
+    /// else default) and the candidate identity $POD_NAME (else <hostname>-<pid>).
+    #[arg(long, env = "DCS_LEADER_ELECTION_LEASE", default_value = leader::DEFAULT_LEASE_NAME)]
+    leader_election_lease: String,
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, env = "DCS_METRICS_ADDR", default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
@@ -33,20 +42,27 @@ struct Args {
     log_format: String,
 }
 
-async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
-    use axum::{Router, routing::get};
-    let app = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }))
-        .route(
-            "/metrics",
-            get(move || {
-                let m = metrics.clone();
-                async move { m.render() }
-            }),
-        );
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    axum::serve(listener, app).await
+/// SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 #[tokio::main]
@@ -61,10 +77,6 @@ async fn main() {
             .init();
     } else {
         tracing_subscriber::fmt().with_env_filter(filter).init();
-    }
-    if args.leader_election {
-        error!("--leader-election is not implemented yet; run one replica without it");
-        std::process::exit(2);
     }
     let client = match Client::try_default().await {
         Ok(c) => c,
@@ -88,27 +100,70 @@ async fn main() {
         std::process::exit(1);
     }
     let metrics = Arc::new(Metrics::default());
+    metrics
+        .election
+        .store(args.leader_election, Ordering::Relaxed);
     let addr = args.metrics_addr;
     let served = metrics.clone();
     tokio::spawn(async move {
-        if let Err(e) = serve_metrics(addr, served).await {
+        if let Err(e) = metrics::bind_and_serve(addr, served).await {
             error!(error = %e, %addr, "cannot serve metrics");
         }
     });
     let ctx = Arc::new(Context::new(client.clone(), args.runner_image.clone()));
-    info!(namespaces = ?args.namespaces, "dcs-operator started");
-    if args.namespaces.is_empty() {
-        controller::run(client, None, ctx, metrics).await;
-    } else {
-        let controllers = args.namespaces.iter().map(|ns| {
-            controller::run(
-                client.clone(),
-                Some(ns.clone()),
-                ctx.clone(),
-                metrics.clone(),
-            )
-        });
-        futures::future::join_all(controllers).await;
+    let controllers = {
+        let client = client.clone();
+        let metrics = metrics.clone();
+        let namespaces = args.namespaces.clone();
+        async move {
+            if namespaces.is_empty() {
+                controller::run(client, None, ctx, metrics).await;
+            } else {
+                let controllers = namespaces.iter().map(|ns| {
+                    controller::run(
+                        client.clone(),
+                        Some(ns.clone()),
+                        ctx.clone(),
+                        metrics.clone(),
+                    )
+                });
+                futures::future::join_all(controllers).await;
+            }
+        }
+    };
+    if !args.leader_election {
+        metrics.leading.store(true, Ordering::Relaxed);
+        info!(namespaces = ?args.namespaces, "dcs-operator started");
+        controllers.await;
+        info!("dcs-operator stopped");
+        return;
     }
-    info!("dcs-operator stopped");
+    let config = LeaseConfig::new(
+        &args.leader_election_lease,
+        &leader::default_namespace(),
+        &leader::default_identity(),
+    );
+    info!(lease = %config.name, namespace = %config.namespace, identity = %config.identity,
+          namespaces = ?args.namespaces, "dcs-operator started; campaigning for the leader Lease");
+    let elector = LeaderElector::new(client, config);
+    let leading = metrics.clone();
+    let outcome = elector
+        .lead(
+            shutdown_signal(),
+            move || {
+                leading.leading.store(true, Ordering::Relaxed);
+                info!("leading: starting the controllers");
+            },
+            controllers,
+        )
+        .await;
+    metrics.leading.store(false, Ordering::Relaxed);
+    match outcome {
+        Outcome::Finished(()) => info!("dcs-operator stopped; the leader Lease was released"),
+        Outcome::NeverLed => info!("dcs-operator stopped while standing by"),
+        Outcome::Lost(why) => {
+            error!(%why, "lost the leader Lease: stopped reconciling; exiting so the pod restarts as a candidate");
+            std::process::exit(EXIT_LEASE_LOST);
+        }
+    }
 }

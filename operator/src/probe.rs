@@ -13,6 +13,8 @@ pub const SOURCE_AUTH_FAILED: &str = "SourceAuthFailed";
 pub const CREDENTIALS_MISSING: &str = "CredentialsMissing";
 /// Reason: the source table does not exist.
 pub const SOURCE_TABLE_MISSING: &str = "SourceTableMissing";
+/// Reason: no sink FE answers over HTTP.
+pub const SINK_UNREACHABLE: &str = "SinkUnreachable";
 
 /// How long one probe may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -218,6 +220,58 @@ pub fn facts_from(ddl: &str, properties: &BTreeMap<String, String>) -> SourcePro
         ttl_seconds: i64::try_from(info.ttl_seconds).unwrap_or(i64::MAX),
         doris_now_ms: None,
     }
+}
+
+/// Whether the Doris sink's FE answers: `GET /api/tso` on each of `fe_nodes` in turn; any HTTP
+/// answer counts as reachable (the runner checks the credentials and the table itself).
+///
+/// # Errors
+/// [`SINK_UNREACHABLE`] naming every address tried and the fix.
+pub async fn probe_sink(
+    fe_nodes: &[String],
+    credentials: &DorisCredentials,
+) -> Result<(), ProbeFailure> {
+    let client = reqwest::Client::builder()
+        .timeout(PROBE_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| ProbeFailure {
+            reason: SINK_UNREACHABLE,
+            message: format!("cannot build an HTTP client: {e}"),
+        })?;
+    let mut failures = Vec::new();
+    for node in fe_nodes {
+        match client
+            .get(format!("http://{node}/api/tso"))
+            .basic_auth(&credentials.username, Some(&credentials.password))
+            .send()
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                let why = if e.is_timeout() {
+                    format!("no answer within {}s", PROBE_TIMEOUT.as_secs())
+                } else if e.is_connect() {
+                    "connection refused or host unreachable".to_owned()
+                } else {
+                    "no HTTP answer".to_owned()
+                };
+                failures.push(format!("{node} ({why})"));
+            }
+        }
+    }
+    Err(ProbeFailure {
+        reason: SINK_UNREACHABLE,
+        message: if failures.is_empty() {
+            "spec.sink.doris.feNodes is empty: list the sink FE HTTP addresses (host:8030)"
+                .to_owned()
+        } else {
+            format!(
+                "cannot reach the sink FE over HTTP at {}: check spec.sink.doris.feNodes (the FE HTTP address, host:8030) and that the sink cluster is up and reachable from the operator",
+                failures.join(", ")
+            )
+        },
+    })
 }
 
 /// Doris's current time from the FE's `/api/tso`, or `None` when it cannot be read.

@@ -7,13 +7,217 @@ use dcs_crds::{DorisChangelogSync, Phase};
 use dcs_kube_emu::{Config, KubeEmu};
 use dcs_operator::{
     controller::{self, Metrics},
+    metrics,
     reconcile::Context,
 };
-use kube::{Api, ResourceExt, api::PostParams};
+use k8s_openapi::{
+    api::{apps::v1::Deployment, core::v1::ConfigMap},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams},
+};
 
 mod common;
 
-use common::{client_for, create_doris_secret, doris_with_tables, install_crd};
+use common::{client_for, create_doris_secret, doris_with_tables, events_about, install_crd};
+
+/// The CRD with a schema-less spec, as a cluster may hold objects stored before validation.
+async fn install_lenient_crd(client: &Client) -> Result<()> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../charts/dcs-operator/crds/dorischangelogsyncs.yaml"
+    );
+    let mut crd: serde_json::Value = serde_yaml::from_str(&std::fs::read_to_string(path)?)?;
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] =
+        serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    let crd: CustomResourceDefinition = serde_json::from_value(crd)?;
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await?;
+    Ok(())
+}
+
+async fn poll<T>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl AsyncFnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await? {
+            return Ok(v);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_bad_object_gets_an_event_and_the_rest_keep_working() -> Result<()> {
+    let emu = KubeEmu::start(Config::default()).await?;
+    let client = client_for(&emu).await?;
+    install_lenient_crd(&client).await?;
+    let doris = doris_with_tables(&[
+        "CREATE TABLE db.t (id INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+         PROPERTIES (\"changelog.enable\" = \"true\", \"changelog.ttl_seconds\" = \"86400\")",
+    ])
+    .await?;
+    let ports = doris.ports();
+    create_doris_secret(&client).await?;
+
+    let metrics = Arc::new(Metrics::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let metrics_url = format!("http://{}/metrics", listener.local_addr()?);
+    let server = tokio::spawn(metrics::serve(listener, metrics.clone()));
+    let ctx = Arc::new(Context::new(client.clone(), None));
+    let loop_ = tokio::spawn(controller::run(
+        client.clone(),
+        Some("default".into()),
+        ctx,
+        metrics.clone(),
+    ));
+
+    // Stored with a wrong-typed field (the lenient schema let it through).
+    let resource = ApiResource::erase::<DorisChangelogSync>(&());
+    let raw: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let bad: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": DorisChangelogSync::api_version(&()),
+        "kind": "DorisChangelogSync",
+        "metadata": {"name": "bad", "namespace": "default"},
+        "spec": {
+            "source": {"feNodes": ["127.0.0.1:1"], "table": "db.t", "credentials": {"secretName": "doris"}},
+            "sink": {"stdout": {}},
+            "suspend": "yes",
+        },
+    }))?;
+    raw.create(&PostParams::default(), &bad).await?;
+    let good: DorisChangelogSync = serde_yaml::from_str(&format!(
+        r#"
+apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {{name: good, namespace: default}}
+spec:
+  source:
+    feNodes: ["127.0.0.1:{}"]
+    queryPort: {}
+    table: db.t
+    credentials: {{secretName: doris}}
+  startup: {{mode: latest}}
+  sink: {{stdout: {{}}}}
+"#,
+        ports.fe_http_port, ports.query_port
+    ))?;
+    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &good).await?;
+
+    // The good one runs as usual.
+    poll(
+        "the good sync to launch",
+        Duration::from_secs(30),
+        async || {
+            let s = api.get("good").await?;
+            Ok((s.status.as_ref().and_then(|s| s.phase) == Some(Phase::Pending)).then_some(()))
+        },
+    )
+    .await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    assert!(deployments.get_opt("good-runner").await?.is_some());
+
+    // The bad one gets a Warning naming the field and the serde error, and nothing else.
+    let events = poll(
+        "the InvalidObject event",
+        Duration::from_secs(30),
+        async || {
+            let e = events_about(&client, "bad", "InvalidObject").await?;
+            Ok((!e.is_empty()).then_some(e))
+        },
+    )
+    .await?;
+    assert_eq!(
+        events[0],
+        (
+            "Warning".to_owned(),
+            "the object cannot be read (spec.suspend: invalid type: string \"yes\", expected a boolean); fix the field (kubectl edit) so the operator can reconcile it".to_owned()
+        )
+    );
+    let bad = raw.get("bad").await?;
+    assert!(bad.finalizers().is_empty());
+    assert!(deployments.get_opt("bad-runner").await?.is_none());
+
+    // A checkpoint makes the good sync Streaming; /metrics shows it per phase and its gauges.
+    let clock: serde_json::Value = reqwest::get(format!(
+        "http://127.0.0.1:{}/_emu/clock",
+        ports.fe_http_port
+    ))
+    .await?
+    .json()
+    .await?;
+    let now_ms = clock["now_ms"].as_i64().expect("now_ms") - 30_000;
+    let checkpoint = serde_json::json!({
+        "formatVersion": 1, "consumerId": "good", "checkpointId": 2,
+        "savedAt": "2026-11-29T14:00:00Z",
+        "position": {"phase": "changelog",
+                     "offset": {"timestamp": "2026-11-29 14:00:00", "epochMs": now_ms, "tso": now_ms << 18}},
+        "counters": {"rowsRead": 1, "rowsWritten": 1, "rowsDeleted": 0, "loads": 1, "bytes": 1},
+    });
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .patch(
+            "good-checkpoint",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_string()}})),
+        )
+        .await?;
+    let text = poll("the lag gauge", Duration::from_secs(30), async || {
+        let text = reqwest::get(&metrics_url).await?.text().await?;
+        Ok(text
+            .lines()
+            .any(|l| l.starts_with("dcs_sync_lag_seconds{namespace=\"default\",name=\"good\"} "))
+            .then_some(text))
+    })
+    .await?;
+    let value = |prefix: &str| -> i64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("{prefix} missing in\n{text}"))
+            .parse()
+            .unwrap()
+    };
+    let lag = value("dcs_sync_lag_seconds{namespace=\"default\",name=\"good\"} ");
+    assert!((30..40).contains(&lag), "lag {lag}");
+    let headroom = value("dcs_sync_ttl_headroom_seconds{namespace=\"default\",name=\"good\"} ");
+    assert_eq!(headroom, 86_400 - lag);
+    assert_eq!(value("dcs_syncs{phase=\"Streaming\"} "), 1);
+    assert_eq!(value("dcs_syncs{phase=\"Invalid\"} "), 1);
+    assert_eq!(value("dcs_syncs{phase=\"Pending\"} "), 0);
+    assert!(value("dcs_operator_reconciles_total ") > 0);
+    assert_eq!(
+        value("dcs_operator_reconcile_errors_total{kind=\"Kube\"} "),
+        0
+    );
+
+    // Deleted syncs leave /metrics.
+    api.delete("good", &Default::default()).await?;
+    raw.delete("bad", &Default::default()).await?;
+    poll("the gauges to go", Duration::from_secs(30), async || {
+        let text = reqwest::get(&metrics_url).await?.text().await?;
+        Ok(
+            (!text.contains("name=\"good\"") && text.contains("dcs_syncs{phase=\"Invalid\"} 0"))
+                .then_some(()),
+        )
+    })
+    .await?;
+
+    loop_.abort();
+    server.abort();
+    drop(doris);
+    emu.shutdown().await;
+    Ok(())
+}
 
 #[tokio::test]
 async fn the_controller_blocks_a_short_ttl_sync() -> Result<()> {

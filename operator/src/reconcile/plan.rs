@@ -30,6 +30,8 @@ pub struct Observed {
     pub deleting: bool,
     /// What the source probe found, or why it failed.
     pub probe: Result<SourceProbe, ProbeFailure>,
+    /// Whether the sink answered (always `Ok` for the stdout sink), or why not.
+    pub sink_probe: Result<(), ProbeFailure>,
     /// The runner's checkpoint, if one was saved (already filtered to the active consumer).
     pub checkpoint: Option<Checkpoint>,
     /// Why the stored checkpoint could not be read, if it could not.
@@ -313,6 +315,22 @@ pub fn plan(observed: &Observed) -> Plan {
         && let Some(blocked) = check_source(spec, probe)
     {
         return Plan::Block(blocked);
+    }
+    if let Err(failure) = &observed.sink_probe {
+        if observed.runner != RunnerState::Absent {
+            // As for the source: a running runner has its own retries against the sink.
+            return Plan::Run(run(
+                observed,
+                current_id,
+                generation,
+                Some(failure.message.clone()),
+            ));
+        }
+        return Plan::Block(Blocked {
+            condition: dcs_crds::conditions::types::SINK_HEALTHY,
+            reason: failure.reason,
+            message: failure.message.clone(),
+        });
     }
     if spec.is_incremental()
         && let Some(why) = expiry(observed, probe)
@@ -625,6 +643,33 @@ mod tests {
         o.runner = RunnerState::Running;
         let run = run_of(plan(&o));
         assert_eq!(run.probe_warning.as_deref(), Some("cannot reach fe:9030"));
+    }
+
+    #[test]
+    fn an_unreachable_sink_blocks_a_new_sync_but_keeps_a_running_one() {
+        let mut o = observed();
+        o.sink_probe = Err(ProbeFailure {
+            reason: "SinkUnreachable",
+            message: "cannot reach the sink FE over HTTP at sink-fe:8030".into(),
+        });
+        let b = blocked_of(plan(&o));
+        assert_eq!(
+            (b.condition, b.reason, b.message.as_str()),
+            (
+                types::SINK_HEALTHY,
+                "SinkUnreachable",
+                "cannot reach the sink FE over HTTP at sink-fe:8030"
+            )
+        );
+        // A source problem is reported first.
+        o.probe.as_mut().unwrap().ttl_seconds = 60;
+        assert_eq!(blocked_of(plan(&o)).reason, reasons::TTL_TOO_SHORT);
+        o.probe.as_mut().unwrap().ttl_seconds = 86_400;
+        o.runner = RunnerState::Running;
+        assert_eq!(
+            run_of(plan(&o)).probe_warning.as_deref(),
+            Some("cannot reach the sink FE over HTTP at sink-fe:8030")
+        );
     }
 
     #[test]

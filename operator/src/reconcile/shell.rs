@@ -22,7 +22,6 @@ use kube::{
     runtime::{
         controller::Action,
         events::{Event as KubeEvent, EventType, Recorder, Reporter},
-        finalizer::{Event, finalizer},
     },
 };
 use serde::{Serialize, de::DeserializeOwned};
@@ -35,8 +34,9 @@ use super::{
 };
 use crate::{
     Error, Result,
-    checkpoint::CHECKPOINT_KEY,
-    probe::{CREDENTIALS_MISSING, DorisCredentials, probe_source},
+    checkpoint::{CHECKPOINT_KEY, Checkpoint},
+    cleanup::{self, AfterFailure, RetryPolicy, Targets, Why, Work},
+    probe::{CREDENTIALS_MISSING, DorisCredentials, probe_sink, probe_source},
 };
 
 /// The finalizer the operator puts on every sync.
@@ -47,6 +47,15 @@ pub const FIELD_MANAGER: &str = "dcs-operator";
 pub const REPROBE_INTERVAL: Duration = Duration::from_secs(180);
 /// Annotation on the workload with the hash of its whole built form.
 const OBJECT_HASH_ANNOTATION: &str = "dcs.dev/object-hash";
+/// Annotation on a deleting sync: failed cleanup attempts so far.
+pub const CLEANUP_ATTEMPTS_ANNOTATION: &str = "dcs.dev/cleanup-attempts";
+/// Annotation on a deleting sync: not before this time (RFC 3339) is cleanup tried again.
+pub const CLEANUP_NEXT_ANNOTATION: &str = "dcs.dev/cleanup-next-attempt";
+/// Annotation on a deleting sync: why the last cleanup attempt failed.
+pub const CLEANUP_ERROR_ANNOTATION: &str = "dcs.dev/cleanup-last-error";
+/// Annotation set on the checkpoint ConfigMap of a deleted sync: changing the ConfigMap's
+/// resourceVersion fences a still-running runner (its next save fails and it stops).
+pub const FENCED_ANNOTATION: &str = "dcs.dev/fenced";
 
 /// Shared state of the reconciler.
 pub struct Context {
@@ -58,6 +67,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Table facts per sync (namespace/name), with when and for which generation they were read.
     pub probes: Mutex<HashMap<String, CachedProbe>>,
+    /// Retries of a deleted sync's Doris cleanup before the finalizer is released anyway.
+    pub cleanup_policy: RetryPolicy,
 }
 
 /// A cached probe result.
@@ -66,6 +77,7 @@ pub struct CachedProbe {
     at: Instant,
     generation: Option<i64>,
     result: Result<SourceProbe, ProbeFailure>,
+    sink: Result<(), ProbeFailure>,
 }
 
 impl Context {
@@ -80,11 +92,16 @@ impl Context {
             client,
             runner_image,
             probes: Mutex::new(HashMap::new()),
+            cleanup_policy: RetryPolicy::default(),
         }
     }
 }
 
-/// Reconciles one sync: the finalizer, then [`apply`].
+/// Reconciles one sync: the finalizer, then [`apply`]; a deleted sync is cleaned up and let go.
+///
+/// The finalizer is added and removed with merge patches guarded by resourceVersion rather than
+/// kube's `finalizer()` helper, because a cleanup waiting between retries must return without an
+/// error and without releasing the finalizer, which that helper cannot express.
 ///
 /// # Errors
 /// Any API failure; the controller backs off and retries.
@@ -94,11 +111,44 @@ pub async fn reconcile(sync: Arc<DorisChangelogSync>, ctx: Arc<Context>) -> Resu
         .namespace()
         .ok_or(Error::MissingMetadata("namespace"))?;
     let api: Api<DorisChangelogSync> = Api::namespaced(ctx.client.clone(), &ns);
-    if sync.metadata.deletion_timestamp.is_none() && sync.finalizers().is_empty() {
-        // kube's finalizer() adds the first finalizer with a JSON patch whose `test` of a missing
-        // path kube-emu rejects; a merge patch guarded by resourceVersion is equivalent.
+    let has_finalizer = sync.finalizers().iter().any(|f| f == FINALIZER);
+    if sync.metadata.deletion_timestamp.is_some() {
+        if !has_finalizer {
+            return Ok(Action::await_change());
+        }
+        return match cleanup(&sync, &ctx).await? {
+            Some(wait) => Ok(Action::requeue(wait)),
+            None => {
+                let kept: Vec<&String> = sync
+                    .finalizers()
+                    .iter()
+                    .filter(|f| *f != FINALIZER)
+                    .collect();
+                let patch = serde_json::json!({"metadata": {
+                    "finalizers": kept,
+                    "resourceVersion": sync.resource_version(),
+                }});
+                match api
+                    .patch(
+                        &sync.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(Error::Kube(e)),
+                }
+                Ok(Action::await_change())
+            }
+        };
+    }
+    if !has_finalizer {
+        let mut finalizers = sync.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_owned());
         let patch = serde_json::json!({"metadata": {
-            "finalizers": [FINALIZER],
+            "finalizers": finalizers,
             "resourceVersion": sync.resource_version(),
         }});
         api.patch(
@@ -110,14 +160,7 @@ pub async fn reconcile(sync: Arc<DorisChangelogSync>, ctx: Arc<Context>) -> Resu
         .map_err(Error::Kube)?;
         return Ok(Action::requeue(Duration::ZERO));
     }
-    finalizer(&api, FINALIZER, sync, |event| async {
-        match event {
-            Event::Apply(sync) => apply(&sync, &ctx).await,
-            Event::Cleanup(sync) => cleanup(&sync, &ctx).await,
-        }
-    })
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))
+    apply(&sync, &ctx).await
 }
 
 async fn get_opt<K>(api: &Api<K>, name: &str) -> Result<Option<K>>
@@ -156,6 +199,7 @@ async fn read_credentials(
     client: &Client,
     ns: &str,
     credentials: &Credentials,
+    field: &str,
 ) -> Result<DorisCredentials, ProbeFailure> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let name = &credentials.secret_name;
@@ -167,7 +211,7 @@ async fn read_credentials(
         return Err(ProbeFailure {
             reason: CREDENTIALS_MISSING,
             message: format!(
-                "Secret {ns}/{name} named in spec.source.credentials does not exist; create it with keys {} and {}",
+                "Secret {ns}/{name} named in {field} does not exist; create it with keys {} and {}",
                 credentials.username_key, credentials.password_key
             ),
         });
@@ -178,9 +222,7 @@ async fn read_credentials(
             .map(|b| String::from_utf8_lossy(&b.0).into_owned())
             .ok_or_else(|| ProbeFailure {
                 reason: CREDENTIALS_MISSING,
-                message: format!(
-                    "Secret {ns}/{name} has no key {key:?}; add it or set spec.source.credentials"
-                ),
+                message: format!("Secret {ns}/{name} has no key {key:?}; add it or set {field}"),
             })
     };
     Ok(DorisCredentials {
@@ -189,11 +231,12 @@ async fn read_credentials(
     })
 }
 
+/// The source probe (table facts cached, Doris's time read every time) and the sink probe.
 async fn probe(
     sync: &DorisChangelogSync,
     ctx: &Context,
     ns: &str,
-) -> Result<SourceProbe, ProbeFailure> {
+) -> (Result<SourceProbe, ProbeFailure>, Result<(), ProbeFailure>) {
     let key = format!("{ns}/{}", sync.name_any());
     let generation = sync.metadata.generation;
     let cached = ctx
@@ -203,30 +246,58 @@ async fn probe(
         .get(&key)
         .cloned()
         .filter(|c| c.generation == generation && c.at.elapsed() < REPROBE_INTERVAL);
-    let credentials = read_credentials(&ctx.client, ns, &sync.spec.source.credentials).await?;
+    let credentials = match read_credentials(
+        &ctx.client,
+        ns,
+        &sync.spec.source.credentials,
+        "spec.source.credentials",
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => return (Err(e), Ok(())),
+    };
     match cached {
         Some(c) => match c.result {
             // Doris's time is read on every reconcile; only the table facts are cached.
-            Ok(facts) => Ok(SourceProbe {
-                doris_now_ms: match sync.spec.source.fe_nodes.first() {
-                    Some(fe) => crate::probe::doris_now_ms(fe, &credentials).await,
-                    None => None,
-                },
-                ..facts
-            }),
-            Err(e) => Err(e),
+            Ok(facts) => (
+                Ok(SourceProbe {
+                    doris_now_ms: match sync.spec.source.fe_nodes.first() {
+                        Some(fe) => crate::probe::doris_now_ms(fe, &credentials).await,
+                        None => None,
+                    },
+                    ..facts
+                }),
+                c.sink,
+            ),
+            Err(e) => (Err(e), c.sink),
         },
         None => {
             let result = probe_source(&sync.spec.source, &credentials).await;
+            let sink = match &sync.spec.sink.doris {
+                None => Ok(()),
+                Some(d) => match read_credentials(
+                    &ctx.client,
+                    ns,
+                    &d.credentials,
+                    "spec.sink.doris.credentials",
+                )
+                .await
+                {
+                    Ok(creds) => probe_sink(&d.fe_nodes, &creds).await,
+                    Err(e) => Err(e),
+                },
+            };
             ctx.probes.lock().expect("probe cache lock").insert(
                 key,
                 CachedProbe {
                     at: Instant::now(),
                     generation,
                     result: result.clone(),
+                    sink: sink.clone(),
                 },
             );
-            result
+            (result, sink)
         }
     }
 }
@@ -312,12 +383,16 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
 
     let status = sync.status.clone().unwrap_or_default();
     let skip_probe = sync.spec.suspend || dcs_crds::validate(&sync.spec).is_err();
-    let probe = if skip_probe {
-        Err(ProbeFailure {
-            reason: reasons::SUSPENDED,
-            message: "the source is not probed while the sync is suspended or its spec is invalid"
-                .into(),
-        })
+    let (probe, sink_probe) = if skip_probe {
+        (
+            Err(ProbeFailure {
+                reason: reasons::SUSPENDED,
+                message:
+                    "the source is not probed while the sync is suspended or its spec is invalid"
+                        .into(),
+            }),
+            Ok(()),
+        )
     } else {
         probe(sync, ctx, &ns).await
     };
@@ -328,6 +403,7 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
         generation: sync.metadata.generation,
         deleting: false,
         probe,
+        sink_probe,
         checkpoint: None,
         checkpoint_error: None,
         status,
@@ -338,11 +414,15 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
         &super::plan::base_consumer_id(&observed),
         super::plan::consumer_generation(&observed),
     );
-    match checkpoint_cm
+    let stored = checkpoint_cm
         .as_ref()
         .and_then(build::checkpoint_text)
-        .map(crate::checkpoint::parse)
-    {
+        .map(crate::checkpoint::parse);
+    let stored_checkpoint = match &stored {
+        Some(Ok(Some(cp))) => Some(cp.clone()),
+        _ => None,
+    };
+    match stored {
         Some(Ok(Some(cp))) if cp.consumer_id == active => observed.checkpoint = Some(cp),
         Some(Err(e)) => observed.checkpoint_error = Some(e),
         _ => {}
@@ -367,6 +447,28 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
             info!(previous = %r.previous_consumer_id, consumer = %r.consumer_id, reason = r.reason, "reinitializing");
             delete_quietly(&deployments, &runner_name).await?;
             delete_quietly(&jobs, &runner_name).await?;
+            // Before the checkpoint (which lists the pending transactions) is cleared: a failure
+            // here leaves everything as it was, and the next pass tries the reinit again.
+            let work = cleanup::plan_cleanup(
+                &sync.spec,
+                stored_checkpoint.as_ref(),
+                &r.previous_consumer_id,
+                Why::Reinitialized,
+            );
+            if !work.is_empty() {
+                let report = cleanup::execute(&work, &targets(sync, ctx, &ns).await).await;
+                if report.errors.is_empty() {
+                    info!(done = %work.describe(), "cleaned the old consumer's state in Doris");
+                } else {
+                    let note = format!(
+                        "cannot re-initialise yet, the old consumer's state in Doris could not be removed: {}; left: {}; retrying",
+                        report.errors.join("; "),
+                        report.left.describe()
+                    );
+                    publish(ctx, sync, true, "ReinitCleanupFailed", note.clone()).await;
+                    return Err(Error::Cleanup(note));
+                }
+            }
             if checkpoint_cm.is_some() {
                 let clear = serde_json::json!({"data": {CHECKPOINT_KEY: null}});
                 configmaps
@@ -403,20 +505,7 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
     let new_status = compute_status(&observed, &decision, Timestamp::now());
     let old_status = sync.status.clone().unwrap_or_default();
     for notice in notices(&old_status, &new_status) {
-        let event = KubeEvent {
-            type_: if notice.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: notice.reason,
-            note: Some(notice.note),
-            action: "Reconcile".to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = ctx.recorder.publish(&event, &sync.object_ref(&())).await {
-            warn!(error = %e, "cannot publish an event");
-        }
+        publish(ctx, sync, notice.warning, &notice.reason, notice.note).await;
     }
     if differs(&old_status, &new_status) {
         let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), &ns);
@@ -540,17 +629,190 @@ async fn launch(
     Ok(())
 }
 
-/// Lets go of a deleted sync. Owned objects go with it through owner references.
-///
-/// TODO(operator issue): abort the sync's pre-committed Stream Load transactions and delete its
-/// offset-table row before letting go.
-async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
-    let key = format!(
-        "{}/{}",
-        sync.namespace().unwrap_or_default(),
-        sync.name_any()
-    );
-    ctx.probes.lock().expect("probe cache lock").remove(&key);
-    info!("sync deleted; its runner objects go with it");
-    Ok(Action::await_change())
+/// Publishes an event about `sync`; a failure is only logged.
+async fn publish(
+    ctx: &Context,
+    sync: &DorisChangelogSync,
+    warning: bool,
+    reason: &str,
+    note: String,
+) {
+    let event = KubeEvent {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &sync.object_ref(&())).await {
+        warn!(error = %e, "cannot publish an event");
+    }
+}
+
+/// Where the cleanup reaches Doris, with the credentials read from the Secrets.
+async fn targets(sync: &DorisChangelogSync, ctx: &Context, ns: &str) -> Targets {
+    let spec = &sync.spec;
+    let sink_credentials = match &spec.sink.doris {
+        Some(d) => read_credentials(
+            &ctx.client,
+            ns,
+            &d.credentials,
+            "spec.sink.doris.credentials",
+        )
+        .await
+        .map_err(|f| f.message),
+        None => Err("the sink is not Doris".to_owned()),
+    };
+    let source_credentials = read_credentials(
+        &ctx.client,
+        ns,
+        &spec.source.credentials,
+        "spec.source.credentials",
+    )
+    .await
+    .map_err(|f| f.message);
+    Targets {
+        sink_fe_nodes: spec
+            .sink
+            .doris
+            .as_ref()
+            .map(|d| d.fe_nodes.clone())
+            .unwrap_or_default(),
+        sink_query_port: cleanup::sink_query_port(spec),
+        sink_credentials,
+        source_fe_nodes: spec.source.fe_nodes.clone(),
+        source_query_port: u16::try_from(spec.source.query_port).unwrap_or(9030),
+        source_credentials,
+    }
+}
+
+fn annotation<'a>(sync: &'a DorisChangelogSync, key: &str) -> Option<&'a str> {
+    sync.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+/// Cleans up after a deleted sync: stops the runner, fences its checkpoint, aborts its pending
+/// transactions and deletes its offset-table row. `Ok(None)` when the finalizer can go (done, or
+/// given up after the retry policy's attempts, with a Warning event naming what was left);
+/// `Ok(Some(wait))` to try again later. Owned objects go with the sync through owner references.
+async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Duration>> {
+    let ns = sync
+        .namespace()
+        .ok_or(Error::MissingMetadata("namespace"))?;
+    let name = sync.name_any();
+    ctx.probes
+        .lock()
+        .expect("probe cache lock")
+        .remove(&format!("{ns}/{name}"));
+    let now = Timestamp::now();
+    let next = annotation(sync, CLEANUP_NEXT_ANNOTATION).and_then(|t| t.parse::<Timestamp>().ok());
+    if let Some(wait) = cleanup::wait_before_attempt(next, now) {
+        return Ok(Some(wait));
+    }
+
+    // Stop the runner first, then fence it off its checkpoint, so no new transactions appear.
+    let client = &ctx.client;
+    let runner_name = names::runner(&name);
+    delete_quietly(
+        &Api::<Deployment>::namespaced(client.clone(), &ns),
+        &runner_name,
+    )
+    .await?;
+    delete_quietly(&Api::<Job>::namespaced(client.clone(), &ns), &runner_name).await?;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let checkpoint_cm = get_opt(&configmaps, &names::checkpoint(&name)).await?;
+    let checkpoint: Option<Checkpoint> = checkpoint_cm
+        .as_ref()
+        .and_then(build::checkpoint_text)
+        .and_then(|t| crate::checkpoint::parse(t).ok().flatten());
+    if let Some(cm) = &checkpoint_cm
+        && !cm.annotations().contains_key(FENCED_ANNOTATION)
+    {
+        let patch =
+            serde_json::json!({"metadata": {"annotations": {FENCED_ANNOTATION: "deleted"}}});
+        match configmaps
+            .patch(
+                &cm.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(Error::Kube(e)),
+        }
+    }
+
+    let consumer = sync
+        .status
+        .as_ref()
+        .and_then(|s| s.consumer_id.clone())
+        .unwrap_or_else(|| sync.consumer_id());
+    let work = cleanup::plan_cleanup(&sync.spec, checkpoint.as_ref(), &consumer, Why::Deleted);
+    if work.is_empty() {
+        info!("sync deleted; nothing to clean in Doris; its runner objects go with it");
+        return Ok(None);
+    }
+    let report = cleanup::execute(&work, &targets(sync, ctx, &ns).await).await;
+    if report.errors.is_empty() {
+        info!(done = %work.describe(), "sync deleted; cleaned its state in Doris");
+        publish(
+            ctx,
+            sync,
+            false,
+            "CleanedUp",
+            format!("removed from Doris: {}", work.describe()),
+        )
+        .await;
+        return Ok(None);
+    }
+    let attempts = annotation(sync, CLEANUP_ATTEMPTS_ANNOTATION)
+        .and_then(|a| a.parse::<u32>().ok())
+        .unwrap_or(0)
+        + 1;
+    let errors = report.errors.join("; ");
+    match cleanup::after_failure(attempts, ctx.cleanup_policy) {
+        AfterFailure::GiveUp => {
+            let note = left_behind_note(attempts, &errors, &report.left);
+            warn!(%note, "giving up the cleanup of a deleted sync");
+            publish(ctx, sync, true, "CleanupAbandoned", note).await;
+            Ok(None)
+        }
+        AfterFailure::Retry(wait) => {
+            warn!(attempt = attempts, error = %errors, retry_in = ?wait, "cleanup of a deleted sync failed");
+            let next = now
+                .checked_add(k8s_openapi::jiff::SignedDuration::try_from(wait).unwrap_or_default())
+                .unwrap_or(now);
+            let patch = serde_json::json!({"metadata": {"annotations": {
+                CLEANUP_ATTEMPTS_ANNOTATION: attempts.to_string(),
+                CLEANUP_NEXT_ANNOTATION: next.to_string(),
+                CLEANUP_ERROR_ANNOTATION: errors,
+            }}});
+            let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), &ns);
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) | Err(kube::Error::Api(_)) => {}
+                Err(e) => return Err(Error::Kube(e)),
+            }
+            Ok(Some(wait))
+        }
+    }
+}
+
+/// The Warning note when cleanup is given up (pure).
+pub fn left_behind_note(attempts: u32, errors: &str, left: &Work) -> String {
+    format!(
+        "gave up cleaning Doris after {attempts} attempts and released the finalizer; left behind: {}. Last error: {errors}. Remove them by hand (curl -X PUT -H 'txn_id: <id>' -H 'txn_operation: abort' http://<sink-fe>/api/<db>/<table>/_stream_load_2pc; DELETE FROM <offset table> WHERE consumer_id = '<id>') or let Doris time the transactions out",
+        left.describe()
+    )
 }

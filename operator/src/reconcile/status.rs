@@ -137,7 +137,7 @@ pub fn compute_status(
         generation,
         t(),
     );
-    let (status, reason, message) = sink_condition(observed, checkpoint);
+    let (status, reason, message) = sink_condition(observed, plan, checkpoint);
     set_condition(
         conds,
         types::SINK_HEALTHY,
@@ -449,7 +449,12 @@ fn snapshot_condition(observed: &Observed, checkpoint: Option<&Checkpoint>) -> C
     }
 }
 
-fn sink_condition(observed: &Observed, checkpoint: Option<&Checkpoint>) -> Cond {
+fn sink_condition(observed: &Observed, plan: &Plan, checkpoint: Option<&Checkpoint>) -> Cond {
+    if let Plan::Block(b) = plan
+        && b.condition == types::SINK_HEALTHY
+    {
+        return (ConditionStatus::False, b.reason, b.message.clone());
+    }
     match &observed.runner {
         RunnerState::CrashLooping { restarts, message } => {
             return (
@@ -619,6 +624,33 @@ mod tests {
 
     fn status_of(o: &Observed, at: i64) -> DorisChangelogSyncStatus {
         compute_status(o, &plan(o), local(at))
+    }
+
+    #[test]
+    fn an_unreachable_sink_shows_in_sink_healthy_and_ready() {
+        let mut o = observed();
+        o.sink_probe = Err(crate::reconcile::plan::ProbeFailure {
+            reason: "SinkUnreachable",
+            message: "cannot reach the sink FE over HTTP at sink-fe:8030".into(),
+        });
+        let s = status_of(&o, 100);
+        assert_eq!(s.phase, Some(Phase::Blocked));
+        for t in [types::SINK_HEALTHY, types::READY] {
+            let c = dcs_crds::conditions::get_condition(&s.conditions, t).unwrap();
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+                (
+                    "False",
+                    "SinkUnreachable",
+                    "cannot reach the sink FE over HTTP at sink-fe:8030"
+                ),
+                "{t}"
+            );
+        }
+        let n = notices(&DorisChangelogSyncStatus::default(), &s);
+        assert_eq!(n.len(), 1);
+        assert!(n[0].warning);
+        assert_eq!(n[0].reason, "SinkUnreachable");
     }
 
     #[test]

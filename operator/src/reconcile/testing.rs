@@ -47,6 +47,7 @@ pub fn observed() -> Observed {
         generation: Some(1),
         deleting: false,
         probe: Ok(probe()),
+        sink_probe: Ok(()),
         checkpoint: None,
         checkpoint_error: None,
         status: DorisChangelogSyncStatus::default(),

@@ -63,3 +63,33 @@ pub async fn create_doris_secret(client: &Client) -> Result<()> {
         .await?;
     Ok(())
 }
+
+/// A MySQL connection to the emulator as root.
+pub async fn mysql(doris: &RunningEmulator) -> Result<mysql_async::Conn> {
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(doris.ports().query_port)
+        .user(Some("root"))
+        .pass(Some(""));
+    Ok(mysql_async::Conn::new(opts).await?)
+}
+
+/// The events about object `name` with `reason`, as (type, note).
+pub async fn events_about(
+    client: &Client,
+    name: &str,
+    reason: &str,
+) -> Result<Vec<(String, String)>> {
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), "default")
+        .list(&Default::default())
+        .await?;
+    Ok(events
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .map(|e| (e.type_.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect())
+}

@@ -1,0 +1,341 @@
+//! Doris cleanup against doris-emu and kube-emu: deletion aborts the pending pre-committed
+//! transaction and deletes the offset-table row; re-initialisation in upsert mode truncates the
+//! sink; an unreachable sink is reported and let go after the bounded retries.
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Result;
+use dcs_crds::{DorisChangelogSync, Phase, conditions::get_condition};
+use dcs_kube_emu::{Config, KubeEmu};
+use dcs_operator::{
+    cleanup::RetryPolicy,
+    reconcile::{Context, reconcile},
+};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
+use kube::{
+    Api,
+    api::{Patch, PatchParams, PostParams},
+};
+use mysql_async::prelude::Queryable;
+
+mod common;
+
+use common::{
+    client_for, create_doris_secret, doris_with_tables, events_about, install_crd, mysql,
+};
+
+const TABLES: [&str; 3] = [
+    "CREATE TABLE db.src (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+     PROPERTIES (\"changelog.enable\" = \"true\", \"changelog.ttl_seconds\" = \"86400\")",
+    "CREATE TABLE db.dst (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1",
+    "CREATE TABLE db.offsets (consumer_id VARCHAR(256) NOT NULL, offset_timestamp DATETIME NOT NULL, \
+     update_time DATETIMEV2(3) NOT NULL) UNIQUE KEY(consumer_id) DISTRIBUTED BY HASH(consumer_id) BUCKETS 1",
+];
+
+fn sync_yaml(name: &str, fe_http: u16, query: u16, sink_fe: &str) -> String {
+    format!(
+        r#"
+apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {{name: {name}, namespace: default}}
+spec:
+  source:
+    feNodes: ["127.0.0.1:{fe_http}"]
+    queryPort: {query}
+    table: db.src
+    credentials: {{secretName: doris}}
+  startup: {{mode: initial}}
+  offsets: {{table: db.offsets, consumerId: {name}}}
+  sink:
+    doris:
+      feNodes: ["{sink_fe}"]
+      table: db.dst
+      credentials: {{secretName: doris}}
+"#
+    )
+}
+
+async fn reconcile_a_few(
+    api: &Api<DorisChangelogSync>,
+    name: &str,
+    ctx: &Arc<Context>,
+) -> Result<DorisChangelogSync> {
+    for _ in 0..3 {
+        let sync = api.get(name).await?;
+        reconcile(Arc::new(sync), ctx.clone()).await?;
+    }
+    Ok(api.get(name).await?)
+}
+
+/// Pre-commits one Stream Load (2PC) into db.dst on the BE; returns (txn id, label).
+async fn precommit(be_http: u16, label: &str) -> Result<i64> {
+    let resp: serde_json::Value = reqwest::Client::new()
+        .put(format!(
+            "http://127.0.0.1:{be_http}/api/db/dst/_stream_load"
+        ))
+        .basic_auth("root", Some(""))
+        .header("label", label)
+        .header("two_phase_commit", "true")
+        .header("column_separator", ",")
+        .body("7,seven\n")
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(resp["Status"], "Success", "{resp}");
+    Ok(resp["TxnId"].as_i64().expect("TxnId"))
+}
+
+async fn txn_state(fe_http: u16, txn_id: i64) -> Result<String> {
+    let txns: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{fe_http}/_emu/txns"))
+        .await?
+        .json()
+        .await?;
+    let list = txns
+        .as_array()
+        .cloned()
+        .or_else(|| txns["txns"].as_array().cloned())
+        .unwrap_or_default();
+    Ok(list
+        .iter()
+        .find(|t| t["txn_id"].as_i64() == Some(txn_id))
+        .and_then(|t| t["state"].as_str())
+        .unwrap_or("missing")
+        .to_owned())
+}
+
+async fn offset_consumers(doris: &dcs_doris_emu::RunningEmulator) -> Result<Vec<String>> {
+    let mut conn = mysql(doris).await?;
+    let rows: Vec<String> = conn
+        .query("SELECT consumer_id FROM db.offsets ORDER BY consumer_id")
+        .await?;
+    conn.disconnect().await?;
+    Ok(rows)
+}
+
+async fn insert_offset_rows(doris: &dcs_doris_emu::RunningEmulator, ids: &[&str]) -> Result<()> {
+    let mut conn = mysql(doris).await?;
+    for id in ids {
+        conn.query_drop(format!(
+            "INSERT INTO db.offsets (consumer_id, offset_timestamp, update_time) VALUES ('{id}', '2026-11-29 14:00:00', '2026-11-29 14:00:00.000')"
+        ))
+        .await?;
+    }
+    conn.disconnect().await?;
+    Ok(())
+}
+
+fn checkpoint_json(consumer: &str, txns: &[(i64, &str)]) -> String {
+    let pending: Vec<serde_json::Value> = txns
+        .iter()
+        .map(|(id, label)| serde_json::json!({"db": "db", "label": label, "txnId": id}))
+        .collect();
+    serde_json::json!({
+        "formatVersion": 1, "consumerId": consumer, "checkpointId": 3,
+        "savedAt": "2026-11-29T14:00:00Z",
+        "position": {"phase": "snapshot", "tabletsDone": [], "tabletsTotal": 1},
+        "pendingTxns": pending,
+        "counters": {"rowsRead": 1, "rowsWritten": 1, "rowsDeleted": 0, "loads": 1, "bytes": 8},
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn deletion_aborts_pending_txns_and_deletes_the_offset_row() -> Result<()> {
+    let emu = KubeEmu::start(Config::default()).await?;
+    let client = client_for(&emu).await?;
+    install_crd(&client).await?;
+    let doris = doris_with_tables(&TABLES).await?;
+    let ports = doris.ports();
+    create_doris_secret(&client).await?;
+    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let ctx = Arc::new(Context::new(client.clone(), None));
+    let fe = format!("127.0.0.1:{}", ports.fe_http_port);
+
+    let sync: DorisChangelogSync =
+        serde_yaml::from_str(&sync_yaml("s", ports.fe_http_port, ports.query_port, &fe))?;
+    api.create(&PostParams::default(), &sync).await?;
+    let s = reconcile_a_few(&api, "s", &ctx).await?;
+    assert_eq!(s.status.and_then(|s| s.phase), Some(Phase::Pending));
+
+    // The runner pre-committed a load and saved a checkpoint listing it; its offset row exists.
+    let txn = precommit(ports.be_http_port, "dcs-s-3-0").await?;
+    assert_eq!(txn_state(ports.fe_http_port, txn).await?, "PRECOMMITTED");
+    configmaps
+        .patch(
+            "s-checkpoint",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {
+                "checkpoint.json": checkpoint_json("s", &[(txn, "dcs-s-3-0")])
+            }})),
+        )
+        .await?;
+    insert_offset_rows(&doris, &["other", "s"]).await?;
+
+    api.delete("s", &Default::default()).await?;
+    let deleting = api.get("s").await?;
+    reconcile(Arc::new(deleting), ctx.clone()).await?;
+
+    assert!(api.get_opt("s").await?.is_none(), "the finalizer was kept");
+    assert_eq!(txn_state(ports.fe_http_port, txn).await?, "ABORTED");
+    assert_eq!(offset_consumers(&doris).await?, vec!["other".to_owned()]);
+    let cleaned = events_about(&client, "s", "CleanedUp").await?;
+    assert_eq!(
+        cleaned,
+        vec![(
+            "Normal".to_owned(),
+            format!(
+                "removed from Doris: pre-committed Stream Load transactions {txn} (label dcs-s-3-0, db db); offset-table row consumer_id='s' in db.offsets"
+            )
+        )]
+    );
+
+    // Already gone counts as done: an unknown transaction and a missing offset table.
+    let yaml = sync_yaml("t", ports.fe_http_port, ports.query_port, &fe)
+        .replace("table: db.offsets", "table: db.no_such_table");
+    api.create(&PostParams::default(), &serde_yaml::from_str(&yaml)?)
+        .await?;
+    reconcile_a_few(&api, "t", &ctx).await?;
+    configmaps
+        .patch(
+            "t-checkpoint",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {
+                "checkpoint.json": checkpoint_json("t", &[(999_999, "dcs-t-3-0")])
+            }})),
+        )
+        .await?;
+    api.delete("t", &Default::default()).await?;
+    reconcile(Arc::new(api.get("t").await?), ctx.clone()).await?;
+    assert!(api.get_opt("t").await?.is_none(), "the finalizer was kept");
+    assert_eq!(events_about(&client, "t", "CleanedUp").await?.len(), 1);
+    drop(doris);
+    emu.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn reinit_in_upsert_mode_truncates_the_sink_and_drops_the_old_offset_row() -> Result<()> {
+    let emu = KubeEmu::start(Config::default()).await?;
+    let client = client_for(&emu).await?;
+    install_crd(&client).await?;
+    let doris = doris_with_tables(&TABLES).await?;
+    let ports = doris.ports();
+    create_doris_secret(&client).await?;
+    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let ctx = Arc::new(Context::new(client.clone(), None));
+    let fe = format!("127.0.0.1:{}", ports.fe_http_port);
+
+    let sync: DorisChangelogSync =
+        serde_yaml::from_str(&sync_yaml("s", ports.fe_http_port, ports.query_port, &fe))?;
+    api.create(&PostParams::default(), &sync).await?;
+    reconcile_a_few(&api, "s", &ctx).await?;
+    assert!(deployments.get_opt("s-runner").await?.is_some());
+    let mut conn = mysql(&doris).await?;
+    conn.query_drop("INSERT INTO db.dst (id, v) VALUES (1, 'a'), (2, 'b')")
+        .await?;
+    insert_offset_rows(&doris, &["s"]).await?;
+
+    api.patch(
+        "s",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"reinitNonce": "again"}})),
+    )
+    .await?;
+    reconcile(Arc::new(api.get("s").await?), ctx.clone()).await?;
+    let status = api.get("s").await?.status.expect("a status");
+    assert_eq!(status.phase, Some(Phase::Reinitializing));
+    assert_eq!(status.consumer_id.as_deref(), Some("s-r1"));
+    let count: Option<i64> = conn.query_first("SELECT COUNT(*) FROM db.dst").await?;
+    assert_eq!(count, Some(0), "the sink was not truncated");
+    assert!(offset_consumers(&doris).await?.is_empty());
+    conn.disconnect().await?;
+
+    // The next pass relaunches under the new consumer.
+    let s = reconcile_a_few(&api, "s", &ctx).await?;
+    assert_eq!(s.status.and_then(|s| s.phase), Some(Phase::Pending));
+    drop(doris);
+    emu.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_unreachable_sink_blocks_and_deletion_gives_up_after_the_retries() -> Result<()> {
+    let emu = KubeEmu::start(Config::default()).await?;
+    let client = client_for(&emu).await?;
+    install_crd(&client).await?;
+    let doris = doris_with_tables(&TABLES).await?;
+    let ports = doris.ports();
+    create_doris_secret(&client).await?;
+    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let mut ctx = Context::new(client.clone(), None);
+    ctx.cleanup_policy = RetryPolicy {
+        max_attempts: 3,
+        first_delay: Duration::ZERO,
+    };
+    let ctx = Arc::new(ctx);
+    // Nothing listens on port 1.
+    let mut yaml = sync_yaml("s", ports.fe_http_port, ports.query_port, "127.0.0.1:1");
+    yaml = yaml.replace("  offsets: {table: db.offsets, consumerId: s}\n", "");
+    let sync: DorisChangelogSync = serde_yaml::from_str(&yaml)?;
+    api.create(&PostParams::default(), &sync).await?;
+
+    // Validation: blocked, SinkHealthy False naming the address and the fix, no runner.
+    let s = reconcile_a_few(&api, "s", &ctx).await?;
+    let status = s.status.expect("a status");
+    assert_eq!(status.phase, Some(Phase::Blocked));
+    let expected = "cannot reach the sink FE over HTTP at 127.0.0.1:1 (connection refused or host unreachable): check spec.sink.doris.feNodes (the FE HTTP address, host:8030) and that the sink cluster is up and reachable from the operator";
+    let sink = get_condition(&status.conditions, "SinkHealthy").expect("SinkHealthy");
+    assert_eq!(
+        (
+            sink.status.as_str(),
+            sink.reason.as_str(),
+            sink.message.as_str()
+        ),
+        ("False", "SinkUnreachable", expected)
+    );
+    let ready = get_condition(&status.conditions, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "SinkUnreachable")
+    );
+    assert!(deployments.get_opt("s-runner").await?.is_none());
+    assert_eq!(
+        events_about(&client, "s", "SinkUnreachable").await?,
+        vec![("Warning".to_owned(), expected.to_owned())]
+    );
+
+    // A checkpoint from an earlier run lists a pre-committed transaction.
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "s-checkpoint", "namespace": "default"},
+        "data": {"checkpoint.json": checkpoint_json("s", &[(42, "dcs-s-3-0")])},
+    }))?;
+    configmaps.create(&PostParams::default(), &cm).await?;
+
+    api.delete("s", &Default::default()).await?;
+    let mut attempts = 0;
+    while let Some(s) = api.get_opt("s").await? {
+        attempts += 1;
+        assert!(attempts <= 3, "still there after {attempts} attempts");
+        reconcile(Arc::new(s), ctx.clone()).await?;
+    }
+    assert_eq!(attempts, 3);
+    let abandoned = events_about(&client, "s", "CleanupAbandoned").await?;
+    assert_eq!(abandoned.len(), 1, "{abandoned:?}");
+    let (kind, note) = &abandoned[0];
+    assert_eq!(kind, "Warning");
+    assert!(
+        note.starts_with(
+            "gave up cleaning Doris after 3 attempts and released the finalizer; left behind: pre-committed Stream Load transactions 42 (label dcs-s-3-0, db db). Last error: cannot reach sink FE 127.0.0.1:1 to abort transaction 42"
+        ),
+        "{note}"
+    );
+    drop(doris);
+    emu.shutdown().await;
+    Ok(())
+}
