@@ -135,6 +135,10 @@ async fn stream_load(
         Err(BeginError::Other(e)) => return fail(-1, &e.message).response(),
     };
     let begin_ms = ms(begin);
+    let _unfinished = AbortUnfinished {
+        doris: &ctx.doris,
+        txn_id,
+    };
     ctx.state.record_txn(TxnRecord {
         txn_id,
         label: label.clone(),
@@ -244,6 +248,25 @@ async fn stream_load(
     result.commit_publish_ms = ms(commit);
     result.load_time_ms = ms(started);
     result.response()
+}
+
+/// Aborts a load's transaction that is still being prepared when the handler stops: the client
+/// went away (e.g. its timeout passed) and hyper dropped the request. Doris cancels such a load
+/// too, so its label can be used again.
+struct AbortUnfinished<'a> {
+    doris: &'a crate::Doris,
+    txn_id: i64,
+}
+
+impl Drop for AbortUnfinished<'_> {
+    fn drop(&mut self) {
+        if self.doris.engine.txn_state(self.txn_id) == Some(TxnState::Prepare) {
+            let _ = self.doris.engine.abort_txn(
+                self.txn_id,
+                "the load's connection was closed before the load finished",
+            );
+        }
+    }
 }
 
 /// `std::stoull` as the BE uses it: leading blanks, optional sign, then at least one digit
