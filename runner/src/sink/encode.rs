@@ -11,6 +11,7 @@
 
 use std::io::Write;
 
+use arrow::buffer::NullBuffer;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Date32Type, Decimal128Type, Decimal256Type, Float32Type, Float64Type, Int8Type, Int16Type,
@@ -20,6 +21,8 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef, Int8Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, TimeUnit};
 use dcs_crds::SinkMode;
+
+use super::digits;
 
 /// The hidden column Doris reads the per-row delete flag from.
 pub const DELETE_SIGN_COLUMN: &str = "__DORIS_DELETE_SIGN__";
@@ -361,6 +364,11 @@ pub fn encode_json_lines(
             k
         })
         .collect();
+    let (op_key, tso_key, lsn_key) = (
+        format!("\"{OP_COLUMN}\":\""),
+        format!("\",\"{TSO_COLUMN}\":"),
+        format!(",\"{LSN_COLUMN}\":"),
+    );
     let mut counts = Encoded::default();
     for row in 0..data.num_rows() {
         let tail = row_tail(row, changes, policy, &mut counts)?;
@@ -386,10 +394,12 @@ pub fn encode_json_lines(
                 out.extend_from_slice(sign);
             }
             RowTail::Change(op_text, tso, lsn) => {
-                let _ = write!(
-                    out,
-                    "\"{OP_COLUMN}\":\"{op_text}\",\"{TSO_COLUMN}\":{tso},\"{LSN_COLUMN}\":{lsn}"
-                );
+                out.extend_from_slice(op_key.as_bytes());
+                out.extend_from_slice(op_text.as_bytes());
+                out.extend_from_slice(tso_key.as_bytes());
+                digits::write_i64(out, tso);
+                out.extend_from_slice(lsn_key.as_bytes());
+                digits::write_i64(out, lsn);
             }
         }
         out.extend_from_slice(b"}\n");
@@ -460,9 +470,9 @@ pub fn encode_csv(
             RowTail::Change(op_text, tso, lsn) => {
                 out.extend_from_slice(op_text.as_bytes());
                 out.extend_from_slice(column_separator);
-                let _ = write!(out, "{tso}");
+                digits::write_i64(out, tso);
                 out.extend_from_slice(column_separator);
-                let _ = write!(out, "{lsn}");
+                digits::write_i64(out, lsn);
             }
         }
         out.extend_from_slice(line_delimiter);
@@ -475,55 +485,83 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 }
 
 /// One column, downcast once, ready to write any of its values.
-enum ColumnWriter<'a> {
+struct ColumnWriter<'a> {
+    /// The validity of the values (`None`: no NULLs).
+    nulls: Option<&'a NullBuffer>,
+    values: Values<'a>,
+}
+
+/// A column's values, by how they are written.
+enum Values<'a> {
     Null,
     Bool(&'a arrow_array::BooleanArray),
-    Int(&'a dyn Array, fn(&dyn Array, usize, &mut Vec<u8>)),
+    Int(Ints<'a>),
     Float(&'a dyn Array, fn(&dyn Array, usize) -> f64),
     Utf8(&'a arrow_array::StringArray),
     LargeUtf8(&'a arrow_array::LargeStringArray),
-    Decimal128(&'a arrow_array::Decimal128Array, i8),
+    Decimal128(&'a [i128], i8),
     Decimal256(&'a arrow_array::Decimal256Array),
-    Date32(&'a arrow_array::Date32Array),
+    Date32(&'a [i32]),
     /// Microseconds of the wall clock, after any time-zone conversion.
     Timestamp(&'a dyn Array, TimeUnit, Option<jiff::tz::TimeZone>),
     /// Old Doris builds send LARGEINT as 16 little-endian bytes.
     LargeIntBytes(&'a arrow_array::FixedSizeBinaryArray),
 }
 
-macro_rules! int_writer {
-    ($t:ty) => {
-        |a: &dyn Array, i: usize, out: &mut Vec<u8>| {
-            let _ = write!(out, "{}", a.as_primitive::<$t>().value(i));
+/// The values of an integer column.
+enum Ints<'a> {
+    I8(&'a [i8]),
+    I16(&'a [i16]),
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+    U8(&'a [u8]),
+    U16(&'a [u16]),
+    U32(&'a [u32]),
+    U64(&'a [u64]),
+}
+
+impl Ints<'_> {
+    fn write(&self, row: usize, out: &mut Vec<u8>) {
+        match self {
+            Self::I8(v) => digits::write_i64(out, i64::from(v[row])),
+            Self::I16(v) => digits::write_i64(out, i64::from(v[row])),
+            Self::I32(v) => digits::write_i64(out, i64::from(v[row])),
+            Self::I64(v) => digits::write_i64(out, v[row]),
+            Self::U8(v) => digits::write_u64(out, u64::from(v[row])),
+            Self::U16(v) => digits::write_u64(out, u64::from(v[row])),
+            Self::U32(v) => digits::write_u64(out, u64::from(v[row])),
+            Self::U64(v) => digits::write_u64(out, v[row]),
         }
-    };
+    }
 }
 
 impl<'a> ColumnWriter<'a> {
     fn new(name: &str, array: &'a ArrayRef) -> Result<Self, EncodeError> {
         let a: &dyn Array = array.as_ref();
-        Ok(match array.data_type() {
-            DataType::Null => Self::Null,
-            DataType::Boolean => Self::Bool(array.as_boolean()),
-            DataType::Int8 => Self::Int(a, int_writer!(Int8Type)),
-            DataType::Int16 => Self::Int(a, int_writer!(Int16Type)),
-            DataType::Int32 => Self::Int(a, int_writer!(Int32Type)),
-            DataType::Int64 => Self::Int(a, int_writer!(Int64Type)),
-            DataType::UInt8 => Self::Int(a, int_writer!(UInt8Type)),
-            DataType::UInt16 => Self::Int(a, int_writer!(UInt16Type)),
-            DataType::UInt32 => Self::Int(a, int_writer!(UInt32Type)),
-            DataType::UInt64 => Self::Int(a, int_writer!(UInt64Type)),
-            DataType::Float32 => Self::Float(a, |a, i| {
+        let values = match array.data_type() {
+            DataType::Null => Values::Null,
+            DataType::Boolean => Values::Bool(array.as_boolean()),
+            DataType::Int8 => Values::Int(Ints::I8(array.as_primitive::<Int8Type>().values())),
+            DataType::Int16 => Values::Int(Ints::I16(array.as_primitive::<Int16Type>().values())),
+            DataType::Int32 => Values::Int(Ints::I32(array.as_primitive::<Int32Type>().values())),
+            DataType::Int64 => Values::Int(Ints::I64(array.as_primitive::<Int64Type>().values())),
+            DataType::UInt8 => Values::Int(Ints::U8(array.as_primitive::<UInt8Type>().values())),
+            DataType::UInt16 => Values::Int(Ints::U16(array.as_primitive::<UInt16Type>().values())),
+            DataType::UInt32 => Values::Int(Ints::U32(array.as_primitive::<UInt32Type>().values())),
+            DataType::UInt64 => Values::Int(Ints::U64(array.as_primitive::<UInt64Type>().values())),
+            DataType::Float32 => Values::Float(a, |a, i| {
                 f64::from(a.as_primitive::<Float32Type>().value(i))
             }),
-            DataType::Float64 => Self::Float(a, |a, i| a.as_primitive::<Float64Type>().value(i)),
-            DataType::Utf8 => Self::Utf8(array.as_string::<i32>()),
-            DataType::LargeUtf8 => Self::LargeUtf8(array.as_string::<i64>()),
+            DataType::Float64 => Values::Float(a, |a, i| a.as_primitive::<Float64Type>().value(i)),
+            DataType::Utf8 => Values::Utf8(array.as_string::<i32>()),
+            DataType::LargeUtf8 => Values::LargeUtf8(array.as_string::<i64>()),
             DataType::Decimal128(_, s) => {
-                Self::Decimal128(array.as_primitive::<Decimal128Type>(), *s)
+                Values::Decimal128(array.as_primitive::<Decimal128Type>().values(), *s)
             }
-            DataType::Decimal256(_, _) => Self::Decimal256(array.as_primitive::<Decimal256Type>()),
-            DataType::Date32 => Self::Date32(array.as_primitive::<Date32Type>()),
+            DataType::Decimal256(_, _) => {
+                Values::Decimal256(array.as_primitive::<Decimal256Type>())
+            }
+            DataType::Date32 => Values::Date32(array.as_primitive::<Date32Type>().values()),
             DataType::Timestamp(unit, tz) => {
                 let zone = match tz {
                     None => None,
@@ -534,32 +572,25 @@ impl<'a> ColumnWriter<'a> {
                         }
                     })?),
                 };
-                Self::Timestamp(a, *unit, zone)
+                Values::Timestamp(a, *unit, zone)
             }
-            DataType::FixedSizeBinary(16) => Self::LargeIntBytes(array.as_fixed_size_binary()),
+            DataType::FixedSizeBinary(16) => Values::LargeIntBytes(array.as_fixed_size_binary()),
             other => {
                 return Err(EncodeError::UnsupportedType {
                     column: name.to_string(),
                     data_type: other.to_string(),
                 });
             }
+        };
+        Ok(Self {
+            nulls: array.nulls(),
+            values,
         })
     }
 
     /// Whether the value at `row` is NULL.
     fn is_null(&self, row: usize) -> bool {
-        let array: &dyn Array = match self {
-            Self::Null => return true,
-            Self::Bool(a) => *a,
-            Self::Int(a, _) | Self::Float(a, _) | Self::Timestamp(a, _, _) => *a,
-            Self::Utf8(a) => *a,
-            Self::LargeUtf8(a) => *a,
-            Self::Decimal128(a, _) => *a,
-            Self::Decimal256(a) => *a,
-            Self::Date32(a) => *a,
-            Self::LargeIntBytes(a) => *a,
-        };
-        array.is_null(row)
+        matches!(self.values, Values::Null) || self.nulls.is_some_and(|n| n.is_null(row))
     }
 
     /// Write the value at `row` as a JSON value: numbers and booleans bare, strings escaped,
@@ -569,14 +600,15 @@ impl<'a> ColumnWriter<'a> {
             out.extend_from_slice(b"null");
             return;
         }
-        match self {
-            Self::Utf8(a) => write_json_str(out, a.value(row)),
-            Self::LargeUtf8(a) => write_json_str(out, a.value(row)),
-            Self::Bool(_) | Self::Int(..) => {
+        match &self.values {
+            Values::Utf8(a) => write_json_str(out, a.value(row)),
+            Values::LargeUtf8(a) => write_json_str(out, a.value(row)),
+            Values::Int(ints) => ints.write(row, out),
+            Values::Bool(_) => {
                 self.write_text(row, out);
             }
             // JSON has no NaN/Infinity; Doris's float parser reads these as strings.
-            Self::Float(a, f) if f(*a, row).is_finite() => {
+            Values::Float(a, f) if f(*a, row).is_finite() => {
                 self.write_text(row, out);
             }
             // The rest never needs escaping: digits, signs, dots, dashes, colons, spaces, letters.
@@ -594,32 +626,36 @@ impl<'a> ColumnWriter<'a> {
         if self.is_null(row) {
             return false;
         }
-        match self {
-            Self::Null => return false,
-            Self::Bool(a) => out.extend_from_slice(if a.value(row) { b"true" } else { b"false" }),
-            Self::Int(a, w) => w(*a, row, out),
-            Self::Float(a, f) => {
+        match &self.values {
+            Values::Null => return false,
+            Values::Bool(a) => {
+                out.extend_from_slice(if a.value(row) { b"true" } else { b"false" });
+            }
+            Values::Int(ints) => ints.write(row, out),
+            Values::Float(a, f) => {
                 let _ = write!(out, "{}", f(*a, row));
             }
-            Self::Utf8(a) => out.extend_from_slice(a.value(row).as_bytes()),
-            Self::LargeUtf8(a) => out.extend_from_slice(a.value(row).as_bytes()),
-            Self::Decimal128(a, scale) => write_decimal(out, a.value(row), *scale),
-            Self::Decimal256(a) => {
+            Values::Utf8(a) => out.extend_from_slice(a.value(row).as_bytes()),
+            Values::LargeUtf8(a) => out.extend_from_slice(a.value(row).as_bytes()),
+            Values::Decimal128(v, scale) => write_decimal(out, v[row], *scale),
+            Values::Decimal256(a) => {
                 let _ = write!(out, "{}", a.value_as_string(row));
             }
-            Self::Date32(a) => {
-                let d = jiff::civil::date(1970, 1, 1)
-                    .checked_add(jiff::Span::new().days(i64::from(a.value(row))))
-                    .unwrap_or(jiff::civil::date(1970, 1, 1));
-                let _ = write!(out, "{}", d.strftime("%Y-%m-%d"));
+            Values::Date32(v) => {
+                if !digits::write_date(out, i64::from(v[row])) {
+                    let d = jiff::civil::date(1970, 1, 1)
+                        .checked_add(jiff::Span::new().days(i64::from(v[row])))
+                        .unwrap_or(jiff::civil::date(1970, 1, 1));
+                    let _ = write!(out, "{}", d.strftime("%Y-%m-%d"));
+                }
             }
-            Self::Timestamp(a, unit, zone) => {
+            Values::Timestamp(a, unit, zone) => {
                 let micros = timestamp_micros(*a, *unit, row);
                 write_datetime(out, micros, zone.as_ref());
             }
-            Self::LargeIntBytes(a) => {
+            Values::LargeIntBytes(a) => {
                 let bytes: [u8; 16] = a.value(row).try_into().unwrap_or([0; 16]);
-                let _ = write!(out, "{}", i128::from_le_bytes(bytes));
+                digits::write_i128(out, i128::from_le_bytes(bytes));
             }
         }
         true
@@ -644,7 +680,19 @@ fn timestamp_micros(a: &dyn Array, unit: TimeUnit, row: usize) -> i64 {
 /// The reader rule of doris-protocols.md §3.5: with a time zone the value is an instant shown as
 /// wall time in that zone; without one, its digits are the wall time.
 fn write_datetime(out: &mut Vec<u8>, micros: i64, zone: Option<&jiff::tz::TimeZone>) {
+    // Without a zone the digits are the wall time, for every year up to 9999 (jiff's Timestamp
+    // ends a day short of 9999-12-31, the usual "no end" value).
+    if zone.is_none() && digits::write_datetime_micros(out, micros) {
+        return;
+    }
     let ts = jiff::Timestamp::from_microsecond(micros).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    if let Some(zone) = zone {
+        let offset = zone.to_offset(ts);
+        let wall = ts.as_microsecond() + i64::from(offset.seconds()) * 1_000_000;
+        if digits::write_datetime_micros(out, wall) {
+            return;
+        }
+    }
     let wall = ts
         .to_zoned(zone.cloned().unwrap_or(jiff::tz::TimeZone::UTC))
         .datetime();
@@ -663,24 +711,21 @@ fn write_datetime(out: &mut Vec<u8>, micros: i64, zone: Option<&jiff::tz::TimeZo
 
 fn write_decimal(out: &mut Vec<u8>, unscaled: i128, scale: i8) {
     if scale <= 0 {
-        let _ = write!(
+        digits::write_i128(
             out,
-            "{}",
-            unscaled * 10i128.pow(scale.unsigned_abs() as u32)
+            unscaled.saturating_mul(10i128.pow(u32::from(scale.unsigned_abs()))),
         );
         return;
     }
     let scale = scale as u32;
-    let div = 10i128.pow(scale);
-    let sign = if unscaled < 0 { "-" } else { "" };
+    let div = 10u128.pow(scale);
+    if unscaled < 0 {
+        out.push(b'-');
+    }
     let abs = unscaled.unsigned_abs();
-    let _ = write!(
-        out,
-        "{sign}{}.{:0width$}",
-        abs / div as u128,
-        abs % div as u128,
-        width = scale as usize
-    );
+    digits::write_u128(out, abs / div);
+    out.push(b'.');
+    digits::write_padded_u128(out, abs % div, scale as usize);
 }
 
 /// Write `s` as a JSON string.
@@ -809,6 +854,50 @@ mod tests {
         encode_json_lines(&b, None, &UPSERT, &mut out).unwrap();
         // doris-protocols.md §3.5: 17:23:28 in a +08:00 session arrives as 09:23:28Z.
         assert_eq!(lines(&out)[0]["t"], "2025-03-03 17:23:28.000000");
+    }
+
+    #[test]
+    fn the_last_datetime_and_extreme_numbers_are_written_exactly() {
+        let b = batch(vec![
+            (
+                "end",
+                Arc::new(TimestampMicrosecondArray::from(vec![
+                    Some(253_402_300_799_999_999),
+                    Some(-62_167_219_200_000_000),
+                ])),
+            ),
+            (
+                "day",
+                Arc::new(Date32Array::from(vec![Some(2_932_896), Some(-719_528)])),
+            ),
+            (
+                "big",
+                Arc::new(Int64Array::from(vec![Some(i64::MIN), Some(i64::MAX)])),
+            ),
+            (
+                "dec",
+                Arc::new(
+                    Decimal128Array::from(vec![
+                        Some(-99_999_999_999_999_999_999_999_999_999_999_999_999),
+                        Some(1),
+                    ])
+                    .with_precision_and_scale(38, 20)
+                    .unwrap(),
+                ),
+            ),
+        ]);
+        let mut out = Vec::new();
+        encode_json_lines(&b, None, &UPSERT, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next().unwrap(),
+            r#"{"end":"9999-12-31 23:59:59.999999","day":"9999-12-31","big":-9223372036854775808,"dec":"-999999999999999999.99999999999999999999","__DORIS_DELETE_SIGN__":0}"#
+        );
+        assert_eq!(
+            lines.next().unwrap(),
+            r#"{"end":"0000-01-01 00:00:00.000000","day":"0000-01-01","big":9223372036854775807,"dec":"0.00000000000000000001","__DORIS_DELETE_SIGN__":0}"#
+        );
     }
 
     fn changes() -> (RecordBatch, Int8Array, Int64Array, Int64Array) {

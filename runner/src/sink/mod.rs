@@ -3,6 +3,7 @@
 
 pub mod batcher;
 pub mod create_table;
+mod digits;
 pub mod encode;
 pub mod label;
 pub mod schema;
