@@ -13,8 +13,15 @@
 //!
 //! Changelog checkpoints are taken between windows, so a checkpoint never holds part of a window.
 //! Snapshot checkpoints record the finished tablets: rows of an unfinished split are loaded again
-//! after a restart (at least once; idempotent on UNIQUE KEY sinks).
+//! after a restart (idempotent on UNIQUE KEY sinks). Into a changelog-mode (append-only) sink
+//! with 2PC they are taken only at split boundaries ([`boundaries`]), so the loads of an
+//! unfinished split are aborted on restart, never committed: exactly once.
+//!
+//! A Flight stream that breaks mid-way (a snapshot split or a changelog window) is read again in
+//! place by the readers ([`crate::source::resume`]), continuing after the rows already handed
+//! here (or, for upsert sinks' snapshot splits, from the split's start); this loop never sees it.
 
+pub mod boundaries;
 pub mod config;
 pub mod doris_writer;
 pub mod start;
@@ -27,6 +34,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use boundaries::{BoundaryAction, SplitBoundaries};
 pub use config::{CREDENTIAL_ENV, Credentials, DorisSinkConfig, PipelineConfig, SinkConfig};
 use doris_writer::DorisWriter;
 use start::{StartPlan, plan_start_with_offset_row};
@@ -388,12 +396,19 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         tablets_done: Vec<i64>,
         then: Option<Offset>,
     ) -> Result<Outcome> {
+        // Splits are checkpointed whole when a re-read split would duplicate rows (see
+        // `SplitBoundaries`); the reader is held at split ends to reach such a point.
+        let (hold_tx, hold_rx) = watch::channel(false);
+        let mut bounds = SplitBoundaries::new(self.needs_whole_splits());
         let options = SnapshotOptions {
             columns: Some(columns.to_vec()),
             filter: self.config.filter.clone(),
             tablets_done: tablets_done.clone(),
             concurrency: self.config.snapshot_concurrency,
             channel_capacity: CHANNEL_CAPACITY,
+            replay: self.snapshot_replay(),
+            retry: self.config.stream_retry,
+            hold: bounds.enabled().then_some(hold_rx),
         };
         let (plan, mut rx, handle) = snapshot::read(http, &options).await?;
         let tablets_total = plan.tablets_total.len();
@@ -410,6 +425,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         tracing::info!(
             tablets = tablets_total,
             splits = plan.splits.len(),
+            whole_splits = bounds.enabled(),
             "reading the snapshot"
         );
         loop {
@@ -417,15 +433,21 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             tokio::select! {
                 biased;
                 () = wait_for_shutdown(shutdown) => {
-                    tracing::info!("stopping: saving a last checkpoint");
                     handle.abort();
-                    self.checkpoint(false).await?;
+                    if bounds.can_checkpoint() {
+                        tracing::info!("stopping: saving a last checkpoint");
+                        self.checkpoint(false).await?;
+                    } else {
+                        tracing::info!("stopping mid-split: dropping the loads since the last checkpoint, the split is read again on restart");
+                        self.drop_unsaved_loads().await?;
+                    }
                     return Ok(Outcome::Stopped);
                 }
                 event = rx.recv() => match event {
-                    Some(SnapshotEvent::Batch { batch, .. }) => {
+                    Some(SnapshotEvent::Batch { split, batch }) => {
                         self.progress.ready = true;
                         self.progress.snapshot_rows_read += batch.num_rows() as u64;
+                        bounds.batch(split);
                         self.rows(&batch, false).await?;
                     }
                     Some(SnapshotEvent::SplitDone { split, tablets }) => {
@@ -436,12 +458,17 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                         }
                         tracing::info!(split, "snapshot split finished");
                         self.dirty = true;
-                        self.checkpoint(false).await?;
+                        bounds.split_done(split);
+                        self.checkpoint_at_boundary(&mut bounds, &hold_tx).await?;
                     }
                     None => break,
                 },
                 () = sleep_until(flush_at) => self.flush().await?,
-                () = tokio::time::sleep_until(self.next_checkpoint) => self.checkpoint(false).await?,
+                () = tokio::time::sleep_until(self.next_checkpoint) => {
+                    self.next_checkpoint = Instant::now() + self.config.checkpoint_interval;
+                    bounds.due();
+                    self.checkpoint_at_boundary(&mut bounds, &hold_tx).await?;
+                }
             }
         }
         handle.await.map_err(|e| Error::SourceUnavailable {
@@ -468,6 +495,62 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         }
     }
 
+    /// Whether a snapshot split read again would put its rows into the sink twice: a Doris
+    /// changelog-mode (append-only) sink with 2PC. Its checkpoints then hold whole splits only,
+    /// so the loads of a split a restart reads again are aborted, never committed.
+    fn needs_whole_splits(&self) -> bool {
+        matches!(&self.sink, SinkWriter::Doris(w)
+            if w.two_phase() && w.policy().mode == SinkMode::Changelog)
+    }
+
+    /// How a snapshot split whose Flight stream broke is read again: sent again from its start
+    /// into an upsert sink (harmless, and right even if the table changed meanwhile), else
+    /// continued after the rows already sent.
+    fn snapshot_replay(&self) -> snapshot::Replay {
+        match &self.sink {
+            SinkWriter::Doris(w) if w.policy().mode == SinkMode::Upsert => snapshot::Replay::Resend,
+            _ => snapshot::Replay::SkipDelivered,
+        }
+    }
+
+    /// Checkpoint if one is due and `bounds` allows it; otherwise hold the reader at split ends
+    /// until it does.
+    async fn checkpoint_at_boundary(
+        &mut self,
+        bounds: &mut SplitBoundaries,
+        hold: &watch::Sender<bool>,
+    ) -> Result<()> {
+        match bounds.decide() {
+            BoundaryAction::Checkpoint => {
+                hold.send_replace(false);
+                self.checkpoint(false).await
+            }
+            BoundaryAction::Hold => {
+                hold.send_replace(true);
+                Ok(())
+            }
+            BoundaryAction::Nothing => Ok(()),
+        }
+    }
+
+    /// Stopping where a checkpoint would record half a split: abort the loads since the last
+    /// checkpoint (none of them is recorded) and keep the stored checkpoint as it is.
+    async fn drop_unsaved_loads(&mut self) -> Result<()> {
+        let _ = self.batcher.take();
+        self.pending.clear();
+        if let SinkWriter::Doris(w) = &self.sink
+            && w.two_phase()
+        {
+            let aborted = w.abort_checkpoint(self.next_id).await?;
+            tracing::info!(
+                checkpoint_id = self.next_id,
+                loads = aborted,
+                "aborted the loads no checkpoint records"
+            );
+        }
+        Ok(())
+    }
+
     async fn changelog_phase(
         &mut self,
         http: FeHttpClient,
@@ -483,6 +566,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             columns
         };
         let mut options = self.config.changelog.clone();
+        options.stream_retry = self.config.stream_retry;
         // The window at T0 of an initial sync overlaps the snapshot: read it with DETAIL.
         options.seam_start_ms = self.start_point.as_ref().map(|t0| t0.epoch_ms);
         let reader = ChangelogReader::new(http, columns, options).await?;

@@ -18,6 +18,7 @@ use dcs_runner::source::changelog::{
     ChangelogEvent, ChangelogOptions, ChangelogReader, ChangelogWindow, OP_COLUMN,
 };
 use dcs_runner::source::flight::{FlightSession, resolve_flight_port};
+use dcs_runner::source::resume::StreamRetry;
 use dcs_runner::source::row_kind::{RowKind, row_kinds};
 use source_support::*;
 use tokio::sync::mpsc;
@@ -30,6 +31,11 @@ fn options(increment_type: IncrementType) -> ChangelogOptions {
         retry_delay: Duration::from_millis(20),
         max_retry_delay: Duration::from_millis(50),
         seam_start_ms: None,
+        stream_retry: StreamRetry {
+            max_retries: 3,
+            base: Duration::from_millis(20),
+            max: Duration::from_millis(50),
+        },
     }
 }
 
@@ -459,4 +465,58 @@ async fn binlog_spelled_tables_read_and_expire_with_their_own_message() {
             .ends_with("Row binlog offset has expired according to binlog.ttl_seconds"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn a_window_cut_mid_stream_is_read_again_without_losing_or_repeating_rows() {
+    let emu = emu().await;
+    exec(&emu, &["CREATE DATABASE src", &unique_ddl("src.t", 3)]).await;
+    let start = dcs_runner::source::tso::offset_at(emu.doris.clock.now_ms());
+    emu.doris.clock.advance_ms(1_000);
+    // One commit of 9000 rows, then updates: the window streams three 4096-row batches.
+    let values: Vec<String> = (1..=9_000).map(|i| format!("({i}, 'n{i}', {i})")).collect();
+    exec(
+        &emu,
+        &[&format!("INSERT INTO src.t VALUES {}", values.join(", "))],
+    )
+    .await;
+    exec(&emu, &["UPDATE src.t SET age = 0 WHERE id < 50"]).await;
+    emu.doris.clock.advance_ms(1_000);
+    let end = dcs_runner::source::tso::offset_at(emu.doris.clock.now_ms());
+    let window = ChangelogWindow { start, end };
+
+    let read = |cut: bool| {
+        let emu = &emu;
+        let window = window.clone();
+        async move {
+            if cut {
+                emu.doris
+                    .faults
+                    .update(|f| f.flight_cut_after_batches = Some(1));
+            }
+            let mut r = reader(emu, "src.t", options(IncrementType::Detail)).await;
+            let (tx, mut rx) = mpsc::channel(64);
+            let stats = r.read_window(&window, &tx).await.unwrap();
+            r.close().await;
+            let (batches, windows) = drain(&mut rx);
+            assert_eq!(windows, vec![window.clone()]);
+            (stats, batch_rows(&batches, None))
+        }
+    };
+    let (_, whole) = read(false).await;
+    assert_eq!(whole.len(), 9_000 + 2 * 49);
+    let before = emu.doris.counters.get("flight_do_get_be");
+    let (stats, resumed) = read(true).await;
+    assert_eq!(
+        emu.doris.faults.get().flight_cut_after_batches,
+        None,
+        "the cut happened"
+    );
+    assert_eq!(
+        emu.doris.counters.get("flight_do_get_be") - before,
+        2,
+        "read twice"
+    );
+    assert_eq!(stats.rows, whole.len() as u64);
+    assert_eq!(resumed, whole, "the same rows in the same order, each once");
 }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use arrow_array::RecordBatch;
 use dcs_runner::Error;
 use dcs_runner::source::flight::resolve_flight_port;
-use dcs_runner::source::snapshot::{self, SnapshotEvent, SnapshotOptions};
+use dcs_runner::source::snapshot::{self, Replay, SnapshotEvent, SnapshotOptions, StreamRetry};
 use source_support::*;
 
 async fn seed(emu: &dcs_doris_emu::RunningEmulator, rows: usize) {
@@ -200,4 +200,98 @@ async fn the_flight_port_is_discovered_from_show_frontends() {
     s.flight_sql_port = Some(4242);
     assert_eq!(resolve_flight_port(&http(s)).await.unwrap(), 4242);
     assert_eq!(emu.doris.counters.get("fe_query"), 1);
+}
+
+/// Arm doris-emu's `flight_cut_after_batches`: the next BE DoGet stream breaks after `batches`.
+fn cut_next_stream(emu: &dcs_doris_emu::RunningEmulator, batches: u32) {
+    emu.doris
+        .faults
+        .update(|f| f.flight_cut_after_batches = Some(batches));
+}
+
+fn quick_retry(max_retries: u32) -> StreamRetry {
+    StreamRetry {
+        max_retries,
+        base: std::time::Duration::from_millis(10),
+        max: std::time::Duration::from_millis(50),
+    }
+}
+
+#[tokio::test]
+async fn a_split_cut_mid_stream_is_read_again_and_continues_after_the_rows_sent() {
+    let emu = emu().await;
+    // 20 000 rows in 6 tablets, 4 splits: every split streams more than one 4096-row batch.
+    seed(&emu, 20_000).await;
+    let http = http(settings(&emu, "src.people"));
+    cut_next_stream(&emu, 1);
+    let options = SnapshotOptions {
+        concurrency: 1,
+        retry: quick_retry(3),
+        ..Default::default()
+    };
+    assert_eq!(options.replay, Replay::SkipDelivered);
+    let (_, rx, task) = snapshot::read(&http, &options).await.unwrap();
+    let (batches, done) = drain(rx).await;
+    task.await.unwrap().unwrap();
+    assert_eq!(
+        emu.doris.faults.get().flight_cut_after_batches,
+        None,
+        "the cut happened"
+    );
+    assert_eq!(
+        emu.doris.counters.get("flight_do_get_be"),
+        5,
+        "4 splits, one read twice"
+    );
+    let got = batch_rows(&batches, None);
+    assert_eq!(got.len(), 20_000, "every row exactly once");
+    let expected = mysql_rows(&emu, "SELECT id, name, age FROM src.people").await;
+    assert_eq!(row_set(&got), row_set(&expected));
+    assert_eq!(done.len(), 4);
+}
+
+#[tokio::test]
+async fn resend_sends_a_cut_split_again_from_its_first_row() {
+    let emu = emu().await;
+    seed(&emu, 20_000).await;
+    let http = http(settings(&emu, "src.people"));
+    cut_next_stream(&emu, 1);
+    let options = SnapshotOptions {
+        concurrency: 1,
+        replay: Replay::Resend,
+        retry: quick_retry(3),
+        ..Default::default()
+    };
+    let (_, rx, task) = snapshot::read(&http, &options).await.unwrap();
+    let (batches, _) = drain(rx).await;
+    task.await.unwrap().unwrap();
+    let got = batch_rows(&batches, None);
+    assert_eq!(
+        got.len(),
+        20_000 + 4096,
+        "the first batch of the cut split twice"
+    );
+    let expected = mysql_rows(&emu, "SELECT id, name, age FROM src.people").await;
+    assert_eq!(row_set(&got), row_set(&expected));
+}
+
+#[tokio::test]
+async fn a_cut_without_retries_left_fails_with_the_doris_message() {
+    let emu = emu().await;
+    seed(&emu, 20_000).await;
+    let http = http(settings(&emu, "src.people"));
+    cut_next_stream(&emu, 1);
+    let options = SnapshotOptions {
+        concurrency: 1,
+        retry: quick_retry(0),
+        ..Default::default()
+    };
+    let (_, rx, task) = snapshot::read(&http, &options).await.unwrap();
+    drop(drain(rx).await);
+    let err = task.await.unwrap().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Flight DoGet: [INTERNAL_ERROR]arrow flight result stream interrupted after 1 batches \
+         (injected fault)"
+    );
 }

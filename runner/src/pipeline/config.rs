@@ -11,6 +11,7 @@ use crate::sink::batcher::BatchLimits;
 use crate::sink::encode::{BodyFormat, EventPolicy};
 use crate::sink::stream_load::Backoff;
 use crate::source::changelog::ChangelogOptions;
+use crate::source::resume::StreamRetry;
 use crate::source::{SourceCredentials, SourceSettings};
 use crate::{Error, Result};
 
@@ -183,6 +184,9 @@ pub struct PipelineConfig {
     pub sink: SinkConfig,
     /// Snapshot splits read at once.
     pub snapshot_concurrency: usize,
+    /// How often and how soon a broken Flight result stream (a snapshot split or a changelog
+    /// window) is read again before the run fails.
+    pub stream_retry: StreamRetry,
     /// `offsets.table`: the connector-compatible offset table, read on start and written after
     /// each changelog checkpoint.
     pub offset_table: Option<TableRef>,
@@ -292,6 +296,7 @@ impl PipelineConfig {
             checkpoint_interval: duration("checkpoint.interval", spec.checkpoint.interval())?,
             sink,
             snapshot_concurrency: 2,
+            stream_retry: StreamRetry::default(),
             offset_table,
             offset_table_retry: Default::default(),
         })

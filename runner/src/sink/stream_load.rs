@@ -206,6 +206,8 @@ pub struct StreamLoadClient {
     be_nodes: Vec<String>,
     user: String,
     password: String,
+    /// Timeout of one HTTP request, named in timeout errors.
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for StreamLoadClient {
@@ -254,6 +256,7 @@ impl StreamLoadClient {
             be_nodes,
             user,
             password,
+            timeout,
         }
     }
 
@@ -276,7 +279,13 @@ impl StreamLoadClient {
             .header(reqwest::header::CONTENT_LENGTH, "0")
             .send()
             .await
-            .map_err(|e| LoadOutcome::Retry(format!("FE {fe} unreachable: {}", without_url(&e))))?;
+            .map_err(|e| {
+                LoadOutcome::Retry(if e.is_timeout() {
+                    format!("FE {fe} timed out: no answer within {:?}", self.timeout)
+                } else {
+                    format!("FE {fe} unreachable: {}", without_url(&e))
+                })
+            })?;
         if resp.status() != StatusCode::TEMPORARY_REDIRECT {
             let status = resp.status().as_u16();
             let body = resp.text().await.unwrap_or_default();
@@ -300,6 +309,15 @@ impl StreamLoadClient {
         Ok(url.to_string())
     }
 
+    /// A BE load that got no answer in time: Doris may still finish it, so the retry (same label)
+    /// finds out.
+    fn timed_out(&self) -> String {
+        format!(
+            "Stream Load to the BE timed out: no answer within {:?}",
+            self.timeout
+        )
+    }
+
     /// One attempt of one load.
     pub async fn load_once(&self, req: &LoadRequest, attempt: u32) -> LoadOutcome {
         let url = match self.be_url(req, attempt).await {
@@ -320,12 +338,14 @@ impl StreamLoadClient {
                 let status = resp.status().as_u16();
                 match resp.text().await {
                     Ok(body) => classify(status, &body),
+                    Err(e) if e.is_timeout() => LoadOutcome::Retry(self.timed_out()),
                     Err(e) => LoadOutcome::Retry(format!(
                         "reading the Stream Load answer failed: {}",
                         without_url(&e)
                     )),
                 }
             }
+            Err(e) if e.is_timeout() => LoadOutcome::Retry(self.timed_out()),
             Err(e) => {
                 LoadOutcome::Retry(format!("Stream Load to the BE failed: {}", without_url(&e)))
             }

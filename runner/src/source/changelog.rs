@@ -11,12 +11,13 @@ use std::time::Duration;
 use arrow_array::{Array, Int8Array, RecordBatch};
 use arrow_schema::DataType;
 use dcs_crds::spec::{IncrementType, TableRef};
-use futures::TryStreamExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::fe_http::FeHttpClient;
 use super::flight::{FlightSession, resolve_flight_port};
+use super::resumable::{ReadPlan, read_into};
+use super::resume::{Replay, StreamRetry};
 use super::row_kind::row_kinds;
 use super::snapshot::select_list;
 use super::tso::{self, offset_at};
@@ -227,6 +228,8 @@ pub struct ChangelogOptions {
     /// The snapshot seam of an `initial` sync (T0, epoch ms): the window starting there is read
     /// with DETAIL whatever the increment type, see [`window_increment_type`].
     pub seam_start_ms: Option<i64>,
+    /// How often and how soon a window whose result stream broke is read again.
+    pub stream_retry: StreamRetry,
 }
 
 impl Default for ChangelogOptions {
@@ -238,6 +241,7 @@ impl Default for ChangelogOptions {
             retry_delay: Duration::from_secs(1),
             max_retry_delay: Duration::from_secs(30),
             seam_start_ms: None,
+            stream_retry: StreamRetry::default(),
         }
     }
 }
@@ -408,16 +412,35 @@ impl ChangelogReader {
             self.session = Some(FlightSession::connect(settings, self.flight_port).await?);
         }
         let session = self.session.as_mut().expect("connected above");
+        let what = format!("changelog window {}", window.split_id());
         tracing::debug!(window = %window.split_id(), "reading changelog window");
-        let mut stream = session.query(&sql).await?;
-        let mut stats = WindowStats::default();
-        while let Some(batch) = stream.try_next().await? {
-            validate_batch(&table, &self.fields, &batch)?;
-            stats.rows += batch.num_rows() as u64;
-            *sent_any = true;
-            if tx.send(ChangelogEvent::Batch(batch)).await.is_err() {
-                return Ok(stats);
-            }
+        // A window's result is fixed ([start, end) in TSO, LSN, OP order): a broken stream is
+        // read again and continues after the rows already sent.
+        let plan = ReadPlan {
+            sql: &sql,
+            what: &what,
+            replay: Replay::SkipDelivered,
+            retry: self.options.stream_retry,
+        };
+        let fields = &self.fields;
+        let streamed = read_into(
+            session,
+            plan,
+            |batch| {
+                validate_batch(&table, fields, batch)?;
+                *sent_any = true;
+                Ok(())
+            },
+            tx,
+            ChangelogEvent::Batch,
+        )
+        .await?;
+        let mut stats = WindowStats {
+            rows: streamed.rows,
+            ..WindowStats::default()
+        };
+        if !streamed.delivered {
+            return Ok(stats);
         }
         let done = ChangelogEvent::WindowDone {
             window: window.clone(),

@@ -25,6 +25,10 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// The session time zone the runner reads and writes `@incr` timestamps in.
 pub const SESSION_TIME_ZONE_SQL: &str = "SET time_zone = '+00:00'";
 
+/// The context of errors from a DoGet stream (its request or its batches); see
+/// [`super::resume::is_stream_interruption`].
+pub const DO_GET_CONTEXT: &str = "Flight DoGet";
+
 /// A stream of record batches from one statement, across all its endpoints.
 pub type BatchStream = BoxStream<'static, Result<RecordBatch>>;
 
@@ -348,9 +352,9 @@ async fn do_get(
     let stream = client
         .do_get(ticket)
         .await
-        .map_err(|e| map_flight_error("Flight DoGet", e))?;
+        .map_err(|e| map_flight_error(DO_GET_CONTEXT, e))?;
     Ok(stream
-        .map_err(|e| map_flight_error("Flight DoGet", e))
+        .map_err(|e| map_flight_error(DO_GET_CONTEXT, e))
         .boxed())
 }
 

@@ -9,6 +9,8 @@ pub mod datetime;
 pub mod fe_http;
 pub mod flight;
 pub mod properties;
+pub mod resumable;
+pub mod resume;
 pub mod row_kind;
 pub mod snapshot;
 pub mod tso;

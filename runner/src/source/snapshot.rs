@@ -10,14 +10,15 @@ use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
 use dcs_crds::spec::TableRef;
-use futures::TryStreamExt;
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::SourceSettings;
 use super::fe_http::{FeHttpClient, FeRequest};
 use super::flight::{FlightSession, resolve_flight_port};
+use super::resumable::{ReadPlan, read_into};
+pub use super::resume::{Replay, StreamRetry};
 use crate::{Error, Result};
 
 /// Most splits a snapshot is cut into.
@@ -295,6 +296,22 @@ pub struct SnapshotOptions {
     pub concurrency: usize,
     /// Capacity of the event channel.
     pub channel_capacity: usize,
+    /// How a split whose stream broke is read again: skip the rows already sent (the default), or
+    /// send them again (for sinks where that is harmless). See [`Replay`].
+    pub replay: Replay,
+    /// How often and how soon a broken split is read again.
+    pub retry: StreamRetry,
+    /// While this is `true`, workers start no new split (they finish the one they read). The
+    /// pipeline holds them to reach a point where no split is half-delivered.
+    pub hold: Option<watch::Receiver<bool>>,
+}
+
+/// What each worker needs to read its splits.
+#[derive(Debug, Clone)]
+struct WorkerRead {
+    replay: Replay,
+    retry: StreamRetry,
+    hold: Option<watch::Receiver<bool>>,
 }
 
 impl Default for SnapshotOptions {
@@ -305,6 +322,9 @@ impl Default for SnapshotOptions {
             tablets_done: Vec::new(),
             concurrency: 2,
             channel_capacity: 4,
+            replay: Replay::default(),
+            retry: StreamRetry::default(),
+            hold: None,
         }
     }
 }
@@ -368,19 +388,25 @@ pub fn start(
         .min(plan.splits.len().max(1));
     let columns = plan.columns.clone();
     let filter = options.filter.clone();
+    let read = WorkerRead {
+        replay: options.replay,
+        retry: options.retry,
+        hold: options.hold.clone(),
+    };
     let handle = tokio::spawn(async move {
         let mut set = JoinSet::new();
         for _ in 0..workers {
-            let (settings, queue, tx, columns, filter) = (
+            let (settings, queue, tx, columns, filter, read) = (
                 settings.clone(),
                 queue.clone(),
                 tx.clone(),
                 columns.clone(),
                 filter.clone(),
+                read.clone(),
             );
-            set.spawn(
-                async move { worker(settings, flight_port, queue, tx, columns, filter).await },
-            );
+            set.spawn(async move {
+                worker(settings, flight_port, queue, tx, columns, filter, read).await
+            });
         }
         drop(tx);
         while let Some(joined) = set.join_next().await {
@@ -423,6 +449,7 @@ async fn worker(
     tx: mpsc::Sender<SnapshotEvent>,
     columns: Vec<String>,
     filter: Option<String>,
+    mut read: WorkerRead,
 ) -> Result<()> {
     let next = || queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
     let Some(mut split) = next() else {
@@ -432,19 +459,25 @@ async fn worker(
     let result = async {
         loop {
             let sql = snapshot_sql(&settings.table, &columns, &split.tablets, filter.as_deref());
+            let what = format!("snapshot split {}", split.id);
             tracing::debug!(split = split.id, tablets = ?split.tablets, "reading snapshot split");
-            let mut stream = session.query(&sql).await?;
-            while let Some(batch) = stream.try_next().await? {
-                if tx
-                    .send(SnapshotEvent::Batch {
-                        split: split.id,
-                        batch,
-                    })
-                    .await
-                    .is_err()
-                {
-                    return Ok(()); // the pipeline stopped listening
-                }
+            let plan = ReadPlan {
+                sql: &sql,
+                what: &what,
+                replay: read.replay,
+                retry: read.retry,
+            };
+            let id = split.id;
+            let streamed = read_into(
+                &mut session,
+                plan,
+                |_| Ok(()),
+                &tx,
+                |batch| SnapshotEvent::Batch { split: id, batch },
+            )
+            .await?;
+            if !streamed.delivered {
+                return Ok(()); // the pipeline stopped listening
             }
             if tx
                 .send(SnapshotEvent::SplitDone {
@@ -455,6 +488,10 @@ async fn worker(
                 .is_err()
             {
                 return Ok(());
+            }
+            if let Some(hold) = &mut read.hold {
+                // A dropped sender holds nothing.
+                let _ = hold.wait_for(|held| !*held).await;
             }
             match next() {
                 Some(s) => split = s,

@@ -195,3 +195,43 @@ pub fn config(yaml: &str) -> PipelineConfig {
     }
     c
 }
+
+/// What a changelog-mode sink of `demo.student` must hold after an `initial` sync whose saved
+/// checkpoint is `cp`: the table as the snapshot read it (`snapshot`, no writes during the
+/// snapshot) as `+I` rows at T0, then the source's `@incr` DETAIL output over `[T0, offset)`, each
+/// row as `id, name, score, updated, dcs_op, dcs_tso, dcs_lsn`, sorted.
+pub async fn expected_student_events(
+    emu: &RunningEmulator,
+    snapshot: Vec<Vec<String>>,
+    cp: &dcs_runner::checkpoint::Checkpoint,
+) -> Vec<Vec<String>> {
+    let t0 = cp.start_point.clone().expect("T0");
+    let dcs_runner::checkpoint::Position::Changelog { offset: end } = &cp.position else {
+        panic!("not in the changelog phase: {:?}", cp.position);
+    };
+    let mut expected: Vec<Vec<String>> = snapshot
+        .into_iter()
+        .map(|mut r| {
+            r.extend(["+I".to_owned(), t0.tso.to_string(), "0".to_owned()]);
+            r
+        })
+        .collect();
+    let incr = format!(
+        "SELECT id, name, score, updated, __DORIS_BINLOG_OP__, __DORIS_BINLOG_TSO__, \
+         __DORIS_BINLOG_LSN__ FROM demo.student@incr('startTimestamp' = '{}', \
+         'endTimestamp' = '{}', 'incrementType' = 'DETAIL')",
+        t0.timestamp, end.timestamp
+    );
+    for mut r in mysql_rows(emu, &incr).await {
+        r[4] = ["+I", "-D", "-U", "+U"][r[4].parse::<usize>().unwrap()].to_owned();
+        expected.push(r);
+    }
+    expected.sort();
+    expected
+}
+
+/// A DUPLICATE KEY changelog-mode sink table for `demo.student`.
+pub const STUDENT_EVENTS_SINK_DDL: &str = "CREATE TABLE sink.student (id INT NOT NULL, \
+     name VARCHAR(64), score DECIMAL(10,2), updated DATETIME(3), dcs_op VARCHAR(2), \
+     dcs_tso BIGINT, dcs_lsn BIGINT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
+     PROPERTIES (\"replication_num\" = \"1\")";

@@ -1,0 +1,176 @@
+//! Exactly once into a DUPLICATE KEY changelog-mode sink with 2PC when the run dies in the middle
+//! of the snapshot: checkpoints there hold whole splits only (`pipeline::boundaries`), so after a
+//! restart the half-read splits' loads are aborted and the splits read again, once.
+//!
+//! The run is dropped (as a SIGKILL would end it) while splits are half-loaded, with a checkpoint
+//! interval far shorter than a split so that, without the rule, a checkpoint would record half a
+//! split; a second run is stopped gracefully in the snapshot too; a third finishes the snapshot
+//! and reads the changelog.
+
+mod source_support;
+
+use std::time::Duration;
+
+use dcs_doris_emu::RunningEmulator;
+use dcs_runner::checkpoint::{CheckpointStore, FileStore};
+use dcs_runner::pipeline::{self, Control, ControlHandle, Outcome, Phase, PipelineConfig};
+use source_support::{
+    SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, manifest,
+    mysql_rows, row_values,
+};
+
+/// Three Flight batches per split (4 tablets), so the splits read at once interleave in the
+/// pipeline and a split can end while another is half-loaded (without the rule, a checkpoint then
+/// records half a split: 8192 duplicate rows).
+const ROWS: u32 = 40_000;
+
+async fn setup(emu: &RunningEmulator) {
+    exec(
+        emu,
+        &[
+            "CREATE DATABASE demo",
+            "CREATE DATABASE sink",
+            SOURCE_DDL,
+            STUDENT_EVENTS_SINK_DDL,
+        ],
+    )
+    .await;
+    let values: Vec<String> = (1..=ROWS).map(row_values).collect();
+    for chunk in values.chunks(2000) {
+        let sql = format!("INSERT INTO demo.student VALUES {}", chunk.join(", "));
+        exec(emu, &[&sql]).await;
+    }
+}
+
+fn sync_config(emu: &RunningEmulator) -> PipelineConfig {
+    let mut cfg = config(&manifest(emu, "initial", "      mode: changelog"));
+    cfg.checkpoint_interval = Duration::from_millis(5);
+    cfg
+}
+
+fn start(
+    cfg: PipelineConfig,
+    dir: &std::path::Path,
+) -> (
+    tokio::task::JoinHandle<dcs_runner::Result<Outcome>>,
+    ControlHandle,
+) {
+    let dir = dir.to_path_buf();
+    let (control, handle) = Control::new();
+    let task = tokio::spawn(async move {
+        let mut store = FileStore::open(&dir).unwrap();
+        pipeline::run(cfg, &mut store, control).await
+    });
+    (task, handle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_dropped_mid_snapshot_leaves_every_snapshot_row_once_in_a_changelog_sink() {
+    let emu = source_support::emu().await;
+    setup(&emu).await;
+    let snapshot = mysql_rows(&emu, "SELECT * FROM demo.student").await;
+    let dir = tempfile::tempdir().unwrap();
+    let wait = Duration::from_secs(60);
+
+    // First run: dropped once some rows of a split are loaded and a later split is under way.
+    let (task, mut handle) = start(sync_config(&emu), dir.path());
+    tokio::time::timeout(wait, async {
+        loop {
+            let p = handle.progress.borrow_and_update().clone();
+            assert_ne!(
+                p.phase,
+                Phase::Changelog,
+                "the snapshot ended before the drop"
+            );
+            if p.tablets_done >= 2 {
+                break;
+            }
+            handle.progress.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("snapshot progress");
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    let dropped_at = FileStore::open(dir.path())
+        .unwrap()
+        .load()
+        .await
+        .unwrap()
+        .expect("a snapshot checkpoint");
+    assert!(
+        matches!(
+            dropped_at.position,
+            dcs_runner::checkpoint::Position::Snapshot { .. }
+        ),
+        "{:?}",
+        dropped_at.position
+    );
+
+    // Second run: stopped gracefully while the last splits are read; a half-loaded split is not
+    // checkpointed (its loads are aborted), a finished one is.
+    let (task, mut handle) = start(sync_config(&emu), dir.path());
+    tokio::time::timeout(wait, async {
+        while handle.progress.borrow_and_update().tablets_done < 3 {
+            handle.progress.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("snapshot progress");
+    handle.shutdown.send(true).unwrap();
+    let outcome = tokio::time::timeout(wait, task).await.unwrap().unwrap();
+    assert_eq!(outcome.unwrap(), Outcome::Stopped);
+
+    // Third run: finishes the snapshot, reads the changelog past now, stops.
+    let (task, mut handle) = start(sync_config(&emu), dir.path());
+    let now = emu.doris.clock.now_ms();
+    tokio::time::timeout(wait, async {
+        while handle
+            .progress
+            .borrow_and_update()
+            .window_end
+            .as_ref()
+            .is_none_or(|o| o.epoch_ms <= now)
+        {
+            handle.progress.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("the second run reaches the changelog");
+    handle.shutdown.send(true).unwrap();
+    let outcome = tokio::time::timeout(wait, task).await.unwrap().unwrap();
+    assert_eq!(outcome.unwrap(), Outcome::Stopped);
+
+    let cp = FileStore::open(dir.path())
+        .unwrap()
+        .load()
+        .await
+        .unwrap()
+        .unwrap();
+    let expected = expected_student_events(&emu, snapshot, &cp).await;
+    let mut sink = mysql_rows(&emu, "SELECT * FROM sink.student").await;
+    sink.sort();
+    let snapshot_rows = sink
+        .iter()
+        .filter(|r| r[4] == "+I" && r[5] == cp.start_point.as_ref().unwrap().tso.to_string())
+        .count();
+    assert_eq!(snapshot_rows, ROWS as usize, "every snapshot row once");
+    assert_eq!(sink.len(), expected.len());
+    assert!(
+        sink == expected,
+        "the sink's events differ from the source's"
+    );
+    // Nothing is left pre-committed.
+    let txns: Vec<serde_json::Value> =
+        reqwest::get(format!("http://{}/_emu/txns", emu.fe_http_addr()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert!(
+        txns.iter()
+            .all(|t| t["state"] == "VISIBLE" || t["state"] == "ABORTED"),
+        "{txns:?}"
+    );
+}
