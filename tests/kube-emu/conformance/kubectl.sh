@@ -149,6 +149,9 @@ check "create pod" "created" bash -c "printf 'apiVersion: v1\nkind: Pod\nmetadat
 check "pod completes" "condition met" k wait --for=jsonpath='{.status.phase}'=Succeeded pod/hello --timeout=20s
 check "logs" "hello from hello" k logs hello
 check "pod in get" "Completed" k get pods
+check "events table columns" "LAST SEEN" k get events
+check "events table rows" "pod/hello" k get events
+check "events.k8s.io table rows" "pod/hello" k get events.v1.events.k8s.io -o wide
 check "create streaming pod" "created" bash -c "printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: ticker\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: [\"/bin/sh\", \"-c\", \"for i in 1 2 3; do echo tick \$i; sleep 0.3; done\"]\n' | timeout 30 kubectl -n $ns apply -f -"
 check "pod running" "condition met" k wait --for=condition=Ready pod/ticker --timeout=20s
 check "logs -f follows to the end" "tick 3" k logs -f ticker

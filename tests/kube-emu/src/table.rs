@@ -143,8 +143,102 @@ fn builtin_columns(kind: &str) -> Vec<Column> {
     }
 }
 
+fn str_of<'a>(o: &'a Value, pointer: &str) -> &'a str {
+    o.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The columns of `kubectl get events` (core and events.k8s.io alike): the ones kubectl shows by
+/// default, then the `-o wide` ones (priority 1), with the name last.
+fn event_columns() -> Vec<Column> {
+    let string = |n: &str, priority: i64| column(n, "string", "", "", priority);
+    // The first time an event was seen, as the API server's printer computes it.
+    fn first_seen(o: &Value) -> &str {
+        match str_of(o, "/firstTimestamp") {
+            "" => str_of(o, "/eventTime"),
+            t => t,
+        }
+    }
+    vec![
+        (string("Last Seen", 0), |o| {
+            let last = match (
+                str_of(o, "/series/lastObservedTime"),
+                str_of(o, "/lastTimestamp"),
+            ) {
+                ("", "") => first_seen(o),
+                ("", t) | (t, _) => t,
+            };
+            json!(age(last))
+        }),
+        (string("Type", 0), |o| json!(str_of(o, "/type"))),
+        (string("Reason", 0), |o| json!(str_of(o, "/reason"))),
+        (string("Object", 0), |o| {
+            let kind = str_of(o, "/involvedObject/kind").to_lowercase();
+            json!(match str_of(o, "/involvedObject/name") {
+                "" => kind,
+                name => format!("{kind}/{name}"),
+            })
+        }),
+        (string("Subobject", 1), |o| {
+            json!(str_of(o, "/involvedObject/fieldPath"))
+        }),
+        (string("Source", 1), |o| {
+            let or = |a: &'static str, b: &'static str| match str_of(o, a) {
+                "" => str_of(o, b),
+                v => v,
+            };
+            json!(match (
+                or("/source/component", "/reportingComponent"),
+                or("/source/host", "/reportingInstance"),
+            ) {
+                ("", _) => String::new(),
+                (c, "") => c.to_string(),
+                (c, i) => format!("{c}, {i}"),
+            })
+        }),
+        (string("Message", 0), |o| {
+            json!(str_of(o, "/message").trim())
+        }),
+        (string("First Seen", 1), |o| json!(age(first_seen(o)))),
+        (string("Count", 1), |o| {
+            let count = o
+                .pointer("/series/count")
+                .or_else(|| o.get("count"))
+                .and_then(Value::as_i64)
+                .filter(|c| *c > 0)
+                .unwrap_or(1);
+            json!(count)
+        }),
+        (column("Name", "string", "name", "", 1), |o| {
+            o.pointer("/metadata/name").cloned().unwrap_or(Value::Null)
+        }),
+    ]
+}
+
+/// A Table of Events (core or events.k8s.io, computed from the stored core shape).
+fn render_events(info: &ResourceInfo, objects: &[Value], list_meta: Value) -> Value {
+    let columns = event_columns();
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let core = crate::events::to_storage(info, o.clone());
+            let cells: Vec<Value> = columns.iter().map(|(_, f)| f(&core)).collect();
+            json!({
+                "cells": cells,
+                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]},
+            })
+        })
+        .collect();
+    let definitions: Vec<Value> = columns.into_iter().map(|(c, _)| c).collect();
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "columnDefinitions": definitions, "rows": rows})
+}
+
 /// Builds a Table of objects for a resource at a version.
 pub fn render(info: &ResourceInfo, version: &str, objects: &[Value], list_meta: Value) -> Value {
+    if info.kind == "Event" && !info.is_custom() {
+        return render_events(info, objects, list_meta);
+    }
     let mut columns = vec![column(
         "Name",
         "string",
@@ -212,5 +306,86 @@ mod tests {
         );
         assert_eq!(json_path(&o, ".spec.n[0]"), Some(json!(5)));
         assert_eq!(json_path(&o, ".spec.missing"), None);
+    }
+
+    #[test]
+    fn events_get_kubectl_columns() {
+        let builtins = crate::kinds::builtins();
+        let core = builtins
+            .iter()
+            .find(|i| i.group.is_empty() && i.kind == "Event")
+            .unwrap();
+        let new = builtins
+            .iter()
+            .find(|i| crate::events::is_new_events(i))
+            .unwrap();
+        // Ten minutes ago: "10m" however long the test takes.
+        let ts = (jiff::Timestamp::now() - jiff::SignedDuration::from_secs(600)).to_string();
+        let event = json!({"metadata": {"name": "web.1"}, "type": "Warning", "reason": "Unhealthy",
+            "involvedObject": {"kind": "Pod", "name": "web", "fieldPath": "spec.containers{main}"},
+            "message": "Readiness probe failed: x\n", "source": {"component": "kubelet"},
+            "reportingInstance": "node-1", "firstTimestamp": ts, "lastTimestamp": ts, "count": 3});
+        let t = render(core, "v1", std::slice::from_ref(&event), json!({}));
+        let names: Vec<&str> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "Last Seen",
+                "Type",
+                "Reason",
+                "Object",
+                "Subobject",
+                "Source",
+                "Message",
+                "First Seen",
+                "Count",
+                "Name"
+            ]
+        );
+        let default: Vec<&str> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["priority"] == 0)
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            default,
+            ["Last Seen", "Type", "Reason", "Object", "Message"]
+        );
+        let cells = &t["rows"][0]["cells"];
+        assert_eq!(
+            cells,
+            &json!([
+                "10m",
+                "Warning",
+                "Unhealthy",
+                "pod/web",
+                "spec.containers{main}",
+                "kubelet, node-1",
+                "Readiness probe failed: x",
+                "10m",
+                3,
+                "web.1"
+            ])
+        );
+        // The events.k8s.io view of the same event renders the same row.
+        let presented = crate::events::from_storage(new, event.clone());
+        assert_eq!(
+            render(new, "v1", &[presented], json!({}))["rows"][0]["cells"],
+            *cells
+        );
+        // A new-style singleton event: eventTime only, no count.
+        let single = json!({"metadata": {"name": "s"}, "eventTime": ts, "regarding": {"kind": "DorisChangelogSync"}, "note": "n", "reportingController": "dcs"});
+        let cells = &render(new, "v1", &[single], json!({}))["rows"][0]["cells"];
+        assert_eq!(cells[0], "10m");
+        assert_eq!(cells[3], "dorischangelogsync");
+        assert_eq!(cells[5], "dcs");
+        assert_eq!(cells[8], 1);
     }
 }

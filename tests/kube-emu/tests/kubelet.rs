@@ -375,3 +375,227 @@ async fn probes_drive_readiness_and_liveness_restarts() -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+async fn is_ready(pods: &Api<Pod>, name: &str) -> bool {
+    pods.get(name)
+        .await
+        .ok()
+        .and_then(|p| p.status?.conditions)
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+async fn restarts(pods: &Api<Pod>, name: &str) -> i32 {
+    pods.get(name)
+        .await
+        .ok()
+        .and_then(|p| {
+            p.status?
+                .container_statuses?
+                .first()
+                .map(|c| c.restart_count)
+        })
+        .unwrap_or(-1)
+}
+
+#[tokio::test]
+async fn probes_resolve_named_ports_against_the_container_ports() -> Result<()> {
+    let dir = scratch();
+    let (emu, client) = start(kubelet_config(&dir)).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    // HTTP readiness + TCP liveness on one pod, TCP readiness + HTTP liveness on the other, all
+    // through the name of the port; a liveness probe on port 80 would fail and restart them.
+    let server = |name: &str,
+                  port: u16,
+                  readiness: serde_json::Value,
+                  liveness: serde_json::Value| {
+        pod(
+            json!({"metadata": {"name": name}, "spec": {"terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "main", "image": "x",
+                "command": ["/usr/bin/python3", "-m", "http.server", port.to_string(), "--bind", "127.0.0.1"],
+                "workingDir": dir.to_string_lossy(),
+                "ports": [{"name": "other", "containerPort": 1}, {"name": "web", "containerPort": port}],
+                "readinessProbe": readiness, "livenessProbe": liveness}]}}),
+        )
+    };
+    let fast = |p: serde_json::Value| {
+        let mut p = p;
+        p["periodSeconds"] = json!(1);
+        p["failureThreshold"] = json!(1);
+        p
+    };
+    pods.create(
+        &PostParams::default(),
+        &server(
+            "http-ready",
+            free_port()?,
+            fast(json!({"httpGet": {"path": "/", "port": "web"}})),
+            fast(json!({"tcpSocket": {"port": "web"}, "initialDelaySeconds": 1})),
+        ),
+    )
+    .await?;
+    pods.create(
+        &PostParams::default(),
+        &server(
+            "tcp-ready",
+            free_port()?,
+            fast(json!({"tcpSocket": {"port": "web"}})),
+            fast(json!({"httpGet": {"path": "/", "port": "web"}, "initialDelaySeconds": 1})),
+        ),
+    )
+    .await?;
+    // A name the container does not declare fails the probe, with the reason in an event.
+    pods.create(
+        &PostParams::default(),
+        &server(
+            "unknown-port",
+            free_port()?,
+            fast(json!({"httpGet": {"path": "/", "port": "metrics"}})),
+            json!(null),
+        ),
+    )
+    .await?;
+    eventually("both servers ready", || async {
+        is_ready(&pods, "http-ready").await && is_ready(&pods, "tcp-ready").await
+    })
+    .await?;
+    // Several liveness periods: no restart, still ready.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for name in ["http-ready", "tcp-ready"] {
+        assert_eq!(restarts(&pods, name).await, 0, "{name} restarted");
+        assert!(is_ready(&pods, name).await, "{name} not ready");
+    }
+    assert!(!is_ready(&pods, "unknown-port").await);
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, "default");
+    eventually("an Unhealthy event naming the missing port", || async {
+        events
+            .list(&kube::api::ListParams::default().fields("involvedObject.name=unknown-port"))
+            .await
+            .is_ok_and(|l| {
+                l.items.iter().any(|e| {
+                    e.reason.as_deref() == Some("Unhealthy")
+                        && e.message.as_deref().is_some_and(|m| {
+                            m.starts_with("Readiness probe failed:") && m.contains("\"metrics\"")
+                        })
+                })
+            })
+    })
+    .await?;
+    emu.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_empty_dir_over_tmp_hides_neither_volume_sources_nor_the_program() -> Result<()> {
+    // The work directory under /tmp (the default), the program mapped to a binary under it too:
+    // a pod mounting an emptyDir at /tmp (before its other mounts) must still get them.
+    let dir = std::path::Path::new("/tmp")
+        .join(format!("kube-emu-test-{}", uuid::Uuid::new_v4().simple()));
+    let shell = dir.join("bin/sh");
+    std::fs::create_dir_all(shell.parent().expect("parent"))?;
+    std::fs::copy("/bin/sh", &shell)?;
+    let mut cfg = kubelet_config(&dir.join("work"));
+    cfg.image_map = vec![("shell".into(), shell.clone())];
+    let (emu, client) = start(cfg).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(
+            json!({"metadata": {"name": "cfg"}, "data": {"key": "from-configmap"}}),
+        )?,
+    )
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let script = r#"echo ARG0=$0; echo TOKEN=$(wc -c < /var/run/secrets/kubernetes.io/serviceaccount/token);
+echo CM=$(cat /tmp/cfg/key); echo PWD=$(pwd); echo x > marker && echo MARKER=ok;
+echo KUBECTL=$(/usr/bin/kubectl get configmap cfg -o jsonpath='{.data.key}' 2>&1); sleep 60"#;
+    pods.create(&PostParams::default(), &pod(json!({
+        "metadata": {"name": "tmp"},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "main", "image": "registry.example/shell:1", "args": ["-c", script], "workingDir": "/tmp",
+                "volumeMounts": [
+                    {"name": "tmp", "mountPath": "/tmp"},
+                    {"name": "cfg", "mountPath": "/tmp/cfg", "readOnly": true},
+                ]}],
+            "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "cfg"}}],
+        },
+    }))).await?;
+    eventually("the script to run", || async {
+        logs(&pods, "tmp").await.contains("KUBECTL=")
+    })
+    .await?;
+    let out = logs(&pods, "tmp").await;
+    let p = pods.get("tmp").await?;
+    let status = p.status.expect("status");
+    assert_eq!(status.phase.as_deref(), Some("Running"), "{out}");
+    for want in [
+        format!("ARG0={}", shell.display()),
+        "CM=from-configmap".into(),
+        "PWD=/tmp".into(),
+        "MARKER=ok".into(),
+        "KUBECTL=from-configmap".into(),
+    ] {
+        assert!(out.contains(&want), "missing {want:?} in:\n{out}");
+    }
+    let token_len: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("TOKEN="))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(token_len > 0, "no token in:\n{out}");
+    // The working directory was the emptyDir, not the host's /tmp.
+    let uid = p.metadata.uid.expect("uid");
+    let volume = dir.join("work/pods").join(&uid).join("volumes/tmp");
+    assert_eq!(std::fs::read_to_string(volume.join("marker"))?, "x\n");
+    assert!(
+        volume.join("cfg").is_dir(),
+        "the nested mount point is made inside the emptyDir"
+    );
+    pods.delete("tmp", &DeleteParams::default()).await?;
+    eventually("the pod to go", || async {
+        matches!(pods.get_opt("tmp").await, Ok(None))
+    })
+    .await?;
+
+    // A source that cannot be mounted leaves the container waiting, saying which and why.
+    let missing = dir.join("missing");
+    pods.create(
+        &PostParams::default(),
+        &pod(json!({
+            "metadata": {"name": "bad-mount"},
+            "spec": {"terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "main", "image": "shell", "args": ["-c", "sleep 60"],
+                    "volumeMounts": [{"name": "host", "mountPath": "/tmp/host"}]}],
+                "volumes": [{"name": "host", "hostPath": {"path": missing}}]},
+        })),
+    )
+    .await?;
+    let want = format!("volume source {}", missing.display());
+    eventually("a RunContainerError naming the source", || async {
+        pods.get("bad-mount")
+            .await
+            .ok()
+            .and_then(|p| {
+                p.status?
+                    .container_statuses?
+                    .first()?
+                    .state
+                    .clone()?
+                    .waiting
+            })
+            .is_some_and(|w| {
+                w.reason.as_deref() == Some("RunContainerError")
+                    && w.message.as_deref().is_some_and(|m| m.contains(&want))
+            })
+    })
+    .await?;
+    emu.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

@@ -66,6 +66,7 @@ pub(super) async fn run_container(
         let mut child = match spawn(&ctx, &prepared, &key) {
             Ok(child) => child,
             Err(e) => {
+                ctx.event("Warning", "Failed", &format!("Error: {e}"));
                 update_status(
                     &ctx,
                     i,
@@ -97,6 +98,7 @@ pub(super) async fn run_container(
         if let Some(p) = c.get("readinessProbe") {
             probes.push(tokio::spawn(probe_loop(
                 p.clone(),
+                c.clone(),
                 ip.clone(),
                 ProbeKind::Readiness,
                 ptx.clone(),
@@ -105,6 +107,7 @@ pub(super) async fn run_container(
         if let Some(p) = c.get("livenessProbe") {
             probes.push(tokio::spawn(probe_loop(
                 p.clone(),
+                c.clone(),
                 ip.clone(),
                 ProbeKind::Liveness,
                 ptx.clone(),
@@ -123,11 +126,16 @@ pub(super) async fn run_container(
                     ctx.event("Normal", "Killing", &format!("Stopping container {cname}"));
                     break (terminate(&mut child, grace).await.unwrap_or(137), true);
                 }
-                Some((kind, ok)) = prx.recv() => match kind {
-                    ProbeKind::Readiness => update_status(&ctx, i, |st| st["ready"] = json!(ok)),
+                Some(ProbeResult { kind, ok, message }) = prx.recv() => match kind {
+                    ProbeKind::Readiness => {
+                        if !ok {
+                            ctx.event("Warning", "Unhealthy", &format!("Readiness probe failed: {message}"));
+                        }
+                        update_status(&ctx, i, |st| st["ready"] = json!(ok));
+                    }
                     ProbeKind::Liveness if !ok => {
-                        tracing::info!(pod = %pod_name, container = %cname, "liveness probe failed; restarting");
-                        ctx.event("Warning", "Unhealthy", "Liveness probe failed");
+                        tracing::info!(pod = %pod_name, container = %cname, %message, "liveness probe failed; restarting");
+                        ctx.event("Warning", "Unhealthy", &format!("Liveness probe failed: {message}"));
                         ctx.event("Normal", "Killing", &format!("Container {cname} failed liveness probe, will be restarted"));
                         break (terminate(&mut child, grace_default).await.unwrap_or(137), false);
                     }

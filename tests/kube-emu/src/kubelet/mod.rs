@@ -2,7 +2,7 @@
 //! with its volumes bind-mounted in a private mount namespace, and reports its status.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ use crate::store::ObjKey;
 
 mod container;
 mod logs;
+mod mounts;
 mod probes;
 mod process;
 mod volumes;
@@ -24,6 +25,7 @@ mod volumes;
 pub use logs::logs;
 
 use self::container::*;
+use self::mounts::*;
 use self::probes::*;
 use self::process::*;
 use self::volumes::*;
@@ -64,9 +66,11 @@ impl Kubelet {
         work_dir: PathBuf,
     ) -> std::io::Result<Self> {
         std::fs::create_dir_all(&work_dir)?;
-        let can_mount = nix::unistd::geteuid().is_root() && Path::new("/usr/bin/unshare").exists();
+        let can_mount = can_unshare_mounts();
         if !can_mount {
-            tracing::warn!("not root or no unshare: volumes are materialised but not mounted");
+            tracing::warn!(
+                "cannot create mount namespaces (not root?): volumes are materialised but not mounted"
+            );
         }
         let shared = Arc::new(Shared {
             cluster,

@@ -220,6 +220,11 @@ pub(super) fn prepare(ctx: &PodCtx, c: &Value) -> Result<Prepared, (String, Stri
             .filter(|s| !s.is_empty())
         {
             src = src.join(sub);
+            // As the kubelet: a subPath that does not exist yet is created as a directory.
+            if !src.exists() {
+                std::fs::create_dir_all(&src)
+                    .map_err(|e| config_err(format!("subPath {sub}: {e}")))?;
+            }
         }
         binds.push((
             src,
@@ -245,62 +250,39 @@ pub(super) fn prepare(ctx: &PodCtx, c: &Value) -> Result<Prepared, (String, Stri
     })
 }
 
-pub(super) fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
-
 pub(super) fn spawn(
     ctx: &PodCtx,
     p: &Prepared,
     log_key: &str,
 ) -> std::io::Result<tokio::process::Child> {
-    let mut cmd = if ctx.shared.can_mount && !p.binds.is_empty() {
-        let mut script = String::from("set -e\n");
-        for (src, dst, ro) in &p.binds {
-            let (src_q, dst_q) = (shell_quote(&src.to_string_lossy()), shell_quote(dst));
-            if src.is_dir() {
-                script.push_str(&format!("mkdir -p {dst_q}\n"));
-            } else {
-                script.push_str(&format!(
-                    "mkdir -p \"$(dirname {dst_q})\"; [ -e {dst_q} ] || touch {dst_q}\n"
-                ));
-            }
-            script.push_str(&format!("mount --bind {src_q} {dst_q}\n"));
-            if *ro {
-                script.push_str(&format!("mount -o remount,bind,ro {dst_q}\n"));
-            }
+    let command = |program: &Path| {
+        let mut cmd = tokio::process::Command::new(program);
+        if program != p.program {
+            cmd.arg0(&p.program);
         }
+        cmd.args(&p.args)
+            .env_clear()
+            .envs(p.env.iter().cloned())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        // Changed to in the child, so in its mount namespace: a mount there counts.
         if let Some(wd) = &p.workdir {
-            script.push_str(&format!("cd {}\n", shell_quote(wd)));
+            cmd.current_dir(wd);
         }
-        script.push_str("exec \"$@\"\n");
-        let mut c = tokio::process::Command::new("/usr/bin/unshare");
-        c.arg("--mount")
-            .arg("--propagation")
-            .arg("private")
-            .arg("/bin/sh")
-            .arg("-c")
-            .arg(script)
-            .arg("sh")
-            .arg(&p.program)
-            .args(&p.args);
-        c
-    } else {
-        let mut c = tokio::process::Command::new(&p.program);
-        c.args(&p.args);
-        if let Some(wd) = &p.workdir {
-            c.current_dir(wd);
-        }
-        c
+        cmd
     };
-    cmd.env_clear()
-        .envs(p.env.iter().cloned())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = cmd.spawn()?;
+    let mut child = if ctx.shared.can_mount && !p.binds.is_empty() {
+        let runtime = tokio::runtime::Handle::current();
+        with_mounts(&p.binds, &p.program, |program| {
+            let _runtime = runtime.enter();
+            command(program).spawn()
+        })?
+    } else {
+        command(&p.program).spawn()?
+    };
     let buf = log_buffer(&ctx.shared.cluster, log_key);
     if let Some(out) = child.stdout.take() {
         tokio::spawn(pump(out, buf.clone()));
