@@ -15,6 +15,7 @@ pub mod conditions;
 pub mod doris_table;
 pub mod duration;
 pub mod error;
+pub mod label;
 pub mod manifest;
 pub mod quantity;
 pub mod spec;

@@ -5,6 +5,9 @@
 //!   through the sink FE's `/api/{db}/{table}/_stream_load_2pc` (`txn_operation: abort`) with the
 //!   sink credentials. Not found, already aborted, or already committed (nothing left to abort)
 //!   count as done.
+//! - With 2PC, loads the runner pre-committed after its last saved checkpoint are in no checkpoint:
+//!   their labels are `<labelPrefix>-<consumerId>-<lastCheckpointId+1>-<seq>`, so they are aborted
+//!   by label (the `label` form of the same request), seq 0, 1, … until Doris knows the label not.
 //! - The consumer's offset-table row (`offsets.table`) is deleted over MySQL on the source FE with
 //!   the source credentials, where the runner writes it (runner `checkpoint/offset_table.rs`).
 //!   A missing table counts as done.
@@ -12,11 +15,11 @@
 //!   (port: the source's `queryPort` when a sink FE is also a source FE, else 9030, as the runner
 //!   does). A missing table counts as done.
 //!
-//! [`plan_cleanup`] and [`after_failure`] are pure; [`execute`] does the I/O.
+//! [`plan_cleanup`], [`after_failure`] and [`runner_pods_wait`] are pure; [`execute`] does the I/O.
 
 use std::time::Duration;
 
-use dcs_crds::{DorisChangelogSyncSpec, SinkMode, spec::TableRef};
+use dcs_crds::{DorisChangelogSyncSpec, SinkMode, label::load_label, spec::TableRef};
 use k8s_openapi::jiff::Timestamp;
 use mysql_async::prelude::Queryable;
 
@@ -56,11 +59,44 @@ pub struct OffsetRow {
     pub consumer_id: String,
 }
 
+/// Loads pre-committed after the last saved checkpoint, which no checkpoint lists: the labels
+/// `<label_prefix>-<consumer_id>-<id>-<seq>` from `first_checkpoint_id` on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LabelSweep {
+    /// Sink database.
+    pub db: String,
+    /// Sink table.
+    pub table: String,
+    /// `spec.sink.doris.labelPrefix`.
+    pub label_prefix: String,
+    /// The consumer whose loads they are.
+    pub consumer_id: String,
+    /// The checkpoint id after the last saved one (1 when none was saved).
+    pub first_checkpoint_id: u64,
+}
+
+impl LabelSweep {
+    /// The label of load `seq` of checkpoint `checkpoint_id`.
+    pub fn label(&self, checkpoint_id: u64, seq: u32) -> String {
+        load_label(&self.label_prefix, &self.consumer_id, checkpoint_id, seq)
+    }
+
+    /// The first checkpoint's labels without the seq, for messages: `dcs-s-4`.
+    fn label_stem(&self) -> String {
+        let first = self.label(self.first_checkpoint_id, 0);
+        first
+            .strip_suffix("-0")
+            .map_or_else(|| first.clone(), str::to_owned)
+    }
+}
+
 /// What to remove.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Work {
     /// Transactions to abort.
     pub aborts: Vec<TxnAbort>,
+    /// Loads after the last checkpoint to abort by label.
+    pub stale_labels: Option<LabelSweep>,
     /// The offset-table row to delete.
     pub offset_row: Option<OffsetRow>,
     /// The sink table to truncate.
@@ -70,7 +106,10 @@ pub struct Work {
 impl Work {
     /// Nothing to do.
     pub fn is_empty(&self) -> bool {
-        self.aborts.is_empty() && self.offset_row.is_none() && self.truncate.is_none()
+        self.aborts.is_empty()
+            && self.stale_labels.is_none()
+            && self.offset_row.is_none()
+            && self.truncate.is_none()
     }
 
     /// The items in words, e.g. for an event naming what was left behind.
@@ -85,6 +124,13 @@ impl Work {
             parts.push(format!(
                 "pre-committed Stream Load transactions {}",
                 txns.join(", ")
+            ));
+        }
+        if let Some(sweep) = &self.stale_labels {
+            parts.push(format!(
+                "any loads pre-committed after the last checkpoint (labels {}-<seq> and later checkpoint ids, db {})",
+                sweep.label_stem(),
+                sweep.db
             ));
         }
         if let Some(row) = &self.offset_row {
@@ -135,15 +181,85 @@ pub fn plan_cleanup(
             table,
             consumer_id: consumer_id.to_owned(),
         });
+    let stale_labels = match (sink, &sink_table) {
+        (Some(d), Some(table)) if d.enable2pc => {
+            let (consumer, first) = checkpoint.map_or((consumer_id, 1), |cp| {
+                (cp.consumer_id.as_str(), cp.checkpoint_id + 1)
+            });
+            Some(LabelSweep {
+                db: table.database.clone(),
+                table: table.table.clone(),
+                label_prefix: d.label_prefix.clone(),
+                consumer_id: consumer.to_owned(),
+                first_checkpoint_id: first,
+            })
+        }
+        _ => None,
+    };
     let truncate = match (why, sink) {
         (Why::Reinitialized, Some(d)) if d.mode == SinkMode::Upsert => sink_table,
         _ => None,
     };
     Work {
         aborts,
+        stale_labels,
         offset_row,
         truncate,
     }
+}
+
+/// A runner pod still there after its workload was deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunnerPod {
+    /// Pod name.
+    pub name: String,
+    /// `metadata.deletionTimestamp`: when its grace period ends, once it is being deleted.
+    pub deleting_until: Option<Timestamp>,
+    /// Its termination grace period (`spec.terminationGracePeriodSeconds`, default 30 s).
+    pub grace: Duration,
+}
+
+/// How long to look again while runner pods are stopping.
+pub const POD_POLL: Duration = Duration::from_secs(2);
+
+/// Whether the cleanup may read the checkpoint now that the runner's workload is deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodWait {
+    /// No runner pod is left.
+    Gone,
+    /// Look again after this long.
+    Wait(Duration),
+    /// These pods outlived their grace period and the margin: go on without them.
+    Overdue(Vec<String>),
+}
+
+/// Whether to wait for `pods` (pure). A pod's deadline is the end of its grace period (its
+/// `deletionTimestamp`, else `since` + its grace period, `since` being when the waiting began)
+/// plus `margin`; the wait is over when every deadline has passed.
+pub fn runner_pods_wait(
+    pods: &[RunnerPod],
+    since: Timestamp,
+    now: Timestamp,
+    margin: Duration,
+) -> PodWait {
+    let signed = |d: Duration| k8s_openapi::jiff::SignedDuration::try_from(d).unwrap_or_default();
+    let latest = pods
+        .iter()
+        .map(|p| {
+            let end = p
+                .deleting_until
+                .unwrap_or_else(|| since.saturating_add(signed(p.grace)).unwrap_or(since));
+            end.saturating_add(signed(margin)).unwrap_or(end)
+        })
+        .max();
+    let Some(latest) = latest else {
+        return PodWait::Gone;
+    };
+    let left_ms = latest.as_millisecond() - now.as_millisecond();
+    if left_ms <= 0 {
+        return PodWait::Overdue(pods.iter().map(|p| p.name.clone()).collect());
+    }
+    PodWait::Wait(Duration::from_millis(u64::try_from(left_ms).unwrap_or(0)).min(POD_POLL))
 }
 
 /// Bounded retries of a cleanup that fails.
@@ -205,6 +321,8 @@ pub struct Targets {
     pub source_query_port: u16,
     /// Source credentials.
     pub source_credentials: Result<DorisCredentials, String>,
+    /// Credentials Secrets (`namespace/name`) that do not exist: retrying cannot help.
+    pub secrets_gone: Vec<String>,
 }
 
 /// The sink's MySQL port: the source's when a sink FE is also a source FE, else 9030 (the runner's rule).
@@ -232,6 +350,33 @@ pub struct Report {
     pub left: Work,
     /// One message per failure.
     pub errors: Vec<String>,
+    /// Labels of loads after the last checkpoint that were found and aborted.
+    pub swept: Vec<String>,
+}
+
+/// What a successful cleanup of `work` removed, in words (pure).
+pub fn cleaned_note(work: &Work, report: &Report) -> String {
+    let done = Work {
+        stale_labels: None,
+        ..work.clone()
+    };
+    let mut parts = Vec::new();
+    let listed = done.describe();
+    if !listed.is_empty() {
+        parts.push(listed);
+    }
+    if !report.swept.is_empty() {
+        parts.push(format!(
+            "loads pre-committed after the last checkpoint (labels {})",
+            report.swept.join(", ")
+        ));
+    }
+    if parts.is_empty() {
+        "nothing of the sync was left in Doris (no load pre-committed after its last checkpoint)"
+            .to_owned()
+    } else {
+        format!("removed from Doris: {}", parts.join("; "))
+    }
 }
 
 /// Removes `work`; every item is tried, the failures are reported.
@@ -249,6 +394,25 @@ pub async fn execute(work: &Work, targets: &Targets) -> Report {
                         report.left.aborts.push(txn.clone());
                         report.errors.push(e);
                     }
+                }
+            }
+        }
+    }
+    if let Some(sweep) = &work.stale_labels {
+        match &targets.sink_credentials {
+            Err(e) => {
+                report.left.stale_labels = Some(sweep.clone());
+                report.errors.push(e.clone());
+            }
+            Ok(creds) => {
+                let (swept, failure) = sweep_labels(&targets.sink_fe_nodes, creds, sweep).await;
+                report.swept = swept;
+                if let Some((checkpoint_id, e)) = failure {
+                    report.left.stale_labels = Some(LabelSweep {
+                        first_checkpoint_id: checkpoint_id,
+                        ..sweep.clone()
+                    });
+                    report.errors.push(e);
                 }
             }
         }
@@ -400,13 +564,143 @@ pub fn abort_done(status: u16, body: &str) -> Result<(), String> {
     })
 }
 
-/// Aborts one transaction through the first sink FE that answers, following its 307 to a BE by
-/// hand (credentials re-sent, never taken from the Location).
+/// What a label-addressed abort found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LabelAnswer {
+    /// The label's transaction was aborted now.
+    Aborted,
+    /// Doris knows the label but nothing of it is left to abort (aborted or finished).
+    NotRunning,
+    /// Doris has no transaction with this label.
+    Unknown,
+}
+
+/// What a `_stream_load_2pc` abort by `label` answered (pure): `transaction not found, label=…`
+/// is [`LabelAnswer::Unknown`], `running transaction not found` (the label exists, nothing is
+/// running) and already aborted/committed are [`LabelAnswer::NotRunning`].
+pub fn label_abort_answer(status: u16, body: &str) -> Result<LabelAnswer, String> {
+    let msg = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("msg")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    if msg.contains("transaction not found, label=")
+        && !msg.contains("running transaction not found")
+    {
+        return Ok(LabelAnswer::Unknown);
+    }
+    if msg.contains("running transaction not found") {
+        return Ok(LabelAnswer::NotRunning);
+    }
+    let state = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("status")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    abort_done(status, body).map(|()| {
+        if state.eq_ignore_ascii_case("success") {
+            LabelAnswer::Aborted
+        } else {
+            LabelAnswer::NotRunning
+        }
+    })
+}
+
+/// The most checkpoint ids after the last saved one whose labels are swept (a runner gets at most
+/// one ahead of its store; the rest guards against a loop).
+const MAX_SWEPT_CHECKPOINTS: u64 = 8;
+/// The most loads per checkpoint id that are swept.
+const MAX_SWEPT_SEQ: u32 = 100_000;
+
+/// Aborts the labels of `sweep`: for each checkpoint id from the first, seq 0, 1, … until Doris
+/// does not know the label; stops at the first id without any. Returns the labels aborted and,
+/// on failure, the checkpoint id it stopped at with the message.
+async fn sweep_labels(
+    fe_nodes: &[String],
+    creds: &DorisCredentials,
+    sweep: &LabelSweep,
+) -> (Vec<String>, Option<(u64, String)>) {
+    let mut swept = Vec::new();
+    let last = sweep.first_checkpoint_id + MAX_SWEPT_CHECKPOINTS;
+    for checkpoint_id in sweep.first_checkpoint_id..last {
+        let mut seq = 0;
+        while seq < MAX_SWEPT_SEQ {
+            let label = sweep.label(checkpoint_id, seq);
+            let answer = match two_phase_abort(
+                fe_nodes,
+                creds,
+                &sweep.db,
+                &sweep.table,
+                ("label", label.clone()),
+            )
+            .await
+            {
+                Ok((status, body)) => label_abort_answer(status, &body),
+                Err(e) => {
+                    return (swept, Some((checkpoint_id, e)));
+                }
+            };
+            match answer {
+                Ok(LabelAnswer::Aborted) => swept.push(label),
+                Ok(LabelAnswer::NotRunning) => {}
+                Ok(LabelAnswer::Unknown) => break,
+                Err(e) => {
+                    return (
+                        swept,
+                        Some((
+                            checkpoint_id,
+                            format!("cannot abort load {label} in sink db {}: {e}", sweep.db),
+                        )),
+                    );
+                }
+            }
+            seq += 1;
+        }
+        if seq == 0 {
+            break;
+        }
+    }
+    (swept, None)
+}
+
+/// Aborts one transaction by id.
 async fn abort_txn(
     fe_nodes: &[String],
     creds: &DorisCredentials,
     txn: &TxnAbort,
 ) -> Result<(), String> {
+    let (status, body) = two_phase_abort(
+        fe_nodes,
+        creds,
+        &txn.db,
+        &txn.table,
+        ("txn_id", txn.txn_id.to_string()),
+    )
+    .await?;
+    abort_done(status, &body).map_err(|e| {
+        format!(
+            "cannot abort transaction {} (label {}) in sink db {}: {e}",
+            txn.txn_id, txn.label, txn.db
+        )
+    })
+}
+
+/// One `_stream_load_2pc` abort addressed by `key` (`txn_id` or `label`) through the first sink FE
+/// that answers, following its 307 to a BE by hand (credentials re-sent, never taken from the
+/// Location); the answer's HTTP status and body.
+async fn two_phase_abort(
+    fe_nodes: &[String],
+    creds: &DorisCredentials,
+    db: &str,
+    table: &str,
+    key: (&str, String),
+) -> Result<(u16, String), String> {
     let http = reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
@@ -414,16 +708,12 @@ async fn abort_txn(
         .map_err(|e| e.to_string())?;
     let mut last = "the sink has no FE nodes".to_owned();
     for node in fe_nodes {
-        let mut url = format!(
-            "http://{node}/api/{}/{}/_stream_load_2pc",
-            txn.db, txn.table
-        );
-        let mut answered = None;
+        let mut url = format!("http://{node}/api/{db}/{table}/_stream_load_2pc");
         for _ in 0..3 {
             let resp = http
                 .put(&url)
                 .basic_auth(&creds.username, Some(&creds.password))
-                .header("txn_id", txn.txn_id.to_string())
+                .header(key.0, key.1.as_str())
                 .header("txn_operation", "abort")
                 .header(reqwest::header::CONTENT_LENGTH, "0")
                 .send()
@@ -431,16 +721,20 @@ async fn abort_txn(
             let resp = match resp {
                 Ok(r) => r,
                 Err(e) => {
+                    let what = if key.0 == "label" {
+                        format!("load {}", key.1)
+                    } else {
+                        format!("transaction {}", key.1)
+                    };
                     last = format!(
-                        "cannot reach sink FE {node} to abort transaction {}: {}",
-                        txn.txn_id,
+                        "cannot reach sink FE {node} to abort {what}: {}",
                         without_url(&e)
                     );
                     break;
                 }
             };
             if resp.status() == reqwest::StatusCode::TEMPORARY_REDIRECT {
-                let Some(next) = resp
+                let Some(mut next) = resp
                     .headers()
                     .get(reqwest::header::LOCATION)
                     .and_then(|v| v.to_str().ok())
@@ -449,7 +743,6 @@ async fn abort_txn(
                     last = "the sink FE redirected without a usable Location".to_owned();
                     break;
                 };
-                let mut next = next;
                 let _ = next.set_username("");
                 let _ = next.set_password(None);
                 url = next.to_string();
@@ -457,18 +750,7 @@ async fn abort_txn(
             }
             let status = resp.status().as_u16();
             let body = resp.text().await.unwrap_or_default();
-            answered = Some(abort_done(status, &body));
-            break;
-        }
-        match answered {
-            Some(Ok(())) => return Ok(()),
-            Some(Err(e)) => {
-                return Err(format!(
-                    "cannot abort transaction {} (label {}) in sink db {}: {e}",
-                    txn.txn_id, txn.label, txn.db
-                ));
-            }
-            None => {}
+            return Ok((status, body));
         }
     }
     Err(last)
@@ -541,9 +823,132 @@ mod tests {
             })
         );
         assert_eq!(work.truncate, None);
+        // Loads after checkpoint 5 carry the checkpoint's consumer and id 6.
+        assert_eq!(
+            work.stale_labels,
+            Some(LabelSweep {
+                db: "db".into(),
+                table: "dst".into(),
+                label_prefix: "dcs".into(),
+                consumer_id: "orders".into(),
+                first_checkpoint_id: 8,
+            })
+        );
         assert_eq!(
             work.describe(),
-            "pre-committed Stream Load transactions 17 (label dcs-orders-7-0, db db), 18 (label dcs-orders-7-1, db db); offset-table row consumer_id='student-sync-r1' in ops.offsets"
+            "pre-committed Stream Load transactions 17 (label dcs-orders-7-0, db db), 18 (label dcs-orders-7-1, db db); any loads pre-committed after the last checkpoint (labels dcs-orders-8-<seq> and later checkpoint ids, db db); offset-table row consumer_id='student-sync-r1' in ops.offsets"
+        );
+    }
+
+    #[test]
+    fn without_a_checkpoint_the_sweep_starts_at_checkpoint_one_and_needs_2pc() {
+        let mut spec = testing::spec();
+        let work = plan_cleanup(&spec, None, "orders-r1", Why::Deleted);
+        let sweep = work.stale_labels.expect("a sweep");
+        assert_eq!(
+            (sweep.consumer_id.as_str(), sweep.first_checkpoint_id),
+            ("orders-r1", 1)
+        );
+        assert_eq!(sweep.label(1, 2), "dcs-orders-r1-1-2");
+        spec.sink.doris.as_mut().unwrap().enable2pc = false;
+        assert!(plan_cleanup(&spec, None, "orders", Why::Deleted).is_empty());
+    }
+
+    #[test]
+    fn label_abort_answers() {
+        let answer = |msg: &str| {
+            label_abort_answer(
+                200,
+                &serde_json::json!({"status": "Fail", "msg": msg}).to_string(),
+            )
+        };
+        assert_eq!(
+            label_abort_answer(
+                200,
+                r#"{"status":"Success","msg":"label [dcs-s-4-0] abort successfully."}"#
+            ),
+            Ok(LabelAnswer::Aborted)
+        );
+        assert_eq!(
+            answer("errCode = 2, detailMessage = transaction not found, label=dcs-s-4-1"),
+            Ok(LabelAnswer::Unknown)
+        );
+        assert_eq!(
+            answer("errCode = 2, detailMessage = running transaction not found, label=dcs-s-4-0"),
+            Ok(LabelAnswer::NotRunning)
+        );
+        assert_eq!(
+            answer(
+                "errCode = 2, detailMessage = transaction [9] is already VISIBLE, could not abort."
+            ),
+            Ok(LabelAnswer::NotRunning)
+        );
+        assert_eq!(answer("disk full"), Err("disk full".into()));
+        assert!(label_abort_answer(403, "").is_err());
+    }
+
+    #[test]
+    fn runner_pods_are_waited_for_until_their_grace_period_and_the_margin_end() {
+        let at = |s: i64| Timestamp::from_second(1_795_960_800 + s).unwrap();
+        let margin = Duration::from_secs(30);
+        let pod = |deleting: Option<i64>| RunnerPod {
+            name: "s-runner-x".into(),
+            deleting_until: deleting.map(at),
+            grace: Duration::from_secs(30),
+        };
+        assert_eq!(runner_pods_wait(&[], at(0), at(0), margin), PodWait::Gone);
+        // Not marked for deletion yet: grace counted from when the waiting began.
+        assert_eq!(
+            runner_pods_wait(&[pod(None)], at(0), at(1), margin),
+            PodWait::Wait(POD_POLL)
+        );
+        assert_eq!(
+            runner_pods_wait(&[pod(None)], at(0), at(59), margin),
+            PodWait::Wait(Duration::from_secs(1))
+        );
+        assert_eq!(
+            runner_pods_wait(&[pod(None)], at(0), at(60), margin),
+            PodWait::Overdue(vec!["s-runner-x".into()])
+        );
+        // Being deleted: its deletionTimestamp ends the grace period.
+        assert_eq!(
+            runner_pods_wait(&[pod(Some(5))], at(0), at(34), margin),
+            PodWait::Wait(Duration::from_secs(1))
+        );
+        assert_eq!(
+            runner_pods_wait(&[pod(Some(5))], at(0), at(35), margin),
+            PodWait::Overdue(vec!["s-runner-x".into()])
+        );
+        // The latest deadline of several pods counts.
+        assert_eq!(
+            runner_pods_wait(&[pod(Some(5)), pod(None)], at(0), at(40), margin),
+            PodWait::Wait(POD_POLL)
+        );
+    }
+
+    #[test]
+    fn the_cleaned_note_names_what_was_found() {
+        let mut spec = testing::spec();
+        spec.offsets = Some(OffsetsSpec {
+            table: Some("ops.offsets".into()),
+            consumer_id: None,
+        });
+        let work = plan_cleanup(&spec, None, "orders", Why::Deleted);
+        let mut report = Report::default();
+        assert_eq!(
+            cleaned_note(&work, &report),
+            "removed from Doris: offset-table row consumer_id='orders' in ops.offsets"
+        );
+        report.swept = vec!["dcs-orders-1-0".into()];
+        assert_eq!(
+            cleaned_note(&work, &report),
+            "removed from Doris: offset-table row consumer_id='orders' in ops.offsets; loads pre-committed after the last checkpoint (labels dcs-orders-1-0)"
+        );
+        spec.offsets = None;
+        let work = plan_cleanup(&spec, None, "orders", Why::Deleted);
+        assert_eq!(
+            cleaned_note(&work, &Report::default()),
+            "nothing of the sync was left in Doris (no load pre-committed after its last checkpoint)"
         );
     }
 
@@ -554,7 +959,9 @@ mod tests {
         assert_eq!(work.truncate, Some("db.dst".parse().unwrap()));
         assert!(work.aborts.is_empty() && work.offset_row.is_none());
         spec.sink.doris.as_mut().unwrap().mode = SinkMode::Changelog;
-        assert!(plan_cleanup(&spec, None, "orders", Why::Reinitialized).is_empty());
+        let work = plan_cleanup(&spec, None, "orders", Why::Reinitialized);
+        assert_eq!(work.truncate, None);
+        assert!(work.aborts.is_empty() && work.offset_row.is_none());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Doris cleanup against doris-emu and kube-emu: deletion aborts the pending pre-committed
-//! transaction and deletes the offset-table row; re-initialisation in upsert mode truncates the
-//! sink; an unreachable sink is reported and let go after the bounded retries.
+//! transaction and the loads pre-committed after the checkpoint, and deletes the offset-table
+//! row, after the runner's pods are gone (or overdue); re-initialisation in upsert mode truncates
+//! the sink; an unreachable sink is reported and let go after the bounded retries; a deleted
+//! credentials Secret gives up at once.
 
 use std::{sync::Arc, time::Duration};
 
@@ -11,7 +13,10 @@ use dcs_operator::{
     cleanup::RetryPolicy,
     reconcile::{Context, reconcile},
 };
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Pod, Secret},
+};
 use kube::{
     Api,
     api::{Patch, PatchParams, PostParams},
@@ -65,6 +70,35 @@ async fn reconcile_a_few(
         reconcile(Arc::new(sync), ctx.clone()).await?;
     }
     Ok(api.get(name).await?)
+}
+
+/// Reconciles a deleting sync until it is gone; the number of passes. Fails when a pass recorded a
+/// failed cleanup attempt and `no_retries` is set, or when it takes more than 20 s.
+async fn reconcile_until_gone(
+    api: &Api<DorisChangelogSync>,
+    name: &str,
+    ctx: &Arc<Context>,
+    no_retries: bool,
+) -> Result<u32> {
+    let mut passes = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while let Some(sync) = api.get_opt(name).await? {
+        let annotations = sync.metadata.annotations.clone().unwrap_or_default();
+        assert!(
+            !(no_retries && annotations.contains_key("dcs.dev/cleanup-attempts")),
+            "a failed cleanup attempt was recorded: {annotations:?}"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} still there after {passes} passes"
+        );
+        passes += 1;
+        reconcile(Arc::new(sync), ctx.clone()).await?;
+        if api.get_opt(name).await?.is_some() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(passes)
 }
 
 /// Pre-commits one Stream Load (2PC) into db.dst on the BE; returns (txn id, label).
@@ -172,13 +206,22 @@ async fn deletion_aborts_pending_txns_and_deletes_the_offset_row() -> Result<()>
         )
         .await?;
     insert_offset_rows(&doris, &["other", "s"]).await?;
+    // It went on and pre-committed two loads for checkpoint 4, which it never saved.
+    let later = [
+        precommit(ports.be_http_port, "dcs-s-4-0").await?,
+        precommit(ports.be_http_port, "dcs-s-4-1").await?,
+    ];
+    // Another consumer's load with a similar label is not touched.
+    let other = precommit(ports.be_http_port, "dcs-other-4-0").await?;
 
     api.delete("s", &Default::default()).await?;
-    let deleting = api.get("s").await?;
-    reconcile(Arc::new(deleting), ctx.clone()).await?;
+    reconcile_until_gone(&api, "s", &ctx, true).await?;
 
-    assert!(api.get_opt("s").await?.is_none(), "the finalizer was kept");
     assert_eq!(txn_state(ports.fe_http_port, txn).await?, "ABORTED");
+    for t in later {
+        assert_eq!(txn_state(ports.fe_http_port, t).await?, "ABORTED");
+    }
+    assert_eq!(txn_state(ports.fe_http_port, other).await?, "PRECOMMITTED");
     assert_eq!(offset_consumers(&doris).await?, vec!["other".to_owned()]);
     let cleaned = events_about(&client, "s", "CleanedUp").await?;
     assert_eq!(
@@ -186,9 +229,14 @@ async fn deletion_aborts_pending_txns_and_deletes_the_offset_row() -> Result<()>
         vec![(
             "Normal".to_owned(),
             format!(
-                "removed from Doris: pre-committed Stream Load transactions {txn} (label dcs-s-3-0, db db); offset-table row consumer_id='s' in db.offsets"
+                "removed from Doris: pre-committed Stream Load transactions {txn} (label dcs-s-3-0, db db); offset-table row consumer_id='s' in db.offsets; loads pre-committed after the last checkpoint (labels dcs-s-4-0, dcs-s-4-1)"
             )
         )]
+    );
+    assert!(
+        events_about(&client, "s", "RunnerPodsLingering")
+            .await?
+            .is_empty()
     );
 
     // Already gone counts as done: an unknown transaction and a missing offset table.
@@ -207,8 +255,7 @@ async fn deletion_aborts_pending_txns_and_deletes_the_offset_row() -> Result<()>
         )
         .await?;
     api.delete("t", &Default::default()).await?;
-    reconcile(Arc::new(api.get("t").await?), ctx.clone()).await?;
-    assert!(api.get_opt("t").await?.is_none(), "the finalizer was kept");
+    reconcile_until_gone(&api, "t", &ctx, true).await?;
     assert_eq!(events_about(&client, "t", "CleanedUp").await?.len(), 1);
     drop(doris);
     emu.shutdown().await;
@@ -244,8 +291,17 @@ async fn reinit_in_upsert_mode_truncates_the_sink_and_drops_the_old_offset_row()
         &Patch::Merge(serde_json::json!({"spec": {"reinitNonce": "again"}})),
     )
     .await?;
-    reconcile(Arc::new(api.get("s").await?), ctx.clone()).await?;
-    let status = api.get("s").await?.status.expect("a status");
+    // The runner's pods go first (kube-emu's garbage collector deletes them after the Deployment).
+    let mut passes = 0;
+    let status = loop {
+        passes += 1;
+        reconcile(Arc::new(api.get("s").await?), ctx.clone()).await?;
+        let status = api.get("s").await?.status.expect("a status");
+        if status.phase == Some(Phase::Reinitializing) || passes == 50 {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     assert_eq!(status.phase, Some(Phase::Reinitializing));
     assert_eq!(status.consumer_id.as_deref(), Some("s-r1"));
     let count: Option<i64> = conn.query_first("SELECT COUNT(*) FROM db.dst").await?;
@@ -331,10 +387,138 @@ async fn an_unreachable_sink_blocks_and_deletion_gives_up_after_the_retries() ->
     assert_eq!(kind, "Warning");
     assert!(
         note.starts_with(
-            "gave up cleaning Doris after 3 attempts and released the finalizer; left behind: pre-committed Stream Load transactions 42 (label dcs-s-3-0, db db). Last error: cannot reach sink FE 127.0.0.1:1 to abort transaction 42"
+            "gave up cleaning Doris after 3 attempts and released the finalizer; left behind: pre-committed Stream Load transactions 42 (label dcs-s-3-0, db db); any loads pre-committed after the last checkpoint (labels dcs-s-4-<seq> and later checkpoint ids, db db). Last error: cannot reach sink FE 127.0.0.1:1 to abort transaction 42"
         ),
         "{note}"
     );
+    drop(doris);
+    emu.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn deletion_waits_for_the_runner_pods_and_gives_up_on_overdue_ones() -> Result<()> {
+    let emu = KubeEmu::start(Config::default()).await?;
+    let client = client_for(&emu).await?;
+    install_crd(&client).await?;
+    let doris = doris_with_tables(&TABLES).await?;
+    let ports = doris.ports();
+    create_doris_secret(&client).await?;
+    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut ctx = Context::new(client.clone(), None);
+    ctx.pod_wait_margin = Duration::from_secs(2);
+    let ctx = Arc::new(ctx);
+    let fe = format!("127.0.0.1:{}", ports.fe_http_port);
+    let sync: DorisChangelogSync =
+        serde_yaml::from_str(&sync_yaml("s", ports.fe_http_port, ports.query_port, &fe))?;
+    api.create(&PostParams::default(), &sync).await?;
+    reconcile_a_few(&api, "s", &ctx).await?;
+    let txn = precommit(ports.be_http_port, "dcs-s-3-0").await?;
+    configmaps
+        .patch(
+            "s-checkpoint",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {
+                "checkpoint.json": checkpoint_json("s", &[(txn, "dcs-s-3-0")])
+            }})),
+        )
+        .await?;
+    // A runner pod that does not go away (a finalizer holds it), with a 1 s grace period.
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "s-runner-held", "namespace": "default",
+                     "labels": {"dcs.dev/sync": "s"}, "finalizers": ["test.dcs.dev/hold"]},
+        "spec": {"terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "runner", "image": "dcs-runner"}]},
+    }))?;
+    pods.create(&PostParams::default(), &pod).await?;
+
+    api.delete("s", &Default::default()).await?;
+    reconcile(Arc::new(api.get("s").await?), ctx.clone()).await?;
+    // Waiting: nothing read or cleaned yet, the finalizer kept, the checkpoint fenced.
+    assert!(api.get_opt("s").await?.is_some());
+    assert_eq!(txn_state(ports.fe_http_port, txn).await?, "PRECOMMITTED");
+    let cm = configmaps.get("s-checkpoint").await?;
+    assert_eq!(
+        cm.metadata
+            .annotations
+            .unwrap_or_default()
+            .get("dcs.dev/fenced")
+            .map(String::as_str),
+        Some("deleted")
+    );
+    // Meanwhile the stopping runner pre-commits a load of checkpoint 4.
+    let late = precommit(ports.be_http_port, "dcs-s-4-0").await?;
+
+    // After its grace period and the margin the operator goes on without it.
+    let passes = reconcile_until_gone(&api, "s", &ctx, true).await?;
+    assert!(passes > 1, "the operator did not wait ({passes} passes)");
+    assert_eq!(txn_state(ports.fe_http_port, txn).await?, "ABORTED");
+    assert_eq!(txn_state(ports.fe_http_port, late).await?, "ABORTED");
+    let lingering = events_about(&client, "s", "RunnerPodsLingering").await?;
+    assert_eq!(
+        lingering,
+        vec![(
+            "Warning".to_owned(),
+            "runner pod(s) s-runner-held still there 2s past their grace period; cleaning up without waiting any longer: a load such a pod pre-commits from now on is left to Doris's transaction timeout".to_owned()
+        )]
+    );
+    assert_eq!(events_about(&client, "s", "CleanedUp").await?.len(), 1);
+    drop(doris);
+    emu.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_deleted_secret_gives_up_the_cleanup_at_once() -> Result<()> {
+    let emu = KubeEmu::start(Config::default()).await?;
+    let client = client_for(&emu).await?;
+    install_crd(&client).await?;
+    let doris = doris_with_tables(&TABLES).await?;
+    let ports = doris.ports();
+    create_doris_secret(&client).await?;
+    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    // The default policy: five attempts over about 2.5 minutes, none of which may be used.
+    let ctx = Arc::new(Context::new(client.clone(), None));
+    let fe = format!("127.0.0.1:{}", ports.fe_http_port);
+    let sync: DorisChangelogSync =
+        serde_yaml::from_str(&sync_yaml("s", ports.fe_http_port, ports.query_port, &fe))?;
+    api.create(&PostParams::default(), &sync).await?;
+    reconcile_a_few(&api, "s", &ctx).await?;
+    configmaps
+        .patch(
+            "s-checkpoint",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {
+                "checkpoint.json": checkpoint_json("s", &[(42, "dcs-s-3-0")])
+            }})),
+        )
+        .await?;
+    insert_offset_rows(&doris, &["s"]).await?;
+
+    // As in a namespace deletion: the Secret goes at the same moment as the sync.
+    Api::<Secret>::namespaced(client.clone(), "default")
+        .delete("doris", &Default::default())
+        .await?;
+    api.delete("s", &Default::default()).await?;
+    reconcile_until_gone(&api, "s", &ctx, true).await?;
+
+    let abandoned = events_about(&client, "s", "CleanupAbandoned").await?;
+    assert_eq!(abandoned.len(), 1, "{abandoned:?}");
+    let (kind, note) = &abandoned[0];
+    assert_eq!(kind, "Warning");
+    assert!(
+        note.starts_with(
+            "gave up cleaning Doris at once and released the finalizer: the credentials Secret default/doris is gone (deleted with the namespace?), so retrying cannot help; left behind: pre-committed Stream Load transactions 42 (label dcs-s-3-0, db db); any loads pre-committed after the last checkpoint (labels dcs-s-4-<seq> and later checkpoint ids, db db); offset-table row consumer_id='s' in db.offsets. Last error: Secret default/doris named in spec.sink.doris.credentials does not exist"
+        ),
+        "{note}"
+    );
+    assert!(note.contains("Remove them by hand"), "{note}");
+    // Nothing was removed: the row is still there.
+    assert_eq!(offset_consumers(&doris).await?, vec!["s".to_owned()]);
     drop(doris);
     emu.shutdown().await;
     Ok(())

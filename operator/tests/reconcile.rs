@@ -172,6 +172,26 @@ async fn blocked_then_launched_then_suspended() -> Result<()> {
     Ok(())
 }
 
+/// Reconciles until the status has `phase` (a re-initialisation first waits for the runner's pods,
+/// which kube-emu's garbage collector deletes after the Deployment); the last status.
+async fn reconcile_until_phase(
+    api: &Api<DorisChangelogSync>,
+    name: &str,
+    ctx: &Arc<Context>,
+    phase: Phase,
+) -> Result<dcs_crds::DorisChangelogSyncStatus> {
+    let mut passes = 0;
+    loop {
+        passes += 1;
+        reconcile(Arc::new(api.get(name).await?), ctx.clone()).await?;
+        let status = api.get(name).await?.status.unwrap_or_default();
+        if status.phase == Some(phase) || passes == 50 {
+            return Ok(status);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test]
 async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
     let emu = KubeEmu::start(Config::default()).await?;
@@ -231,10 +251,7 @@ async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
         .send()
         .await?
         .error_for_status()?;
-    let sync = api.get("s").await?;
-    reconcile(Arc::new(sync), ctx.clone()).await?;
-    let s = api.get("s").await?;
-    let status = s.status.expect("a status");
+    let status = reconcile_until_phase(&api, "s", &ctx, Phase::Reinitializing).await?;
     assert_eq!(status.phase, Some(Phase::Reinitializing));
     assert_eq!(status.consumer_id.as_deref(), Some("s-r1"));
     let reinit = status.last_reinit.expect("lastReinit");
@@ -265,9 +282,7 @@ async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
         &Patch::Merge(serde_json::json!({"spec": {"reinitNonce": "again"}})),
     )
     .await?;
-    let sync = api.get("s").await?;
-    reconcile(Arc::new(sync), ctx.clone()).await?;
-    let status = api.get("s").await?.status.expect("a status");
+    let status = reconcile_until_phase(&api, "s", &ctx, Phase::Reinitializing).await?;
     assert_eq!(status.phase, Some(Phase::Reinitializing));
     assert_eq!(
         status.last_reinit.and_then(|r| r.reason).as_deref(),

@@ -13,15 +13,16 @@ pub enum Error {
         /// The directory.
         dir: PathBuf,
     },
-    /// The stored checkpoint changed under us: another runner owns this sync now.
+    /// The stored checkpoint changed under us: another runner owns this sync now, or the
+    /// operator fenced it (the sync is deleted or starts again).
     #[error(
-        "checkpoint was changed by another runner (expected revision {expected}, found {found}); this runner stops without committing"
+        "checkpoint was changed by another runner or the operator (expected {expected}, found {found}); this runner stops without committing"
     )]
     Fenced {
-        /// Revision this runner last wrote or read.
-        expected: u64,
-        /// Revision found in the store.
-        found: u64,
+        /// The revision this runner last wrote or read, e.g. `resourceVersion 41`.
+        expected: String,
+        /// The revision in the store now, e.g. `resourceVersion 57`.
+        found: String,
     },
     /// The stored checkpoint cannot be read.
     #[error(
@@ -241,10 +242,14 @@ mod tests {
         assert_eq!(expired.exit_code(), exit_code::OFFSET_EXPIRED);
         assert_eq!(expired.reason(), "OffsetExpired");
         let fenced = Error::Fenced {
-            expected: 1,
-            found: 2,
+            expected: "resourceVersion 41".into(),
+            found: "resourceVersion 57".into(),
         };
         assert_eq!(fenced.exit_code(), exit_code::FENCED);
+        assert_eq!(
+            fenced.to_string(),
+            "checkpoint was changed by another runner or the operator (expected resourceVersion 41, found resourceVersion 57); this runner stops without committing"
+        );
         let config = Error::Config { reason: "x".into() };
         assert_eq!(config.exit_code(), exit_code::CONFIG);
         let sink = Error::Sink {

@@ -7,9 +7,11 @@
 //!
 //! A checkpoint flushes the open batch, then (2PC) saves the position together with the
 //! pre-committed transactions and only then commits them; a save that loses the store's fence stops
-//! the run with [`Error::Fenced`] and commits nothing. On start the transactions of the saved
-//! checkpoint are committed again ("already committed" is success) and loads pre-committed under
-//! the next checkpoint id are aborted, since no checkpoint records them.
+//! the run with [`Error::Fenced`] and commits nothing: the loads pre-committed for that checkpoint
+//! are aborted by transaction id (best effort; another owner may use the same labels). On start
+//! the transactions of the saved checkpoint are committed again ("already committed" is success)
+//! and loads pre-committed under the next checkpoint id are aborted, since no checkpoint records
+//! them.
 //!
 //! Changelog checkpoints are taken between windows, so a checkpoint never holds part of a window.
 //! Snapshot checkpoints record the finished tablets: rows of an unfinished split are loaded again
@@ -796,7 +798,12 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             counters: self.counters.clone(),
             last_error: self.saved.as_ref().and_then(|c| c.last_error.clone()),
         };
-        self.store.save(&cp).await?;
+        if let Err(e) = self.store.save(&cp).await {
+            if matches!(e, Error::Fenced { .. }) {
+                self.abort_unsaved(&cp.pending_txns).await;
+            }
+            return Err(e);
+        }
         tracing::info!(
             checkpoint_id = cp.checkpoint_id,
             pending_txns = cp.pending_txns.len(),
@@ -828,6 +835,26 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         }
         self.publish();
         Ok(())
+    }
+
+    /// Best effort after losing the fence: abort the loads this runner pre-committed for the
+    /// checkpoint it could not save. Nobody would ever commit them, and the new owner (or the
+    /// operator cleaning up a deleted sync) may not know them.
+    async fn abort_unsaved(&mut self, txns: &[PendingTxn]) {
+        let SinkWriter::Doris(w) = &self.sink else {
+            return;
+        };
+        if txns.is_empty() {
+            return;
+        }
+        let aborted = w.abort_txns(txns).await;
+        self.pending.clear();
+        tracing::warn!(
+            checkpoint_id = self.next_id,
+            loads = txns.len(),
+            aborted,
+            "fenced: aborted the loads pre-committed for the checkpoint that could not be saved"
+        );
     }
 
     /// Best effort after a failure: abort the open loads no checkpoint records and keep the error

@@ -48,6 +48,16 @@ fn cp(id: u64) -> Checkpoint {
     }
 }
 
+async fn resource_version(client: &Client) -> String {
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .get("student-sync-checkpoint")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
+}
+
 fn store(client: &Client) -> ConfigMapStore {
     ConfigMapStore::new(client.clone(), "default", "student-sync-checkpoint")
 }
@@ -81,16 +91,18 @@ async fn a_stale_second_store_is_fenced() {
     first.save(&cp(1)).await.unwrap();
     let mut second = store(&client);
     assert_eq!(second.load().await.unwrap(), Some(cp(1)));
+    let read = resource_version(&client).await;
     // The first runner moves on; the second's resourceVersion is stale now.
     first.save(&cp(2)).await.unwrap();
+    let now = resource_version(&client).await;
+    assert_ne!(read, now);
     let err = second.save(&cp(2)).await.unwrap_err();
     assert!(
         matches!(
-            err,
-            Error::Fenced {
-                expected: 1,
-                found: 2
-            }
+            &err,
+            Error::Fenced { expected, found }
+                if *expected == format!("resourceVersion {read}")
+                    && *found == format!("resourceVersion {now}")
         ),
         "{err}"
     );
@@ -108,13 +120,13 @@ async fn a_fresh_store_is_fenced_until_it_reloads() {
     // Never loaded: a save would create, and the ConfigMap exists.
     let mut fresh = store(&client);
     let err = fresh.save(&cp(1)).await.unwrap_err();
+    let now = resource_version(&client).await;
     assert!(
         matches!(
-            err,
-            Error::Fenced {
-                expected: 0,
-                found: 5
-            }
+            &err,
+            Error::Fenced { expected, found }
+                if expected == "no ConfigMap (never loaded)"
+                    && *found == format!("resourceVersion {now}")
         ),
         "{err}"
     );
@@ -125,6 +137,37 @@ async fn a_fresh_store_is_fenced_until_it_reloads() {
         other.save(&cp(6)).await.unwrap_err(),
         Error::Fenced { .. }
     ));
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_operator_fence_names_both_resource_versions() {
+    let (emu, client) = start().await;
+    let mut s = store(&client);
+    s.load().await.unwrap();
+    s.save(&cp(3)).await.unwrap();
+    let saved = resource_version(&client).await;
+    // The operator fences a deleted sync's runner with an annotation: the checkpoint id stays 3,
+    // only the resourceVersion moves.
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .patch(
+            "student-sync-checkpoint",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                serde_json::json!({"metadata": {"annotations": {"dcs.dev/fenced": "deleted"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let fenced = resource_version(&client).await;
+    let err = s.save(&cp(4)).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "checkpoint was changed by another runner or the operator (expected resourceVersion {saved}, found resourceVersion {fenced}); this runner stops without committing"
+        )
+    );
+    assert_ne!(saved, fenced);
     emu.shutdown().await;
 }
 

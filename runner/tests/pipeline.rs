@@ -286,12 +286,15 @@ async fn a_second_runner_is_fenced() {
         .unwrap_err();
     assert!(matches!(err, Error::Fenced { .. }), "{err}");
     assert_eq!(err.exit_code(), 4);
-    // What the fenced runner pre-committed stays uncommitted.
+    // What the fenced runner pre-committed is never committed: it aborted it before stopping.
     let sink = table(&emu, "sink.student").await;
     assert!(
         !sink.iter().any(|r| r[0] == "5000"),
         "fenced loads were committed"
     );
+    let t = txns(&emu).await;
+    assert!(t.iter().all(|x| x.state != "PRECOMMITTED"), "{t:?}");
+    assert!(t.iter().any(|x| x.state == "ABORTED"), "{t:?}");
 }
 
 #[tokio::test]

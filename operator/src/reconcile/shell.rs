@@ -53,6 +53,8 @@ pub const CLEANUP_ATTEMPTS_ANNOTATION: &str = "dcs.dev/cleanup-attempts";
 pub const CLEANUP_NEXT_ANNOTATION: &str = "dcs.dev/cleanup-next-attempt";
 /// Annotation on a deleting sync: why the last cleanup attempt failed.
 pub const CLEANUP_ERROR_ANNOTATION: &str = "dcs.dev/cleanup-last-error";
+/// How long past a runner pod's grace period the cleanup waits for it by default.
+pub const DEFAULT_POD_WAIT_MARGIN: Duration = Duration::from_secs(30);
 /// Annotation set on the checkpoint ConfigMap of a deleted sync: changing the ConfigMap's
 /// resourceVersion fences a still-running runner (its next save fails and it stops).
 pub const FENCED_ANNOTATION: &str = "dcs.dev/fenced";
@@ -69,6 +71,17 @@ pub struct Context {
     pub probes: Mutex<HashMap<String, CachedProbe>>,
     /// Retries of a deleted sync's Doris cleanup before the finalizer is released anyway.
     pub cleanup_policy: RetryPolicy,
+    /// How long past a runner pod's grace period the cleanup waits for it before going on.
+    pub pod_wait_margin: Duration,
+    /// Since when the cleanup of a sync (namespace/name) waits for its runner pods to go.
+    pub pod_waits: Mutex<HashMap<String, PodWaitState>>,
+}
+
+/// A wait for a sync's runner pods to stop.
+#[derive(Clone, Copy, Debug)]
+pub struct PodWaitState {
+    since: Timestamp,
+    reported: bool,
 }
 
 /// A cached probe result.
@@ -93,6 +106,8 @@ impl Context {
             runner_image,
             probes: Mutex::new(HashMap::new()),
             cleanup_policy: RetryPolicy::default(),
+            pod_wait_margin: DEFAULT_POD_WAIT_MARGIN,
+            pod_waits: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -201,28 +216,55 @@ async fn read_credentials(
     credentials: &Credentials,
     field: &str,
 ) -> Result<DorisCredentials, ProbeFailure> {
+    read_credentials_or_gone(client, ns, credentials, field)
+        .await
+        .map_err(|(failure, _)| failure)
+}
+
+/// As [`read_credentials`]; the error says too whether the Secret does not exist.
+async fn read_credentials_or_gone(
+    client: &Client,
+    ns: &str,
+    credentials: &Credentials,
+    field: &str,
+) -> Result<DorisCredentials, (ProbeFailure, bool)> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let name = &credentials.secret_name;
-    let secret = secrets.get_opt(name).await.map_err(|e| ProbeFailure {
-        reason: CREDENTIALS_MISSING,
-        message: format!("cannot read Secret {ns}/{name}: {e}"),
+    let secret = secrets.get_opt(name).await.map_err(|e| {
+        (
+            ProbeFailure {
+                reason: CREDENTIALS_MISSING,
+                message: format!("cannot read Secret {ns}/{name}: {e}"),
+            },
+            false,
+        )
     })?;
     let Some(secret) = secret else {
-        return Err(ProbeFailure {
-            reason: CREDENTIALS_MISSING,
-            message: format!(
-                "Secret {ns}/{name} named in {field} does not exist; create it with keys {} and {}",
-                credentials.username_key, credentials.password_key
-            ),
-        });
+        return Err((
+            ProbeFailure {
+                reason: CREDENTIALS_MISSING,
+                message: format!(
+                    "Secret {ns}/{name} named in {field} does not exist; create it with keys {} and {}",
+                    credentials.username_key, credentials.password_key
+                ),
+            },
+            true,
+        ));
     };
     let data = secret.data.unwrap_or_default();
     let value = |key: &str| {
         data.get(key)
             .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-            .ok_or_else(|| ProbeFailure {
-                reason: CREDENTIALS_MISSING,
-                message: format!("Secret {ns}/{name} has no key {key:?}; add it or set {field}"),
+            .ok_or_else(|| {
+                (
+                    ProbeFailure {
+                        reason: CREDENTIALS_MISSING,
+                        message: format!(
+                            "Secret {ns}/{name} has no key {key:?}; add it or set {field}"
+                        ),
+                    },
+                    false,
+                )
             })
     };
     Ok(DorisCredentials {
@@ -418,10 +460,6 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
         .as_ref()
         .and_then(build::checkpoint_text)
         .map(crate::checkpoint::parse);
-    let stored_checkpoint = match &stored {
-        Some(Ok(Some(cp))) => Some(cp.clone()),
-        _ => None,
-    };
     match stored {
         Some(Ok(Some(cp))) if cp.consumer_id == active => observed.checkpoint = Some(cp),
         Some(Err(e)) => observed.checkpoint_error = Some(e),
@@ -447,18 +485,33 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
             info!(previous = %r.previous_consumer_id, consumer = %r.consumer_id, reason = r.reason, "reinitializing");
             delete_quietly(&deployments, &runner_name).await?;
             delete_quietly(&jobs, &runner_name).await?;
+            // The stopping runner may still save a checkpoint or pre-commit a load: nothing is
+            // read or changed until its pods are gone (status included, so the plan stays).
+            if let Some(wait) = wait_for_runner_pods(ctx, sync, &ns, &name).await? {
+                return Ok(Action::requeue(wait));
+            }
+            let checkpoint_cm = get_opt(&configmaps, &names::checkpoint(&name)).await?;
+            let stored_checkpoint = checkpoint_cm
+                .as_ref()
+                .and_then(build::checkpoint_text)
+                .and_then(|t| crate::checkpoint::parse(t).ok().flatten());
             // Before the checkpoint (which lists the pending transactions) is cleared: a failure
             // here leaves everything as it was, and the next pass tries the reinit again.
-            let work = cleanup::plan_cleanup(
+            let mut work = cleanup::plan_cleanup(
                 &sync.spec,
                 stored_checkpoint.as_ref(),
                 &r.previous_consumer_id,
                 Why::Reinitialized,
             );
+            if checkpoint_cm.is_none() {
+                // No runner ever ran (the ConfigMap comes with the first): no load to look for.
+                work.stale_labels = None;
+            }
             if !work.is_empty() {
                 let report = cleanup::execute(&work, &targets(sync, ctx, &ns).await).await;
                 if report.errors.is_empty() {
-                    info!(done = %work.describe(), "cleaned the old consumer's state in Doris");
+                    info!(done = %cleanup::cleaned_note(&work, &report), "cleaned the old consumer's state in Doris");
+                    forget_pod_wait(ctx, &ns, &name);
                 } else {
                     let note = format!(
                         "cannot re-initialise yet, the old consumer's state in Doris could not be removed: {}; left: {}; retrying",
@@ -470,6 +523,7 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
                 }
             }
             if checkpoint_cm.is_some() {
+                // Also fences a runner pod that outlived the wait.
                 let clear = serde_json::json!({"data": {CHECKPOINT_KEY: null}});
                 configmaps
                     .patch(
@@ -656,25 +710,23 @@ async fn publish(
 /// Where the cleanup reaches Doris, with the credentials read from the Secrets.
 async fn targets(sync: &DorisChangelogSync, ctx: &Context, ns: &str) -> Targets {
     let spec = &sync.spec;
+    let mut secrets_gone = Vec::new();
+    let mut read = async |credentials: &Credentials, field: &str| {
+        read_credentials_or_gone(&ctx.client, ns, credentials, field)
+            .await
+            .map_err(|(failure, gone)| {
+                let secret = format!("{ns}/{}", credentials.secret_name);
+                if gone && !secrets_gone.contains(&secret) {
+                    secrets_gone.push(secret);
+                }
+                failure.message
+            })
+    };
     let sink_credentials = match &spec.sink.doris {
-        Some(d) => read_credentials(
-            &ctx.client,
-            ns,
-            &d.credentials,
-            "spec.sink.doris.credentials",
-        )
-        .await
-        .map_err(|f| f.message),
+        Some(d) => read(&d.credentials, "spec.sink.doris.credentials").await,
         None => Err("the sink is not Doris".to_owned()),
     };
-    let source_credentials = read_credentials(
-        &ctx.client,
-        ns,
-        &spec.source.credentials,
-        "spec.source.credentials",
-    )
-    .await
-    .map_err(|f| f.message);
+    let source_credentials = read(&spec.source.credentials, "spec.source.credentials").await;
     Targets {
         sink_fe_nodes: spec
             .sink
@@ -687,7 +739,96 @@ async fn targets(sync: &DorisChangelogSync, ctx: &Context, ns: &str) -> Targets 
         source_fe_nodes: spec.source.fe_nodes.clone(),
         source_query_port: u16::try_from(spec.source.query_port).unwrap_or(9030),
         source_credentials,
+        secrets_gone,
     }
+}
+
+/// After the runner's workload was deleted: `Some(wait)` while its pods are still stopping (a
+/// stopping runner may still pre-commit a load or save a checkpoint, so the checkpoint is read
+/// only after they are gone). A pod past its grace period and [`Context::pod_wait_margin`] is
+/// given up on, with a Warning event, and `None` is returned as when they are gone.
+async fn wait_for_runner_pods(
+    ctx: &Context,
+    sync: &DorisChangelogSync,
+    ns: &str,
+    name: &str,
+) -> Result<Option<Duration>> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    let selector = format!("{}={name}", build::SYNC_LABEL);
+    let list = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(Error::Kube)?;
+    let running: Vec<cleanup::RunnerPod> = list
+        .items
+        .into_iter()
+        .filter(|p| {
+            // A finished pod (a Job's) runs nothing any more.
+            !matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            )
+        })
+        .map(|p| cleanup::RunnerPod {
+            name: p.name_any(),
+            deleting_until: p.metadata.deletion_timestamp.as_ref().map(|t| t.0),
+            grace: Duration::from_secs(
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+                    .and_then(|g| u64::try_from(g).ok())
+                    .unwrap_or(30),
+            ),
+        })
+        .collect();
+    let key = format!("{ns}/{name}");
+    if running.is_empty() {
+        ctx.pod_waits.lock().expect("pod wait lock").remove(&key);
+        return Ok(None);
+    }
+    let now = Timestamp::now();
+    let state = *ctx
+        .pod_waits
+        .lock()
+        .expect("pod wait lock")
+        .entry(key.clone())
+        .or_insert(PodWaitState {
+            since: now,
+            reported: false,
+        });
+    match cleanup::runner_pods_wait(&running, state.since, now, ctx.pod_wait_margin) {
+        cleanup::PodWait::Gone => Ok(None),
+        cleanup::PodWait::Wait(wait) => {
+            info!(
+                pods = running.len(),
+                "waiting for the runner's pods to stop before reading its checkpoint"
+            );
+            Ok(Some(wait))
+        }
+        cleanup::PodWait::Overdue(names) => {
+            if !state.reported {
+                let note = format!(
+                    "runner pod(s) {} still there {}s past their grace period; cleaning up without waiting any longer: a load such a pod pre-commits from now on is left to Doris's transaction timeout",
+                    names.join(", "),
+                    ctx.pod_wait_margin.as_secs()
+                );
+                warn!(%note, "runner pods did not stop");
+                publish(ctx, sync, true, "RunnerPodsLingering", note).await;
+                if let Some(s) = ctx.pod_waits.lock().expect("pod wait lock").get_mut(&key) {
+                    s.reported = true;
+                }
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// Forgets the pod wait of a sync once its cleanup is over.
+fn forget_pod_wait(ctx: &Context, ns: &str, name: &str) {
+    ctx.pod_waits
+        .lock()
+        .expect("pod wait lock")
+        .remove(&format!("{ns}/{name}"));
 }
 
 fn annotation<'a>(sync: &'a DorisChangelogSync, key: &str) -> Option<&'a str> {
@@ -698,10 +839,12 @@ fn annotation<'a>(sync: &'a DorisChangelogSync, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-/// Cleans up after a deleted sync: stops the runner, fences its checkpoint, aborts its pending
-/// transactions and deletes its offset-table row. `Ok(None)` when the finalizer can go (done, or
-/// given up after the retry policy's attempts, with a Warning event naming what was left);
-/// `Ok(Some(wait))` to try again later. Owned objects go with the sync through owner references.
+/// Cleans up after a deleted sync: stops the runner, fences its checkpoint, waits for its pods to
+/// go, then aborts the checkpoint's pending transactions and the loads pre-committed after it and
+/// deletes its offset-table row. `Ok(None)` when the finalizer can go (done, or given up after the
+/// retry policy's attempts or at once when a credentials Secret is gone, with a Warning event
+/// naming what was left); `Ok(Some(wait))` to look again later. Owned objects go with the sync
+/// through owner references.
 async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Duration>> {
     let ns = sync
         .namespace()
@@ -728,10 +871,6 @@ async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Dura
     delete_quietly(&Api::<Job>::namespaced(client.clone(), &ns), &runner_name).await?;
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let checkpoint_cm = get_opt(&configmaps, &names::checkpoint(&name)).await?;
-    let checkpoint: Option<Checkpoint> = checkpoint_cm
-        .as_ref()
-        .and_then(build::checkpoint_text)
-        .and_then(|t| crate::checkpoint::parse(t).ok().flatten());
     if let Some(cm) = &checkpoint_cm
         && !cm.annotations().contains_key(FENCED_ANNOTATION)
     {
@@ -750,28 +889,40 @@ async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Dura
             Err(e) => return Err(Error::Kube(e)),
         }
     }
+    // A stopping runner may still pre-commit a load (and, fenced, abort it again): the checkpoint
+    // and the labels after it are read once its pods are gone.
+    if let Some(wait) = wait_for_runner_pods(ctx, sync, &ns, &name).await? {
+        return Ok(Some(wait));
+    }
+    let checkpoint_cm = get_opt(&configmaps, &names::checkpoint(&name)).await?;
+    let checkpoint: Option<Checkpoint> = checkpoint_cm
+        .as_ref()
+        .and_then(build::checkpoint_text)
+        .and_then(|t| crate::checkpoint::parse(t).ok().flatten());
 
     let consumer = sync
         .status
         .as_ref()
         .and_then(|s| s.consumer_id.clone())
         .unwrap_or_else(|| sync.consumer_id());
-    let work = cleanup::plan_cleanup(&sync.spec, checkpoint.as_ref(), &consumer, Why::Deleted);
+    let mut work = cleanup::plan_cleanup(&sync.spec, checkpoint.as_ref(), &consumer, Why::Deleted);
+    if checkpoint_cm.is_none() {
+        // The checkpoint ConfigMap is created with the first runner: without it none ever ran
+        // (e.g. a sync blocked from the start), so no load can be pre-committed.
+        work.stale_labels = None;
+    }
     if work.is_empty() {
         info!("sync deleted; nothing to clean in Doris; its runner objects go with it");
+        forget_pod_wait(ctx, &ns, &name);
         return Ok(None);
     }
-    let report = cleanup::execute(&work, &targets(sync, ctx, &ns).await).await;
+    let targets = targets(sync, ctx, &ns).await;
+    let report = cleanup::execute(&work, &targets).await;
     if report.errors.is_empty() {
-        info!(done = %work.describe(), "sync deleted; cleaned its state in Doris");
-        publish(
-            ctx,
-            sync,
-            false,
-            "CleanedUp",
-            format!("removed from Doris: {}", work.describe()),
-        )
-        .await;
+        let note = cleanup::cleaned_note(&work, &report);
+        info!(%note, "sync deleted; cleaned its state in Doris");
+        publish(ctx, sync, false, "CleanedUp", note).await;
+        forget_pod_wait(ctx, &ns, &name);
         return Ok(None);
     }
     let attempts = annotation(sync, CLEANUP_ATTEMPTS_ANNOTATION)
@@ -779,11 +930,21 @@ async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Dura
         .unwrap_or(0)
         + 1;
     let errors = report.errors.join("; ");
+    if !targets.secrets_gone.is_empty() {
+        // Typically the namespace is being deleted and took the Secret with it: no retry can
+        // read the credentials again.
+        let note = secret_gone_note(&targets.secrets_gone, &errors, &report.left);
+        warn!(%note, "giving up the cleanup of a deleted sync");
+        publish(ctx, sync, true, "CleanupAbandoned", note).await;
+        forget_pod_wait(ctx, &ns, &name);
+        return Ok(None);
+    }
     match cleanup::after_failure(attempts, ctx.cleanup_policy) {
         AfterFailure::GiveUp => {
             let note = left_behind_note(attempts, &errors, &report.left);
             warn!(%note, "giving up the cleanup of a deleted sync");
             publish(ctx, sync, true, "CleanupAbandoned", note).await;
+            forget_pod_wait(ctx, &ns, &name);
             Ok(None)
         }
         AfterFailure::Retry(wait) => {
@@ -809,10 +970,22 @@ async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Dura
     }
 }
 
+/// How to remove what a given-up cleanup left, by hand.
+const BY_HAND: &str = "Remove them by hand (curl -X PUT -H 'txn_id: <id>' (or -H 'label: <label>') -H 'txn_operation: abort' http://<sink-fe>/api/<db>/<table>/_stream_load_2pc; DELETE FROM <offset table> WHERE consumer_id = '<id>') or let Doris time the transactions out";
+
+/// The Warning note when cleanup is given up because a credentials Secret is gone (pure).
+pub fn secret_gone_note(secrets: &[String], errors: &str, left: &Work) -> String {
+    format!(
+        "gave up cleaning Doris at once and released the finalizer: the credentials Secret {} is gone (deleted with the namespace?), so retrying cannot help; left behind: {}. Last error: {errors}. {BY_HAND}",
+        secrets.join(" and "),
+        left.describe()
+    )
+}
+
 /// The Warning note when cleanup is given up (pure).
 pub fn left_behind_note(attempts: u32, errors: &str, left: &Work) -> String {
     format!(
-        "gave up cleaning Doris after {attempts} attempts and released the finalizer; left behind: {}. Last error: {errors}. Remove them by hand (curl -X PUT -H 'txn_id: <id>' -H 'txn_operation: abort' http://<sink-fe>/api/<db>/<table>/_stream_load_2pc; DELETE FROM <offset table> WHERE consumer_id = '<id>') or let Doris time the transactions out",
+        "gave up cleaning Doris after {attempts} attempts and released the finalizer; left behind: {}. Last error: {errors}. {BY_HAND}",
         left.describe()
     )
 }

@@ -168,7 +168,7 @@ fn apply_checkpoint(
                 timestamp: Some(offset.timestamp.clone()),
                 tso: Some(offset.tso),
                 checkpoint_id: Some(i64::try_from(cp.checkpoint_id).unwrap_or(i64::MAX)),
-                committed_at,
+                committed_at: committed_at.clone(),
             });
             s.lag_seconds = Some((now_ms - offset.epoch_ms).div_euclid(1000).max(0));
         }
@@ -180,7 +180,19 @@ fn apply_checkpoint(
     s.ttl_headroom_seconds = headroom;
     let old = s.snapshot.clone().unwrap_or_default();
     let snapshotting = matches!(cp.position, Position::Snapshot { .. });
-    if cp.start_point.is_some() || snapshotting || old != SnapshotStatus::default() {
+    if cp.position == Position::Done {
+        // A finished `snapshot`-mode sync: its Job may have ended before any snapshot position
+        // was seen, and it has no start point. The Done checkpoint is the snapshot's last one:
+        // saved when it completed, its counters are the snapshot's rows.
+        let rows_read = i64::try_from(cp.counters.rows_read).ok();
+        s.snapshot = Some(SnapshotStatus {
+            start_timestamp: cp.start_point.as_ref().map(|o| o.timestamp.clone()),
+            started_at: old.started_at,
+            completed_at: old.completed_at.or(committed_at).or(Some(Time(now))),
+            rows_read,
+            rows_total: old.rows_total.or(rows_read),
+        });
+    } else if cp.start_point.is_some() || snapshotting || old != SnapshotStatus::default() {
         let rows_total = match &cp.position {
             Position::Snapshot { rows_total, .. } => rows_total.and_then(|r| i64::try_from(r).ok()),
             _ => old.rows_total,
@@ -947,6 +959,54 @@ mod tests {
                 Some("the checkpoint is unreadable: eof")
             )
         );
+    }
+
+    #[test]
+    fn a_finished_snapshot_job_reports_its_snapshot() {
+        let mut o = observed();
+        o.spec.startup.mode = StartupMode::Snapshot;
+        // The Job ended before the operator saw a snapshot position: only the Done checkpoint.
+        o.runner = RunnerState::Succeeded;
+        let mut cp = streaming_checkpoint("orders", 0);
+        cp.position = Position::Done;
+        cp.counters.rows_read = 42;
+        o.checkpoint = Some(cp);
+        let s = status_of(&o, 100);
+        assert_eq!(s.phase, Some(Phase::Snapshotting));
+        assert_eq!(
+            s.snapshot,
+            Some(SnapshotStatus {
+                start_timestamp: None,
+                started_at: None,
+                completed_at: Some(Time("2026-11-29T13:59:55Z".parse().unwrap())),
+                rows_read: Some(42),
+                rows_total: Some(42),
+            })
+        );
+        let c = get_condition(&s.conditions, types::SNAPSHOT_COMPLETE).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "SnapshotDone")
+        );
+        // Seen mid-snapshot before: the start is kept, the rows are the final ones.
+        o.status.snapshot = Some(SnapshotStatus {
+            started_at: Some(Time(local(50))),
+            rows_read: Some(10),
+            ..Default::default()
+        });
+        let s = status_of(&o, 100);
+        let snap = s.snapshot.unwrap();
+        assert_eq!(
+            (snap.started_at, snap.rows_read, snap.rows_total),
+            (Some(Time(local(50))), Some(42), Some(42))
+        );
+        assert_eq!(
+            snap.completed_at,
+            Some(Time("2026-11-29T13:59:55Z".parse().unwrap()))
+        );
+        // And the next pass writes nothing new.
+        o.status = status_of(&o, 100);
+        assert!(!differs(&o.status, &status_of(&o, 200)));
     }
 
     #[test]

@@ -54,8 +54,6 @@ pub struct ConfigMapStore {
     namespace: String,
     name: String,
     seen: Seen,
-    /// Checkpoint id last loaded or saved, for the fenced error's message.
-    expected: u64,
 }
 
 impl std::fmt::Debug for ConfigMapStore {
@@ -63,7 +61,6 @@ impl std::fmt::Debug for ConfigMapStore {
         f.debug_struct("ConfigMapStore")
             .field("namespace", &self.namespace)
             .field("name", &self.name)
-            .field("expected", &self.expected)
             .finish_non_exhaustive()
     }
 }
@@ -76,7 +73,6 @@ impl ConfigMapStore {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             seen: Seen::Unknown,
-            expected: 0,
         }
     }
 
@@ -113,22 +109,29 @@ impl ConfigMapStore {
         }
     }
 
-    /// The checkpoint id stored now (best effort, 0 when unknown), for a fenced error.
-    async fn found_id(&self) -> u64 {
-        match self.api.get_opt(&self.name).await {
-            Ok(Some(cm)) => stored_json(&cm)
-                .and_then(|j| crate::checkpoint::parse(&self.location(), j).ok())
-                .map_or(0, |c| c.checkpoint_id),
-            _ => 0,
-        }
-    }
-
+    /// The fenced error: the resourceVersion this store last read or wrote, and the one stored
+    /// now (best effort).
     async fn fenced(&self) -> Error {
-        Error::Fenced {
-            expected: self.expected,
-            found: self.found_id().await,
-        }
+        let expected = match &self.seen {
+            Seen::Present(cm) => revision(cm),
+            Seen::Absent => "no ConfigMap".to_owned(),
+            Seen::Unknown => "no ConfigMap (never loaded)".to_owned(),
+        };
+        let found = match self.api.get_opt(&self.name).await {
+            Ok(Some(cm)) => revision(&cm),
+            Ok(None) => "no ConfigMap (deleted)".to_owned(),
+            Err(e) => format!("an unreadable ConfigMap ({e})"),
+        };
+        Error::Fenced { expected, found }
     }
+}
+
+/// `resourceVersion <rv>`, for messages.
+fn revision(cm: &ConfigMap) -> String {
+    format!(
+        "resourceVersion {}",
+        cm.metadata.resource_version.as_deref().unwrap_or("?")
+    )
 }
 
 /// The checkpoint JSON in a ConfigMap, if the key is there.
@@ -149,13 +152,11 @@ impl CheckpointStore for ConfigMapStore {
             .map_err(|e| self.store_error("reading", &e))?;
         let Some(cm) = cm else {
             self.seen = Seen::Absent;
-            self.expected = 0;
             return Ok(None);
         };
         let checkpoint = stored_json(&cm)
             .map(|json| crate::checkpoint::parse(&self.location(), json))
             .transpose()?;
-        self.expected = checkpoint.as_ref().map_or(0, |c| c.checkpoint_id);
         self.seen = Seen::Present(Box::new(cm));
         Ok(checkpoint)
     }
@@ -200,7 +201,6 @@ impl CheckpointStore for ConfigMapStore {
             }
         };
         self.seen = Seen::Present(Box::new(written));
-        self.expected = checkpoint.checkpoint_id;
         Ok(())
     }
 }

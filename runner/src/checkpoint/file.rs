@@ -79,9 +79,12 @@ impl CheckpointStore for FileStore {
     async fn save(&mut self, checkpoint: &Checkpoint) -> Result<()> {
         let found = self.read()?.map(|c| c.checkpoint_id);
         if found != self.expected {
+            let revision = |id: Option<u64>| {
+                id.map_or("no checkpoint".to_owned(), |id| format!("checkpoint {id}"))
+            };
             return Err(Error::Fenced {
-                expected: self.expected.unwrap_or(0),
-                found: found.unwrap_or(0),
+                expected: revision(self.expected),
+                found: revision(found),
             });
         }
         let path = self.path();
@@ -145,11 +148,8 @@ mod tests {
         let err = store.save(&sample(2)).await.unwrap_err();
         assert!(
             matches!(
-                err,
-                Error::Fenced {
-                    expected: 1,
-                    found: 5
-                }
+                &err,
+                Error::Fenced { expected, found } if expected == "checkpoint 1" && found == "checkpoint 5"
             ),
             "{err}"
         );

@@ -215,6 +215,38 @@ impl DorisWriter {
         Ok(())
     }
 
+    /// Best effort: abort the pre-committed transactions `txns` by id (never by label: after
+    /// losing the fence, another runner may be loading under the same labels). Failures are
+    /// logged; returns how many were aborted or already gone.
+    pub async fn abort_txns(&self, txns: &[PendingTxn]) -> usize {
+        let mut done = 0;
+        for txn in txns {
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                match self
+                    .client
+                    .finish_txn(&txn.db, txn.txn_id, TxnOperation::Abort)
+                    .await
+                {
+                    TxnOutcome::Done => {
+                        done += 1;
+                        break;
+                    }
+                    TxnOutcome::Retry(m) if attempt < 3 => {
+                        tracing::warn!(label = %txn.label, txn_id = txn.txn_id, %m, "2PC abort failed; retrying");
+                        tokio::time::sleep(self.config.backoff.delay(attempt, jitter())).await;
+                    }
+                    TxnOutcome::Retry(m) | TxnOutcome::Permanent(m) => {
+                        tracing::warn!(label = %txn.label, txn_id = txn.txn_id, %m, "could not abort a pre-committed load; Doris aborts it when it times out");
+                        break;
+                    }
+                }
+            }
+        }
+        done
+    }
+
     /// Abort every pre-committed load of checkpoint `checkpoint_id` (labels `seq` 0, 1, … until
     /// Doris knows none); returns how many labels it found.
     ///

@@ -5,7 +5,7 @@ pub mod batcher;
 pub mod create_table;
 mod digits;
 pub mod encode;
-pub mod label;
+pub use dcs_crds::label;
 pub mod schema;
 pub mod stdout;
 pub mod stream_load;

@@ -1,5 +1,8 @@
 //! Deterministic Stream Load labels (DESIGN.md §3): `<labelPrefix>-<consumerId>-<checkpointId>-<seq>`.
 //!
+//! The runner names its loads with them; the operator finds the loads of a deleted or
+//! re-initialised sync by them.
+//!
 //! The same load always gets the same label, so a retry after a crash or a timeout is deduplicated
 //! by Doris (`Label Already Exists`) instead of loading twice.
 
