@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# The chart's tests: strict lint, renders of several value combinations checked object by object,
+# schema rejections, and the CRD shipped as crdgen wrote it. Renders with charts/helm.py (Helm 4
+# as a library, PyPI helm-python-sdk): no helm binary, no cluster, no network.
+#
+#   charts/test.sh            # prints one line per check, then `N passed, N failed`
+#
+# Exits non-zero when a check fails.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+CHART=dcs-operator
+APP_VERSION=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$CHART/Chart.yaml")
+
+if ! "$PY" -c 'import helm_python, yaml' >/dev/null 2>&1; then
+    echo "test.sh: installing the Python packages of .ci/requirements.txt (helm-python-sdk, PyYAML)"
+    "$PY" -m pip install --quiet --disable-pip-version-check -r ../.ci/requirements.txt
+fi
+
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+ko() {
+    failed=$((failed + 1))
+    echo "FAIL $1"
+    [ -n "${2:-}" ] && sed 's/^/    /' <<<"$2" | head -40
+    return 0
+}
+
+# lint NAME [helm.py lint options...]: strict lint must pass.
+lint() {
+    local name=$1 out
+    shift
+    if out=$("$PY" helm.py lint "$CHART" --strict "$@" 2>&1); then ok "$name"; else ko "$name" "$out"; fi
+}
+
+# render ID [helm.py render options...]: renders into $T/ID.yaml; a failed render is a failure.
+render() {
+    local id=$1 out
+    shift
+    if out=$("$PY" helm.py render "$CHART" "$@" 2>&1 >"$T/$id.yaml"); then
+        ok "render $id"
+    else
+        ko "render $id" "$out"
+        : >"$T/$id.yaml"
+    fi
+}
+
+# expect ID DESCRIPTION EXPR: EXPR (see chart_assert.py) holds on render ID.
+expect() {
+    local id=$1 what=$2 expr=$3 out
+    if out=$("$PY" chart_assert.py "$T/$id.yaml" "$expr" 2>&1); then
+        ok "$id: $what"
+    else
+        ko "$id: $what" "$out"
+    fi
+}
+
+# reject NAME PATTERN [helm.py render options...]: the render must fail with PATTERN (ERE) in
+# its message.
+reject() {
+    local name=$1 pattern=$2 out
+    shift 2
+    if out=$("$PY" helm.py render "$CHART" "$@" 2>&1); then
+        ko "$name" "rendered although it should have been rejected"
+    elif grep -Eq -- "$pattern" <<<"$out"; then
+        ok "$name"
+    else
+        ko "$name" "rejected, but the message does not match /$pattern/:
+$out"
+    fi
+}
+
+# --- lint ------------------------------------------------------------------------------------
+lint "lint --strict with default values"
+lint "lint --strict, namespaced RBAC" --set rbac.namespaced=true --set 'watchNamespaces={a,b}'
+lint "lint --strict, everything on" --set rbac.namespaced=true --set 'watchNamespaces={a,b}' \
+    --set leaderElection.enabled=true --set replicaCount=2 --set metrics.serviceMonitor.enabled=true \
+    --set 'imagePullSecrets[0].name=regcred' --set-json 'extraEnv=[{"name":"RUST_LOG","value":"debug"}]'
+if out=$("$PY" helm.py lint "$CHART" --strict --set bogusKey=1 2>&1); then
+    ko "lint fails on a value the schema rejects" "$out"
+else
+    ok "lint fails on a value the schema rejects"
+fi
+
+# --- defaults ---------------------------------------------------------------------------------
+render default
+expect default "exactly SA, ClusterRole(+Binding), metrics Service, Deployment" \
+    'kinds() == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"]'
+expect default "every namespaced object is in the release namespace" \
+    'all(o["metadata"].get("namespace") == "default" for o in objs if not o["kind"].startswith("Cluster"))'
+expect default "image defaults to appVersion" \
+    "container()['image'] == 'dcs-operator:$APP_VERSION' and container()['imagePullPolicy'] == 'IfNotPresent'"
+expect default "args: runner image, metrics addr, log format, nothing else" \
+    "args() == ['--runner-image=dcs-runner:$APP_VERSION', '--metrics-addr=0.0.0.0:8080', '--log-format=json']"
+expect default "POD_NAME and POD_NAMESPACE from the downward API" \
+    'env("POD_NAME")["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name" and env("POD_NAMESPACE")["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"'
+expect default "liveness /healthz and readiness /readyz on the metrics port" \
+    'container()["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"} and container()["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"} and container()["ports"][0]["containerPort"] == 8080'
+expect default "container: non-root, read-only root fs, drop ALL, seccomp RuntimeDefault, no escalation" \
+    'container()["securityContext"]["readOnlyRootFilesystem"] is True and container()["securityContext"]["runAsNonRoot"] is True and container()["securityContext"]["capabilities"]["drop"] == ["ALL"] and container()["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault" and container()["securityContext"]["allowPrivilegeEscalation"] is False'
+expect default "pod: runAsNonRoot with a non-zero uid, seccomp RuntimeDefault" \
+    'one("Deployment")["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True and one("Deployment")["spec"]["template"]["spec"]["securityContext"]["runAsUser"] != 0 and one("Deployment")["spec"]["template"]["spec"]["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"'
+expect default "resources have requests and limits" \
+    'set(container()["resources"]) == {"requests", "limits"} and "memory" in container()["resources"]["limits"]'
+expect default "one replica, Recreate without leader election" \
+    'one("Deployment")["spec"]["replicas"] == 1 and one("Deployment")["spec"]["strategy"]["type"] == "Recreate"'
+expect default "Service selects the Deployment's pods on the metrics port" \
+    'all(one("Deployment")["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in one("Service")["spec"]["selector"].items()) and one("Service")["spec"]["ports"][0]["targetPort"] == "metrics" and one("Service")["spec"]["type"] == "ClusterIP"'
+expect default "Deployment selector matches its pod labels" \
+    'all(one("Deployment")["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in one("Deployment")["spec"]["selector"]["matchLabels"].items())'
+expect default "ClusterRoleBinding binds the ClusterRole to the ServiceAccount" \
+    'one("ClusterRoleBinding")["roleRef"]["name"] == one("ClusterRole")["metadata"]["name"] and one("ClusterRoleBinding")["subjects"] == [{"kind": "ServiceAccount", "name": one("ServiceAccount")["metadata"]["name"], "namespace": "default"}] and one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == one("ServiceAccount")["metadata"]["name"]'
+expect default "secrets: exactly [get]" 'verbs(rules("ClusterRole"), "secrets") == ["get"]'
+expect default "syncs: get/list/watch/patch, status patch, finalizers update" \
+    'sorted(verbs(rules("ClusterRole"), "dorischangelogsyncs", "dcs.dev")) == ["get", "list", "patch", "watch"] and verbs(rules("ClusterRole"), "dorischangelogsyncs/status", "dcs.dev") == ["patch"] and verbs(rules("ClusterRole"), "dorischangelogsyncs/finalizers", "dcs.dev") == ["update"]'
+expect default "configmaps include get/update/patch (the per-sync runner Role grants them)" \
+    '{"get", "update", "patch"} <= set(verbs(rules("ClusterRole"), "configmaps"))'
+expect default "deployments, jobs, serviceaccounts, roles, rolebindings, pods, events covered" \
+    'verbs(rules("ClusterRole"), "deployments", "apps") and verbs(rules("ClusterRole"), "jobs", "batch") and verbs(rules("ClusterRole"), "serviceaccounts") and verbs(rules("ClusterRole"), "roles", "rbac.authorization.k8s.io") and verbs(rules("ClusterRole"), "rolebindings", "rbac.authorization.k8s.io") and "list" in verbs(rules("ClusterRole"), "pods") and sorted(verbs(rules("ClusterRole"), "events", "events.k8s.io")) == ["create", "patch"]'
+expect default "least privilege: no wildcard, escalate, bind, impersonate, delete on secrets, CRDs or leases" \
+    'not any("*" in r["verbs"] or "*" in r["resources"] or "*" in r["apiGroups"] or {"escalate", "bind", "impersonate"} & set(r["verbs"]) for r in rules("ClusterRole")) and not verbs(rules("ClusterRole"), "customresourcedefinitions", "apiextensions.k8s.io") and not verbs(rules("ClusterRole"), "leases", "coordination.k8s.io") and not verbs(rules("ClusterRole"), "events")'
+expect default "no Role, no leader-election objects, no ServiceMonitor" \
+    'not find("Role") and not find("RoleBinding") and not find("ServiceMonitor")'
+
+# --- watched namespaces, cluster-wide RBAC -----------------------------------------------------
+render watch --set 'watchNamespaces={a,b}'
+expect watch "args contain --namespaces=a,b" '"--namespaces=a,b" in args()'
+expect watch "RBAC stays a ClusterRole unless rbac.namespaced" 'len(find("ClusterRole")) == 1 and not find("Role")'
+
+# --- namespaced RBAC ------------------------------------------------------------------------------
+render namespaced --namespace ops --set rbac.namespaced=true --set 'watchNamespaces={a,b}'
+render cluster_ops --namespace ops
+expect namespaced "no ClusterRole or ClusterRoleBinding" 'not find("ClusterRole") and not find("ClusterRoleBinding")'
+expect namespaced "a Role and RoleBinding in each watched namespace, none elsewhere" \
+    'sorted(o["metadata"]["namespace"] for o in find("Role")) == ["a", "b"] and sorted(o["metadata"]["namespace"] for o in find("RoleBinding")) == ["a", "b"]'
+expect namespaced "each RoleBinding binds its Role to the SA in the release namespace" \
+    'all(b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": one("Role", namespace=b["metadata"]["namespace"])["metadata"]["name"]} and b["subjects"] == [{"kind": "ServiceAccount", "name": one("ServiceAccount")["metadata"]["name"], "namespace": "ops"}] for b in find("RoleBinding"))'
+expect namespaced "secrets verbs exactly [get] in each namespace" \
+    'verbs(rules("Role", "a"), "secrets") == ["get"] and verbs(rules("Role", "b"), "secrets") == ["get"]'
+expect namespaced "args contain --namespaces=a,b" '"--namespaces=a,b" in args()'
+ns_rules=$("$PY" -c 'import sys, yaml; print(yaml.safe_dump([o for o in yaml.safe_load_all(open(sys.argv[1])) if o and o["kind"] == "Role"][0]["rules"]))' "$T/namespaced.yaml" 2>/dev/null || true)
+cl_rules=$("$PY" -c 'import sys, yaml; print(yaml.safe_dump([o for o in yaml.safe_load_all(open(sys.argv[1])) if o and o["kind"] == "ClusterRole"][0]["rules"]))' "$T/cluster_ops.yaml" 2>/dev/null || true)
+if [ -n "$ns_rules" ] && [ "$ns_rules" = "$cl_rules" ]; then
+    ok "namespaced: each Role has the ClusterRole's rules"
+else
+    ko "namespaced: each Role has the ClusterRole's rules" "$(diff <(echo "$cl_rules") <(echo "$ns_rules") || true)"
+fi
+reject "rbac.namespaced without watchNamespaces is refused" "rbac.namespaced=true needs watchNamespaces" \
+    --set rbac.namespaced=true
+
+# --- leader election -------------------------------------------------------------------------------
+render leader --namespace ops --set leaderElection.enabled=true --set leaderElection.leaseName=dcs-lock --set replicaCount=3
+expect leader "args contain --leader-election and the lease name" \
+    '"--leader-election" in args() and "--leader-election-lease=dcs-lock" in args() and one("Deployment")["spec"]["replicas"] == 3'
+expect leader "no Recreate strategy with leader election" '"strategy" not in one("Deployment")["spec"]'
+expect leader "a Role in the release namespace for exactly that Lease, bound to the SA" \
+    'one("Role", namespace="ops")["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["dcs-lock"], "verbs": ["get", "update"]}, {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}] and one("RoleBinding", namespace="ops")["roleRef"]["name"] == one("Role", namespace="ops")["metadata"]["name"] and one("RoleBinding", namespace="ops")["subjects"][0]["namespace"] == "ops"'
+expect leader "the ClusterRole still grants no leases" 'not verbs(rules("ClusterRole"), "leases", "coordination.k8s.io")'
+render leader_ns --namespace ops --set leaderElection.enabled=true --set rbac.namespaced=true --set 'watchNamespaces={a}'
+expect leader_ns "namespaced + leader election: Roles in a and ops only" \
+    'sorted(o["metadata"]["namespace"] for o in find("Role")) == ["a", "ops"] and not find("ClusterRole")'
+reject "replicaCount > 1 without leader election is refused with a clear message" \
+    "replicaCount is 2 but leaderElection.enabled is false" --set replicaCount=2
+
+# --- metrics ------------------------------------------------------------------------------------------
+render monitor --set metrics.serviceMonitor.enabled=true --set metrics.serviceMonitor.interval=15s \
+    --set metrics.serviceMonitor.labels.release=prom --set metrics.port=9100
+expect monitor "ServiceMonitor when enabled, scraping the metrics Service" \
+    'one("ServiceMonitor")["apiVersion"] == "monitoring.coreos.com/v1" and one("ServiceMonitor")["spec"]["endpoints"][0] == {"port": "metrics", "path": "/metrics", "interval": "15s"} and one("ServiceMonitor")["metadata"]["labels"]["release"] == "prom" and all(one("Service")["metadata"]["labels"].get(k) == v for k, v in one("ServiceMonitor")["spec"]["selector"]["matchLabels"].items())'
+expect monitor "metrics.port reaches the flag, the container port and the Service" \
+    '"--metrics-addr=0.0.0.0:9100" in args() and container()["ports"][0]["containerPort"] == 9100 and one("Service")["spec"]["ports"][0]["port"] == 9100'
+render nosvc --set metrics.service.enabled=false
+expect nosvc "no Service when metrics.service.enabled=false" 'not find("Service") and not find("ServiceMonitor")'
+reject "ServiceMonitor without the Service is refused" "needs metrics.service.enabled" \
+    --set metrics.serviceMonitor.enabled=true --set metrics.service.enabled=false
+
+# --- images, service account, rbac.create, extras ------------------------------------------------------
+render custom --release my-dcs --namespace team --set image.repository=reg.example/dcs-operator \
+    --set image.tag=1.2.3 --set image.pullPolicy=Always --set runnerImage.repository=reg.example/dcs-runner \
+    --set runnerImage.tag=9.9.9 --set logFormat=text --set 'extraArgs={--foo=bar}' \
+    --set-json 'extraEnv=[{"name":"RUST_LOG","value":"debug"}]' --set 'imagePullSecrets[0].name=regcred' \
+    --set podLabels.team=x --set podAnnotations.note=y --set nodeSelector.disk=ssd \
+    --set-json 'tolerations=[{"key":"k","operator":"Exists"}]' --set serviceAccount.annotations.role=z
+expect custom "image, pull policy and runner image overrides" \
+    'container()["image"] == "reg.example/dcs-operator:1.2.3" and container()["imagePullPolicy"] == "Always" and "--runner-image=reg.example/dcs-runner:9.9.9" in args() and "--log-format=text" in args()'
+expect custom "extraArgs appended after the chart's flags, extraEnv after POD_*" \
+    'args()[-1] == "--foo=bar" and [e["name"] for e in container()["env"]] == ["POD_NAME", "POD_NAMESPACE", "RUST_LOG"]'
+expect custom "release name and namespace used for names and namespaces" \
+    'one("Deployment")["metadata"]["name"] == "my-dcs-dcs-operator" and one("Deployment")["metadata"]["namespace"] == "team" and one("ClusterRoleBinding")["subjects"][0]["namespace"] == "team"'
+expect custom "pod labels/annotations, pull secrets, nodeSelector, tolerations, SA annotations" \
+    'one("Deployment")["spec"]["template"]["metadata"]["labels"]["team"] == "x" and one("Deployment")["spec"]["template"]["metadata"]["annotations"] == {"note": "y"} and one("Deployment")["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}] and one("Deployment")["spec"]["template"]["spec"]["nodeSelector"] == {"disk": "ssd"} and one("Deployment")["spec"]["template"]["spec"]["tolerations"][0]["key"] == "k" and one("ServiceAccount")["metadata"]["annotations"] == {"role": "z"}'
+render ownsa --set serviceAccount.create=false --set serviceAccount.name=existing
+expect ownsa "serviceAccount.create=false: no SA, the named one is used and bound" \
+    'not find("ServiceAccount") and one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "existing" and one("ClusterRoleBinding")["subjects"][0]["name"] == "existing"'
+render norbac --set rbac.create=false --set leaderElection.enabled=true
+expect norbac "rbac.create=false: no RBAC objects at all" \
+    'not (find("ClusterRole") or find("ClusterRoleBinding") or find("Role") or find("RoleBinding"))'
+
+# --- schema ----------------------------------------------------------------------------------------------
+reject "schema rejects an unknown top-level key, naming it" "additional propert.*bogusKey" --set bogusKey=1
+reject "schema rejects an unknown nested key, naming it" "/image.*additional propert.*tagg" --set image.tagg=1
+reject "schema rejects a wrong type, naming the key" "/replicaCount.*got string, want integer" --set replicaCount=two
+reject "schema rejects a bad enum, naming the key" "/logFormat" --set logFormat=xml
+reject "schema rejects a bad namespace name, naming the key" "/watchNamespaces/0" --set 'watchNamespaces={Bad_NS}'
+reject "schema rejects a port out of range, naming the key" "/metrics/port" --set metrics.port=70000
+
+# --- CRDs and NOTES ------------------------------------------------------------------------------------------
+render crds --include-crds
+expect crds "--include-crds puts the CRD first, parsed equal to crds/dorischangelogsyncs.yaml" \
+    'objs[0]["kind"] == "CustomResourceDefinition" and objs[0] == crd_file and len(find("CustomResourceDefinition")) == 1'
+expect crds "--include-crds prints crds/dorischangelogsyncs.yaml byte for byte" \
+    '("# Source: dcs-operator/crds/dorischangelogsyncs.yaml\n" + crd_text.strip("\n") + "\n---\n") in open(path).read()'
+expect default "without --include-crds there is no CRD" 'not find("CustomResourceDefinition")'
+if notes=$("$PY" helm.py render "$CHART" --notes --release r1 --namespace ops --set 'watchNamespaces={a,b}' 2>&1) &&
+    grep -q "namespaces a, b" <<<"$notes" && grep -q "deployment/r1-dcs-operator" <<<"$notes"; then
+    ok "NOTES.txt renders with the release's names"
+else
+    ko "NOTES.txt renders with the release's names" "$notes"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
