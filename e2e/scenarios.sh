@@ -1,0 +1,437 @@
+# shellcheck shell=bash
+# The e2e scenarios (sourced by run.sh). Each is `scenario_<name> NAMESPACE`, runs in its own
+# subshell with `set -euo pipefail` in a fresh namespace that holds the Secret `doris`, and uses its
+# own Doris databases, so scenarios never share state (except doris-emu's clock, which only moves
+# forward, and only by less than the default TTL).
+
+# The order run.sh runs them in (and the names `e2e/run.sh NAME...` accepts).
+# shellcheck disable=SC2034 # used by run.sh
+SCENARIOS=(streaming ttl_blocked suspend_resume spec_change runner_killed reinit_on_expiry deletion broken_secret
+    expiry_fail_then_nonce snapshot_job ha_namespaced)
+
+# start_sync NS NAME DB [EXTRA_SPEC]: source table DB.src with ids 1..20, sink DB_sink.dst, the sync
+# applied and Streaming with the snapshot copied.
+start_sync() {
+    local ns=$1 name=$2 db=$3 extra=${4:-}
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    insert_rows "$db.src" 1 20
+    sync_manifest "$ns" "$name" "$db.src" "${db}_sink.dst" "$extra" | kubectl apply -f - >/dev/null
+    wait_phase "$ns" "$name" Streaming 90
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+}
+
+# some_changes DB.TABLE FROM TO TAG: inserts FROM..TO, updates a few older rows, deletes one.
+some_changes() {
+    local table=$1 from=$2 to=$3 tag=$4
+    insert_rows "$table" "$from" "$to" "$tag"
+    sql "UPDATE $table SET score = score + 1000, note = '$tag-updated' WHERE id <= 3"
+    sql "DELETE FROM $table WHERE id = $((from - 1))"
+}
+
+# 1. CRD + operator + a sync: Streaming, Ready, lag and headroom shown; sink follows every change.
+scenario_streaming() {
+    local ns=$1 db=e2e_streaming
+    create_source_table "$db" src
+    start_sync "$ns" s1 "$db"
+    wait_for "condition Ready=True" 30 condition_is "$ns" s1 Ready True
+    # Lag and headroom are measured on Doris's clock (the FE's TSO), not the operator's.
+    wait_for "status.source.clock doris" 30 bash -c "[[ \$(kubectl -n $ns get dcs s1 -o jsonpath='{.status.source.clock}') == doris ]]"
+    wait_for "status.lagSeconds and status.ttlHeadroomSeconds set" 30 \
+        bash -c "[[ -n \"\$(kubectl -n $ns get dcs s1 -o jsonpath='{.status.lagSeconds}')\" && -n \"\$(kubectl -n $ns get dcs s1 -o jsonpath='{.status.ttlHeadroomSeconds}')\" ]]"
+
+    # `kubectl get dcs`: LAG and TTL-HEADROOM columns with numbers in them.
+    local table
+    table=$(kubectl -n "$ns" get dcs s1)
+    printf '%s\n' "$table" >&2
+    awk 'NR == 1 {
+            for (i = 1; i <= NF; i++) col[$i] = i
+            if (!("LAG" in col) || !("TTL-HEADROOM" in col) || !("PHASE" in col) || !("READY" in col)) exit 1
+            next
+         }
+         NR == 2 {
+            if ($col["PHASE"] != "Streaming") exit 2
+            if ($col["LAG"] !~ /^-?[0-9]+$/) exit 3
+            if ($col["TTL-HEADROOM"] !~ /^[0-9]+$/) exit 4
+            if ($col["READY"] != "True") exit 5
+            found = 1
+         }
+         END { if (!found) exit 6 }' <<<"$table" ||
+        fail "kubectl get dcs does not show PHASE Streaming, numeric LAG and TTL-HEADROOM, READY True (awk exit $?)"
+
+    # `kubectl describe dcs` tells the story: the conditions and the events of the transitions.
+    local described
+    described=$(kubectl -n "$ns" describe dcs s1)
+    local word
+    for word in Streaming Launched TtlSufficient SinkHealthy; do
+        grep -q "$word" <<<"$described" || fail "kubectl describe dcs s1 does not mention $word:
+$described"
+    done
+
+    # Inserts, updates, upserts of existing keys and deletes, in several statements.
+    insert_rows "$db.src" 21 60 v2
+    sql "UPDATE $db.src SET score = score + 1000, note = 'updated' WHERE id <= 10"
+    sql "DELETE FROM $db.src WHERE id > 50"
+    sql "DELETE FROM $db.src WHERE id = 15"
+    insert_rows "$db.src" 5 7 v3
+    sql "UPDATE $db.src SET name = NULL WHERE id = 30"
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    wait_for "condition SinkHealthy=True" 30 condition_is "$ns" s1 SinkHealthy True
+}
+
+# 2. A TTL shorter than the sync needs: Blocked, TtlSufficient False with the numbers, no runner.
+scenario_ttl_blocked() {
+    local ns=$1 db=e2e_ttl
+    create_source_table "$db" src '"changelog.ttl_seconds" = "60"'
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    sync_manifest "$ns" s2 "$db.src" "${db}_sink.dst" | kubectl apply -f - >/dev/null
+    wait_phase "$ns" s2 Blocked 60
+    wait_for "condition TtlSufficient=False" 30 condition_is "$ns" s2 TtlSufficient False
+    local message reason
+    message=$(condition "$ns" s2 TtlSufficient message)
+    reason=$(condition "$ns" s2 TtlSufficient reason)
+    log "TtlSufficient $reason: $message"
+    [[ "$reason" == TtlTooShort ]] || fail "TtlSufficient reason is '$reason', expected TtlTooShort"
+    # The table's TTL (60 s) and the required TTL, which covers expectedSnapshotDuration (1m).
+    [[ "$message" =~ ttl_seconds\ is\ 60s ]] || fail "message does not give the table's TTL of 60s: $message"
+    [[ "$message" =~ at\ least\ ([0-9]+)s ]] || fail "message does not give the required TTL: $message"
+    ((BASH_REMATCH[1] >= 60 + 1 + 1)) || fail "required TTL ${BASH_REMATCH[1]}s does not cover 1m + 1s + 1s"
+    [[ "$message" == *ALTER\ TABLE* ]] || fail "message does not tell the fix (ALTER TABLE ...): $message"
+    condition_is "$ns" s2 Ready False || fail "Ready is not False while Blocked"
+    [[ -z "$(kubectl -n "$ns" get deployments,jobs -o name)" ]] || fail "a runner workload exists while Blocked"
+    no_runner_pods "$ns" s2 || fail "a runner pod exists while Blocked"
+    wait_for "a Warning event about the TTL" 30 \
+        bash -c "kubectl -n $ns get events -o json | jq -e '[.items[] | select(.type == \"Warning\")] | length > 0' >/dev/null"
+
+    # Fixing the table and touching the spec (a new generation is probed again) lets it run.
+    sql "ALTER TABLE $db.src SET (\"changelog.ttl_seconds\" = \"3600\")"
+    kubectl -n "$ns" patch dcs s2 --type merge -p '{"spec":{"changelog":{"pollInterval":"2s"}}}' >/dev/null
+    wait_phase "$ns" s2 Streaming 60
+    wait_for "condition TtlSufficient=True" 30 condition_is "$ns" s2 TtlSufficient True
+}
+
+# 4. suspend: true removes the runner and keeps the checkpoint; false resumes from it, nothing lost.
+scenario_suspend_resume() {
+    local ns=$1 db=e2e_suspend
+    create_source_table "$db" src
+    start_sync "$ns" s4 "$db"
+    local consumer
+    consumer=$(jget "$ns" s4 .status.consumerId)
+    [[ -n "$consumer" ]] || fail "status.consumerId is empty"
+    wait_for "a checkpoint in the checkpoint ConfigMap" 30 checkpoint_streaming "$ns" s4
+
+    kubectl -n "$ns" patch dcs s4 --type merge -p '{"spec":{"suspend":true}}' >/dev/null
+    wait_phase "$ns" s4 Suspended 60
+    wait_for "runner workload removed" 60 bash -c "[[ -z \"\$(kubectl -n $ns get deployments,jobs -o name)\" ]]"
+    wait_for "runner pods gone" 60 no_runner_pods "$ns" s4
+    checkpoint_streaming "$ns" s4 || fail "the checkpoint was not kept while suspended"
+
+    # Changes while suspended stay out of the sink until the sync resumes.
+    some_changes "$db.src" 21 40 suspended
+    ! tables_equal "$db.src" "${db}_sink.dst" >/dev/null || fail "the sink changed while the sync was suspended"
+
+    kubectl -n "$ns" patch dcs s4 --type merge -p '{"spec":{"suspend":false}}' >/dev/null
+    wait_for "one runner pod running again" 60 runner_pod_running "$ns" s4
+    wait_phase "$ns" s4 Streaming 60
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    [[ "$(jget "$ns" s4 .status.consumerId)" == "$consumer" ]] ||
+        fail "consumer id changed from $consumer to $(jget "$ns" s4 .status.consumerId): resumed with a re-initialisation, not from the checkpoint"
+    [[ -z "$(jget "$ns" s4 .status.lastReinit)" ]] || fail "status.lastReinit set after a plain resume"
+    some_changes "$db.src" 41 50 resumed
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+}
+
+# 5. A spec change (batch size, poll interval) rolls the runner; nothing is lost.
+scenario_spec_change() {
+    local ns=$1 db=e2e_spec
+    create_source_table "$db" src
+    start_sync "$ns" s5 "$db"
+    local old_pod old_hash consumer
+    old_pod=$(runner_pod_running "$ns" s5) || fail "no running runner pod"
+    old_hash=$(kubectl -n "$ns" get deployment s5-runner -o jsonpath='{.spec.template.metadata.annotations.dcs\.dev/config-hash}')
+    consumer=$(jget "$ns" s5 .status.consumerId)
+
+    some_changes "$db.src" 21 30 before-roll
+    kubectl -n "$ns" patch dcs s5 --type merge \
+        -p '{"spec":{"changelog":{"pollInterval":"2s"},"sink":{"doris":{"batch":{"maxRows":7}}}}}' >/dev/null
+    some_changes "$db.src" 31 40 during-roll
+    wait_for "the runner Deployment's config hash changed" 60 \
+        bash -c "h=\$(kubectl -n $ns get deployment s5-runner -o jsonpath='{.spec.template.metadata.annotations.dcs\\.dev/config-hash}'); [[ -n \"\$h\" && \"\$h\" != '$old_hash' ]]"
+    wait_for "a new runner pod running" 60 \
+        bash -c "uid=\$(kubectl -n $ns get pods -l dcs.dev/sync=s5 -o json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null and .status.phase == \"Running\")] | if length == 1 then .[0].metadata.uid else \"\" end'); [[ -n \"\$uid\" && \"\$uid\" != '$old_pod' ]]"
+    kubectl -n "$ns" get configmap s5-runner-config -o jsonpath='{.data.sync\.yaml}' | grep -q 'maxRows: 7' ||
+        fail "the runner config does not carry the new batch size"
+    some_changes "$db.src" 41 60 after-roll
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    wait_phase "$ns" s5 Streaming 30
+    [[ "$(jget "$ns" s5 .status.consumerId)" == "$consumer" ]] || fail "the consumer id changed on a spec change"
+}
+
+# runner_pid NS: the pid of the dcs-runner process of the pod in NS (kube-emu's process kubelet).
+runner_pid() {
+    local ns=$1 p
+    for p in /proc/[0-9]*; do
+        [[ "$(cat "$p/comm" 2>/dev/null)" == dcs-runner ]] || continue
+        if tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "POD_NAMESPACE=$ns"; then
+            echo "${p#/proc/}"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# 6. The runner pod deleted, then its process killed with SIGKILL: recovered, nothing lost.
+scenario_runner_killed() {
+    local ns=$1 db=e2e_killed
+    create_source_table "$db" src
+    start_sync "$ns" s6 "$db"
+    local pod uid
+    pod=$(runner_pods "$ns" s6)
+    uid=$(runner_pod_running "$ns" s6)
+
+    some_changes "$db.src" 21 30 before-delete
+    log "kubectl delete pod $pod"
+    kubectl -n "$ns" delete pod "$pod" --wait=false >/dev/null
+    some_changes "$db.src" 31 40 during-delete
+    wait_for "a replacement runner pod running" 60 \
+        bash -c "u=\$(kubectl -n $ns get pods -l dcs.dev/sync=s6 -o json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null and .status.phase == \"Running\")] | if length == 1 then .[0].metadata.uid else \"\" end'); [[ -n \"\$u\" && \"\$u\" != '$uid' ]]"
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+
+    some_changes "$db.src" 41 50 before-kill
+    if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
+        local pid restarts
+        wait_for "the runner process" 30 runner_pid "$ns"
+        pid=$(runner_pid "$ns")
+        restarts=$(restart_count "$ns" s6)
+        log "kill -KILL $pid (the dcs-runner process of $ns)"
+        kill -KILL "$pid"
+        some_changes "$db.src" 51 60 during-kill
+        wait_for "the runner container restarted" 60 \
+            bash -c "(( \$(kubectl -n $ns get pods -l dcs.dev/sync=s6 -o json | jq '[.items[].status.containerStatuses[]?.restartCount] | add // 0') > $restarts ))"
+    else
+        # No access to the node's processes: a forced deletion kills the container without grace.
+        pod=$(runner_pods "$ns" s6)
+        log "kubectl delete pod $pod --grace-period=0 --force"
+        kubectl -n "$ns" delete pod "$pod" --grace-period=0 --force >/dev/null 2>&1
+        some_changes "$db.src" 51 60 during-kill
+    fi
+    wait_for "one runner pod running" 60 runner_pod_running "$ns" s6
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    wait_phase "$ns" s6 Streaming 30
+    # The restarted runner settles the killed one's pre-committed loads (commit or abort).
+    wait_for "no pre-committed loads left in ${db}_sink" 30 no_precommitted_loads "${db}_sink"
+}
+
+# 3. doris-emu's clock moved past the TTL while the runner was stopped: re-initialised under
+# `<base>-r<n>`, and the sink equals the source again (also for rows deleted in the lost window).
+scenario_reinit_on_expiry() {
+    local ns=$1 db=e2e_reinit
+    create_source_table "$db" src '"changelog.ttl_seconds" = "600"'
+    create_offsets_table "$db.offsets"
+    start_sync "$ns" s3 "$db" "  offsets:
+    table: $db.offsets
+    consumerId: s3-consumer"
+    local base
+    base=$(jget "$ns" s3 .status.consumerId)
+    [[ "$base" == s3-consumer ]] || fail "status.consumerId is '$base', not offsets.consumerId s3-consumer"
+    wait_for "a checkpoint in the checkpoint ConfigMap" 30 checkpoint_streaming "$ns" s3
+    wait_for "the offset-table row of $base" 30 offset_rows_are "$db.offsets" "$base" 1
+
+    # Stop reading (suspend), change the source, then let the changelog expire behind the offset.
+    kubectl -n "$ns" patch dcs s3 --type merge -p '{"spec":{"suspend":true}}' >/dev/null
+    wait_phase "$ns" s3 Suspended 60
+    wait_for "runner pods gone" 60 no_runner_pods "$ns" s3
+    some_changes "$db.src" 21 30 lost-window
+    sql "DELETE FROM $db.src WHERE id IN (5, 6)"
+    log "advancing doris-emu's clock by 700 s (TTL 600 s): $(doris_clock_advance 700)"
+    kubectl -n "$ns" patch dcs s3 --type merge -p '{"spec":{"suspend":false}}' >/dev/null
+
+    wait_for "status.consumerId is $base-r<n>" 60 \
+        bash -c "[[ \"\$(kubectl -n $ns get dcs s3 -o jsonpath='{.status.consumerId}')\" =~ ^$base-r[0-9]+\$ ]]"
+    local consumer
+    consumer=$(jget "$ns" s3 .status.consumerId)
+    log "re-initialised: consumer $base -> $consumer; lastReinit $(jget "$ns" s3 .status.lastReinit)"
+    [[ "$(jget "$ns" s3 .status.lastReinit.previousConsumerId)" == "$base" ]] ||
+        fail "status.lastReinit.previousConsumerId is not $base"
+    wait_for "a Reinitialized event" 30 \
+        bash -c "kubectl -n $ns get events -o json | jq -e '[.items[] | select(.reason | test(\"Reinit\"))] | length > 0' >/dev/null"
+    wait_phase "$ns" s3 Streaming 90
+    wait_tables_equal "$db.src" "${db}_sink.dst" 60
+    some_changes "$db.src" 31 40 after-reinit
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    [[ "$(jget "$ns" s3 .status.consumerId)" == "$consumer" ]] || fail "re-initialised more than once"
+    # The new consumer records its progress; the expired consumer's row is gone.
+    wait_for "the offset-table row of $consumer" 30 offset_rows_are "$db.offsets" "$consumer" 1
+    [[ "$(offset_rows "$db.offsets" "$base")" == 0 ]] || fail "the offset-table row of the expired consumer $base is still there"
+}
+
+# 7. Deletion: the finalizer runs (the consumer's offset-table row is removed from Doris), the sync
+# and every object it owns go, and no load of it stays pre-committed.
+scenario_deletion() {
+    local ns=$1 db=e2e_delete
+    create_source_table "$db" src
+    create_offsets_table "$db.offsets"
+    # A long checkpoint interval: loads of changes read after the snapshot stay pre-committed
+    # until the next checkpoint, so the deletion meets the runner with a transaction open.
+    CHECKPOINT_INTERVAL=60s start_sync "$ns" s7 "$db" "  offsets:
+    table: $db.offsets
+    consumerId: s7-consumer"
+    kubectl -n "$ns" get dcs s7 -o jsonpath='{.metadata.finalizers}' | grep -q 'dcs.dev/cleanup' ||
+        fail "the sync has no dcs.dev/cleanup finalizer: $(kubectl -n "$ns" get dcs s7 -o jsonpath='{.metadata.finalizers}')"
+    [[ "$(jget "$ns" s7 .status.consumerId)" == s7-consumer ]] || fail "status.consumerId is not offsets.consumerId"
+    wait_for "the runner's offset-table row" 30 offset_rows_are "$db.offsets" "s7-consumer" 1
+    local owned=(deployment/s7-runner configmap/s7-runner-config configmap/s7-checkpoint
+        serviceaccount/s7-runner role.rbac.authorization.k8s.io/s7-runner rolebinding.rbac.authorization.k8s.io/s7-runner)
+    kubectl -n "$ns" get "${owned[@]}" -o name >/dev/null || fail "a runner object is missing before deletion"
+
+    insert_rows "$db.src" 21 30 in-flight
+    wait_for "a pre-committed load of the runner" 30 bash -c "(( \$(curl -fsS http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/txns |
+        jq '[.[] | select(.db == \"${db}_sink\" and .state == \"PRECOMMITTED\")] | length') > 0 ))"
+    kubectl -n "$ns" delete dcs s7 --wait=false >/dev/null
+    wait_for "the sync is gone (finalizer released)" 60 bash -c "! kubectl -n $ns get dcs s7 >/dev/null 2>&1"
+    local o
+    for o in "${owned[@]}"; do
+        wait_for "$o garbage-collected" 60 bash -c "! kubectl -n $ns get $o >/dev/null 2>&1"
+    done
+    wait_for "runner pods gone" 60 no_runner_pods "$ns" s7
+    local rows open
+    rows=$(offset_rows "$db.offsets" s7-consumer)
+    [[ "$rows" == 0 ]] || fail "the offset-table row of consumer s7-consumer is still there after deletion ($rows rows)"
+    open=$(precommitted_loads "${db}_sink")
+    [[ "$open" == 0 ]] || fail "$open Stream Load transactions of the deleted sync are still PRECOMMITTED: $(
+        curl -fsS "http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/txns" | jq -c '[.[] | select(.state == "PRECOMMITTED")]')"
+}
+
+# 8. A Secret reference that does not resolve: Blocked, with a message naming the Secret (and the key).
+scenario_broken_secret() {
+    local ns=$1 db=e2e_secret
+    create_source_table "$db" src
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    SECRET_NAME=no-such-secret sync_manifest "$ns" s8 "$db.src" "${db}_sink.dst" | kubectl apply -f - >/dev/null
+    wait_phase "$ns" s8 Blocked 60
+    local message
+    message=$(condition "$ns" s8 Ready message)
+    log "Ready $(condition "$ns" s8 Ready reason): $message"
+    condition_is "$ns" s8 Ready False || fail "Ready is not False"
+    [[ "$message" == *no-such-secret* ]] || fail "the Ready message does not name the Secret no-such-secret: $message"
+    [[ -z "$(kubectl -n "$ns" get deployments,jobs -o name)" ]] || fail "a runner workload exists for a sync without credentials"
+
+    # A Secret that exists but lacks the password key: the message names the key.
+    kubectl -n "$ns" create secret generic half --from-literal=username="$DORIS_USER" >/dev/null
+    SECRET_NAME=half sync_manifest "$ns" s8b "$db.src" "${db}_sink.dst" | kubectl apply -f - >/dev/null
+    wait_phase "$ns" s8b Blocked 60
+    message=$(condition "$ns" s8b Ready message)
+    log "Ready $(condition "$ns" s8b Ready reason): $message"
+    [[ "$message" == *half* && "$message" == *password* ]] ||
+        fail "the Ready message does not name the Secret half and its missing key password: $message"
+}
+
+# 9. onOffsetExpired: fail → phase Failed and nothing touched; a new reinitNonce then starts again
+# under a new consumer id, and the sink equals the source.
+scenario_expiry_fail_then_nonce() {
+    local ns=$1 db=e2e_fail
+    create_source_table "$db" src '"changelog.ttl_seconds" = "600"'
+    start_sync "$ns" s9 "$db" "  onOffsetExpired: fail"
+    local base
+    base=$(jget "$ns" s9 .status.consumerId)
+    wait_for "a checkpoint in the checkpoint ConfigMap" 30 checkpoint_streaming "$ns" s9
+
+    kubectl -n "$ns" patch dcs s9 --type merge -p '{"spec":{"suspend":true}}' >/dev/null
+    wait_phase "$ns" s9 Suspended 60
+    wait_for "runner pods gone" 60 no_runner_pods "$ns" s9
+    some_changes "$db.src" 21 30 lost-window
+    log "advancing doris-emu's clock by 700 s (TTL 600 s): $(doris_clock_advance 700)"
+    kubectl -n "$ns" patch dcs s9 --type merge -p '{"spec":{"suspend":false}}' >/dev/null
+    wait_phase "$ns" s9 Failed 60
+    log "Ready $(condition "$ns" s9 Ready reason): $(condition "$ns" s9 Ready message)"
+    condition_is "$ns" s9 Ready False || fail "Ready is not False in phase Failed"
+    [[ "$(condition "$ns" s9 OffsetHealthy reason)" == OffsetExpired ]] ||
+        fail "OffsetHealthy reason is '$(condition "$ns" s9 OffsetHealthy reason)', expected OffsetExpired"
+    [[ "$(jget "$ns" s9 .status.consumerId)" == "$base" ]] || fail "the consumer id changed although onOffsetExpired is fail"
+    [[ -z "$(kubectl -n "$ns" get deployments,jobs -o name)" ]] || fail "a runner workload exists in phase Failed"
+    checkpoint_streaming "$ns" s9 || fail "the checkpoint was touched in phase Failed"
+
+    kubectl -n "$ns" patch dcs s9 --type merge -p '{"spec":{"reinitNonce":"again-1"}}' >/dev/null
+    wait_for "status.consumerId is $base-r<n>" 60 \
+        bash -c "[[ \"\$(kubectl -n $ns get dcs s9 -o jsonpath='{.status.consumerId}')\" =~ ^$base-r[0-9]+\$ ]]"
+    [[ "$(jget "$ns" s9 .status.lastReinit.reason)" == NonceChanged ]] ||
+        fail "lastReinit.reason is '$(jget "$ns" s9 .status.lastReinit.reason)', expected NonceChanged"
+    wait_phase "$ns" s9 Streaming 90
+    wait_tables_equal "$db.src" "${db}_sink.dst" 60
+}
+
+# 10. startup.mode snapshot: a bounded Job (no Deployment) copies the table once, also from a table
+# without a changelog; SnapshotComplete True.
+scenario_snapshot_job() {
+    local ns=$1 db=e2e_snapshot
+    sql "CREATE DATABASE IF NOT EXISTS $db"
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    sql "CREATE TABLE $db.src (id INT NOT NULL, name VARCHAR(64), score INT, note STRING)
+        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 3"
+    insert_rows "$db.src" 1 120 once
+    sync_manifest "$ns" s10 "$db.src" "${db}_sink.dst" | sed 's/mode: initial/mode: snapshot/' |
+        kubectl apply -f - >/dev/null
+    wait_for "the runner Job" 60 kubectl -n "$ns" get job s10-runner
+    [[ -z "$(kubectl -n "$ns" get deployments -o name)" ]] || fail "a Deployment exists for a snapshot-mode sync"
+    wait_for "the Job succeeded" 90 \
+        bash -c "(( \$(kubectl -n $ns get job s10-runner -o jsonpath='{.status.succeeded}' 2>/dev/null || echo 0) >= 1 ))"
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    wait_for "condition SnapshotComplete=True" 60 condition_is "$ns" s10 SnapshotComplete True
+    wait_for "status.snapshot.rowsRead 120 and completedAt set" 20 \
+        bash -c "[[ \$(kubectl -n $ns get dcs s10 -o jsonpath='{.status.snapshot.rowsRead}') == 120 &&
+            -n \$(kubectl -n $ns get dcs s10 -o jsonpath='{.status.snapshot.completedAt}') ]]"
+    log "phase $(jget "$ns" s10 .status.phase), snapshot $(jget "$ns" s10 .status.snapshot)"
+}
+
+# 11. The chart's other install: two replicas with leader election and RBAC granted only in the
+# watched namespace (rbac.namespaced, watchNamespaces). The operator works with exactly that RBAC,
+# ignores syncs elsewhere, and a standby takes over when the leader's pod is deleted. Replaces the
+# cluster-wide install, so it runs last.
+scenario_ha_namespaced() {
+    local ns=$1 other="$1-other" db=e2e_ha
+    new_namespace "$other"
+    # shellcheck disable=SC2064 # expanded now
+    trap "(delete_namespace '$other') >/dev/null 2>&1 || true" EXIT
+
+    log "replacing the operator: 2 replicas, leader election, RBAC only in $ns"
+    kubectl delete -f "$WORK/operator.yaml" --wait=false >/dev/null
+    wait_for "the cluster-wide operator gone" 60 bash -c \
+        "[[ -z \$(kubectl -n $OPERATOR_NAMESPACE get pods -l app.kubernetes.io/name=dcs-operator -o name) ]]"
+    render_operator "$WORK/operator-ha.yaml" --set rbac.namespaced=true --set "watchNamespaces={$ns}" \
+        --set leaderElection.enabled=true --set replicaCount=2
+    kubectl apply -f "$WORK/operator-ha.yaml" >/dev/null
+    wait_for "two operator pods Ready" 90 operator_pods_ready 2
+    local as
+    as="system:serviceaccount:$OPERATOR_NAMESPACE:$(kubectl -n "$OPERATOR_NAMESPACE" get pods \
+        -l app.kubernetes.io/name=dcs-operator -o jsonpath='{.items[0].spec.serviceAccountName}')"
+    kubectl --as="$as" -n "$ns" get dorischangelogsyncs >/dev/null || fail "$as cannot list syncs in $ns"
+    ! kubectl --as="$as" get dorischangelogsyncs -A >/dev/null 2>&1 || fail "$as may list syncs in all namespaces"
+    ! kubectl --as="$as" -n "$other" get dorischangelogsyncs >/dev/null 2>&1 || fail "$as may list syncs in $other"
+
+    create_source_table "$db" src
+    start_sync "$ns" s11 "$db"
+    # A sync outside watchNamespaces is not touched: no finalizer, no status, no runner.
+    sync_manifest "$other" s11 "$db.src" "${db}_sink.other" | kubectl apply -f - >/dev/null
+    wait_for "the leader Lease held" 30 bash -c \
+        "[[ -n \$(kubectl -n $OPERATOR_NAMESPACE get lease dcs-operator -o jsonpath='{.spec.holderIdentity}') ]]"
+    local leader
+    leader=$(kubectl -n "$OPERATOR_NAMESPACE" get lease dcs-operator -o jsonpath='{.spec.holderIdentity}')
+    log "leader: $leader"
+    kubectl -n "$OPERATOR_NAMESPACE" get pod "$leader" >/dev/null || fail "the Lease holder $leader is not an operator pod"
+    [[ -z "$(kubectl -n "$other" get dcs s11 -o jsonpath='{.metadata.finalizers}{.status.phase}')" ]] ||
+        fail "the operator touched a sync outside watchNamespaces"
+    [[ -z "$(kubectl -n "$other" get deployments -o name)" ]] || fail "a runner was started outside watchNamespaces"
+
+    # Fail over: the leader's pod goes, the standby takes the Lease and reconciles.
+    log "kubectl delete pod $leader"
+    kubectl -n "$OPERATOR_NAMESPACE" delete pod "$leader" --wait=false >/dev/null
+    wait_for "another operator pod holds the Lease" 60 bash -c \
+        "h=\$(kubectl -n $OPERATOR_NAMESPACE get lease dcs-operator -o jsonpath='{.spec.holderIdentity}'); [[ -n \$h && \$h != $leader ]]"
+    log "new leader: $(kubectl -n "$OPERATOR_NAMESPACE" get lease dcs-operator -o jsonpath='{.spec.holderIdentity}')"
+    some_changes "$db.src" 21 30 after-failover
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    kubectl -n "$ns" patch dcs s11 --type merge -p '{"spec":{"suspend":true}}' >/dev/null
+    wait_phase "$ns" s11 Suspended 60
+    wait_for "runner pods gone" 60 no_runner_pods "$ns" s11
+    [[ -z "$(kubectl -n "$other" get dcs s11 -o jsonpath='{.metadata.finalizers}{.status.phase}')" ]] ||
+        fail "the new leader touched a sync outside watchNamespaces"
+}
