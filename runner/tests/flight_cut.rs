@@ -14,7 +14,7 @@ use dcs_runner::source::resume::StreamRetry;
 use dcs_runner::source::tso::floor_to_second;
 use source_support::{
     SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, manifest,
-    mysql_rows, row_values,
+    mysql_rows, row_values, window_past,
 };
 
 /// More than one 4096-row Flight batch per snapshot split (4 tablets).
@@ -147,19 +147,10 @@ async fn cuts_in_the_snapshot_and_a_window_leave_every_event_once_in_a_changelog
     )
     .await;
     let last = emu.doris.clock.now_ms();
-    tokio::time::timeout(wait, async {
-        while handle
-            .progress
-            .borrow_and_update()
-            .window_end
-            .as_ref()
-            .is_none_or(|o| o.epoch_ms <= last)
-        {
-            handle.progress.changed().await.unwrap();
-        }
-    })
-    .await
-    .expect("the changelog passes the writes");
+    assert!(
+        window_past(&mut handle, last, wait).await,
+        "the changelog passes the writes"
+    );
     assert!(!cut_pending(&emu), "a changelog stream was cut");
     handle.shutdown.send(true).unwrap();
     let outcome = tokio::time::timeout(wait, task).await.unwrap().unwrap();

@@ -10,7 +10,7 @@ use dcs_doris_emu::RunningEmulator;
 use dcs_runner::Error;
 use dcs_runner::checkpoint::{CheckpointStore, FileStore, Position};
 use dcs_runner::pipeline::{self, Control, ControlHandle, Credentials, Outcome, PipelineConfig};
-use source_support::{exec, mysql_rows};
+use source_support::{exec, mysql_rows, window_past};
 
 const OFFSETS_DDL: &str = "CREATE TABLE ops.offsets (consumer_id VARCHAR(256) NOT NULL, \
      offset_timestamp DATETIME NOT NULL, update_time DATETIMEV2(3) NOT NULL) \
@@ -89,23 +89,6 @@ fn spawn(cfg: PipelineConfig, dir: &Path) -> (Task, ControlHandle) {
     (task, handle)
 }
 
-/// Wait until a window ending after `after_ms` was handed to the sink.
-async fn wait_past(handle: &mut ControlHandle, after_ms: i64) {
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while handle
-            .progress
-            .borrow_and_update()
-            .window_end
-            .as_ref()
-            .is_none_or(|w| w.epoch_ms <= after_ms)
-        {
-            handle.progress.changed().await.unwrap();
-        }
-    })
-    .await
-    .expect("the changelog caught up");
-}
-
 async fn offset_rows(emu: &RunningEmulator, table: &str) -> Vec<Vec<String>> {
     mysql_rows(
         emu,
@@ -125,7 +108,15 @@ async fn the_row_follows_checkpoints_and_a_restart_without_checkpoint_resumes_fr
     let dir = tempfile::tempdir().unwrap();
     let (task, mut handle) = spawn(config(&emu, "initial", "ops.offsets"), dir.path());
     exec(&emu, &["INSERT INTO demo.student VALUES (100, 'a')"]).await;
-    wait_past(&mut handle, emu.doris.clock.now_ms()).await;
+    assert!(
+        window_past(
+            &mut handle,
+            emu.doris.clock.now_ms(),
+            Duration::from_secs(20)
+        )
+        .await,
+        "the changelog caught up"
+    );
     handle.shutdown.send(true).unwrap();
     assert_eq!(task.await.unwrap().unwrap(), Outcome::Stopped);
     // The run waits for the last row: it holds the saved checkpoint's offset (a window end).
@@ -160,7 +151,10 @@ async fn the_row_follows_checkpoints_and_a_restart_without_checkpoint_resumes_fr
     let last = emu.doris.clock.now_ms();
     let dir2 = tempfile::tempdir().unwrap();
     let (task, mut handle) = spawn(config(&emu, "initial", "ops.offsets"), dir2.path());
-    wait_past(&mut handle, last).await;
+    assert!(
+        window_past(&mut handle, last, Duration::from_secs(20)).await,
+        "the changelog caught up"
+    );
     let p = handle.progress.borrow().clone();
     assert_eq!(
         p.snapshot_rows_read, 0,
@@ -239,7 +233,15 @@ async fn failed_offset_table_writes_do_not_stop_the_sync() {
     setup(&emu, 10).await;
     let dir = tempfile::tempdir().unwrap();
     let (task, mut handle) = spawn(config(&emu, "initial", "ops.offsets"), dir.path());
-    wait_past(&mut handle, emu.doris.clock.now_ms()).await;
+    assert!(
+        window_past(
+            &mut handle,
+            emu.doris.clock.now_ms(),
+            Duration::from_secs(20)
+        )
+        .await,
+        "the changelog caught up"
+    );
     tokio::time::timeout(Duration::from_secs(20), async {
         while offset_rows(&emu, "ops.offsets").await.is_empty() {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -260,7 +262,10 @@ async fn failed_offset_table_writes_do_not_stop_the_sync() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let last = emu.doris.clock.now_ms();
-    wait_past(&mut handle, last).await;
+    assert!(
+        window_past(&mut handle, last, Duration::from_secs(20)).await,
+        "the changelog caught up"
+    );
     tokio::time::timeout(Duration::from_secs(20), async {
         while handle
             .progress

@@ -41,7 +41,7 @@ use std::time::Duration;
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::pipeline::{self, Control, Credentials, Outcome, Phase, PipelineConfig};
 use dcs_runner::source::tso::{floor_to_second, format_timestamp};
-use source_support::{exec, mysql_rows};
+use source_support::{exec, mysql_rows, window_past};
 
 /// SplitMix64: a small, seedable generator.
 struct Rng(u64);
@@ -579,21 +579,9 @@ async fn run_case(case: Case, seed: u64) -> Result<(), String> {
         }
         let last = emu.doris.clock.now_ms();
         advance_a_second(&emu);
-        tokio::time::timeout(wait, async {
-            while handle
-                .progress
-                .borrow_and_update()
-                .window_end
-                .as_ref()
-                .is_none_or(|o| o.epoch_ms <= last)
-            {
-                if handle.progress.changed().await.is_err() {
-                    break;
-                }
-            }
-        })
-        .await
-        .map_err(|_| format!("{name}: the changelog did not pass the last write"))?;
+        if !window_past(&mut handle, last, wait).await {
+            return Err(format!("{name}: the changelog did not pass the last write"));
+        }
         handle.shutdown.send(true).unwrap();
         tokio::time::timeout(wait, &mut task)
             .await

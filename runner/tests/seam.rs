@@ -6,7 +6,7 @@ mod source_support;
 use std::time::Duration;
 
 use dcs_runner::pipeline::{self, Control, Credentials, Phase, PipelineConfig};
-use source_support::{exec, mysql_rows};
+use source_support::{exec, mysql_rows, window_past};
 
 /// Runs an `initial` sync where key 2 is inserted after T0 (so the snapshot reads it) and deleted
 /// in the first changelog window; returns (source, sink) rows.
@@ -66,19 +66,10 @@ async fn insert_after_t0_then_delete(increment_type: &str) -> (Vec<Vec<String>>,
     exec(&emu, &["DELETE FROM r.src WHERE id = 2"]).await;
     let last_write = emu.doris.clock.now_ms();
     emu.doris.clock.advance_ms(1000);
-    tokio::time::timeout(wait, async {
-        while handle
-            .progress
-            .borrow_and_update()
-            .window_end
-            .as_ref()
-            .is_none_or(|o| o.epoch_ms <= last_write)
-        {
-            handle.progress.changed().await.unwrap();
-        }
-    })
-    .await
-    .expect("a window passes the delete");
+    assert!(
+        window_past(&mut handle, last_write, wait).await,
+        "a window passes the delete"
+    );
     handle.shutdown.send(true).unwrap();
     task.await.unwrap().unwrap();
     (

@@ -16,7 +16,7 @@ use dcs_runner::checkpoint::{CheckpointStore, FileStore};
 use dcs_runner::pipeline::{self, Control, ControlHandle, Outcome, Phase, PipelineConfig};
 use source_support::{
     SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, manifest,
-    mysql_rows, row_values,
+    mysql_rows, row_values, window_past,
 };
 
 /// Three Flight batches per split (4 tablets), so the splits read at once interleave in the
@@ -124,19 +124,10 @@ async fn a_run_dropped_mid_snapshot_leaves_every_snapshot_row_once_in_a_changelo
     // Third run: finishes the snapshot, reads the changelog past now, stops.
     let (task, mut handle) = start(sync_config(&emu), dir.path());
     let now = emu.doris.clock.now_ms();
-    tokio::time::timeout(wait, async {
-        while handle
-            .progress
-            .borrow_and_update()
-            .window_end
-            .as_ref()
-            .is_none_or(|o| o.epoch_ms <= now)
-        {
-            handle.progress.changed().await.unwrap();
-        }
-    })
-    .await
-    .expect("the second run reaches the changelog");
+    assert!(
+        window_past(&mut handle, now, wait).await,
+        "the second run reaches the changelog"
+    );
     handle.shutdown.send(true).unwrap();
     let outcome = tokio::time::timeout(wait, task).await.unwrap().unwrap();
     assert_eq!(outcome.unwrap(), Outcome::Stopped);

@@ -9,7 +9,7 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use arrow_array::RecordBatch;
 use dcs_doris_emu::sql::{self, Session};
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
-use dcs_runner::pipeline::{self, Credentials, PipelineConfig};
+use dcs_runner::pipeline::{self, ControlHandle, Credentials, PipelineConfig};
 use dcs_runner::source::fe_http::FeHttpClient;
 use dcs_runner::source::{SourceCredentials, SourceSettings};
 use mysql_async::prelude::Queryable;
@@ -235,3 +235,24 @@ pub const STUDENT_EVENTS_SINK_DDL: &str = "CREATE TABLE sink.student (id INT NOT
      name VARCHAR(64), score DECIMAL(10,2), updated DATETIME(3), dcs_op VARCHAR(2), \
      dcs_tso BIGINT, dcs_lsn BIGINT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
      PROPERTIES (\"replication_num\" = \"1\")";
+
+/// Waits up to `wait` until a changelog window ending after `after_ms` (emulator clock) was handed
+/// to the sink. False when it did not happen in time or the run ended first.
+pub async fn window_past(handle: &mut ControlHandle, after_ms: i64, wait: Duration) -> bool {
+    tokio::time::timeout(wait, async {
+        while handle
+            .progress
+            .borrow_and_update()
+            .window_end
+            .as_ref()
+            .is_none_or(|w| w.epoch_ms <= after_ms)
+        {
+            if handle.progress.changed().await.is_err() {
+                return false;
+            }
+        }
+        true
+    })
+    .await
+    .unwrap_or(false)
+}
