@@ -16,7 +16,6 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
-    api::{Patch, PatchParams},
     runtime::{
         Controller,
         controller::{self, Action},
@@ -30,7 +29,7 @@ use tracing::warn;
 pub use crate::metrics::Metrics;
 use crate::{
     Error,
-    reconcile::{Context, FINALIZER, reconcile},
+    reconcile::{Context, FINALIZER, reconcile, shell},
 };
 
 /// Event reason for an object that does not deserialize.
@@ -138,18 +137,7 @@ pub async fn reconcile_object(object: Arc<SyncObject>, ctx: Arc<Context>) -> cra
     }
     if deleting && object.finalizers().iter().any(|f| f == FINALIZER) {
         let api: Api<SyncObject> = Api::namespaced(ctx.client.clone(), &ns);
-        let kept: Vec<&String> = object
-            .finalizers()
-            .iter()
-            .filter(|f| *f != FINALIZER)
-            .collect();
-        let patch = serde_json::json!({"metadata": {
-            "finalizers": kept,
-            "resourceVersion": object.resource_version(),
-        }});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(Error::Kube)?;
+        shell::release_finalizer(&api, object.as_ref()).await?;
     }
     Ok(Action::await_change())
 }

@@ -134,27 +134,7 @@ pub async fn reconcile(sync: Arc<DorisChangelogSync>, ctx: Arc<Context>) -> Resu
         return match cleanup(&sync, &ctx).await? {
             Some(wait) => Ok(Action::requeue(wait)),
             None => {
-                let kept: Vec<&String> = sync
-                    .finalizers()
-                    .iter()
-                    .filter(|f| *f != FINALIZER)
-                    .collect();
-                let patch = serde_json::json!({"metadata": {
-                    "finalizers": kept,
-                    "resourceVersion": sync.resource_version(),
-                }});
-                match api
-                    .patch(
-                        &sync.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => return Err(Error::Kube(e)),
-                }
+                release_finalizer(&api, &*sync).await?;
                 Ok(Action::await_change())
             }
         };
@@ -183,6 +163,35 @@ where
     K: Clone + DeserializeOwned + std::fmt::Debug,
 {
     api.get_opt(name).await.map_err(Error::Kube)
+}
+
+/// Removes this operator's finalizer from `object` (a merge patch guarded by its resourceVersion,
+/// so a concurrent change makes it fail and retry); an object already gone counts as done.
+pub(crate) async fn release_finalizer<K>(api: &Api<K>, object: &K) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let kept: Vec<&String> = object
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .collect();
+    let patch = serde_json::json!({"metadata": {
+        "finalizers": kept,
+        "resourceVersion": object.resource_version(),
+    }});
+    match api
+        .patch(
+            &object.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(Error::Kube(e)),
+    }
 }
 
 async fn delete_quietly<K>(api: &Api<K>, name: &str) -> Result<bool>
