@@ -4,7 +4,7 @@
 //! `POST /_emu/clock/advance`. Every time the emulator reads ("Doris now", TTL expiry, TSO) comes from
 //! here, never from `SystemTime` directly.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -33,7 +33,7 @@ pub fn tso_logical(tso: i64) -> i64 {
 pub struct Clock {
     offset_ms: AtomicI64,
     /// When true, `offset_ms` is the absolute time and real time is ignored.
-    frozen: bool,
+    frozen: AtomicBool,
     /// Last TSO handed out, so TSOs are strictly increasing even when the clock stands still.
     last_tso: Mutex<i64>,
 }
@@ -48,14 +48,14 @@ impl Clock {
     pub fn frozen_at(now_ms: i64) -> Self {
         Self {
             offset_ms: AtomicI64::new(now_ms),
-            frozen: true,
+            frozen: AtomicBool::new(true),
             last_tso: Mutex::new(0),
         }
     }
 
     /// Emulated now, in milliseconds since the Unix epoch.
     pub fn now_ms(&self) -> i64 {
-        if self.frozen {
+        if self.frozen.load(Ordering::SeqCst) {
             return self.offset_ms.load(Ordering::SeqCst);
         }
         let real = SystemTime::now()
@@ -63,6 +63,15 @@ impl Clock {
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
         real + self.offset_ms.load(Ordering::SeqCst)
+    }
+
+    /// Stops the clock where it is now; from then on it moves only with [`Clock::advance_ms`].
+    pub fn freeze(&self) {
+        if !self.frozen.load(Ordering::SeqCst) {
+            let now = self.now_ms();
+            self.offset_ms.store(now, Ordering::SeqCst);
+            self.frozen.store(true, Ordering::SeqCst);
+        }
     }
 
     /// Move the clock forward by `ms` milliseconds (negative values are ignored).
@@ -113,6 +122,18 @@ mod tests {
         assert_eq!(c.now_ms(), 1_500);
         assert_eq!(tso_physical_ms(c.next_tso()), 1_500);
         assert_eq!(tso_logical(c.next_tso()), 1);
+    }
+
+    #[test]
+    fn a_frozen_running_clock_stands_still_until_advanced() {
+        let c = Clock::new();
+        c.advance_ms(60_000);
+        c.freeze();
+        let at = c.now_ms();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(c.now_ms(), at);
+        c.advance_ms(1_000);
+        assert_eq!(c.now_ms(), at + 1_000);
     }
 
     #[test]
