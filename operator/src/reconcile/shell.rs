@@ -30,7 +30,7 @@ use tracing::{info, instrument, warn};
 use super::{
     build::{self, NONCE_ANNOTATION, RunnerObjects, Workload, names},
     plan::{Observed, Plan, ProbeFailure, RunnerState, SourceProbe, consumer_id_for, plan},
-    status::{compute_status, differs, notices},
+    status::{WrittenStatus, compute_status, current_status, differs, notices, remember_write},
 };
 use crate::{
     Error, Result,
@@ -75,6 +75,8 @@ pub struct Context {
     pub pod_wait_margin: Duration,
     /// Since when the cleanup of a sync (namespace/name) waits for its runner pods to go.
     pub pod_waits: Mutex<HashMap<String, PodWaitState>>,
+    /// The status last written to each sync (by uid), for while the watch cache lags behind it.
+    pub written: Mutex<HashMap<String, WrittenStatus>>,
 }
 
 /// A wait for a sync's runner pods to stop.
@@ -108,6 +110,7 @@ impl Context {
             cleanup_policy: RetryPolicy::default(),
             pod_wait_margin: DEFAULT_POD_WAIT_MARGIN,
             pod_waits: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -135,6 +138,9 @@ pub async fn reconcile(sync: Arc<DorisChangelogSync>, ctx: Arc<Context>) -> Resu
             Some(wait) => Ok(Action::requeue(wait)),
             None => {
                 release_finalizer(&api, &*sync).await?;
+                if let Some(uid) = sync.uid() {
+                    ctx.written.lock().expect("written lock").remove(&uid);
+                }
                 Ok(Action::await_change())
             }
         };
@@ -146,14 +152,17 @@ pub async fn reconcile(sync: Arc<DorisChangelogSync>, ctx: Arc<Context>) -> Resu
             "finalizers": finalizers,
             "resourceVersion": sync.resource_version(),
         }});
-        api.patch(
-            &sync.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .map_err(Error::Kube)?;
-        return Ok(Action::requeue(Duration::ZERO));
+        // Go on with the patched object: the watch cache may not show the finalizer yet, and a
+        // pass from it would try to add it again with a stale resourceVersion (409).
+        let patched = api
+            .patch(
+                &sync.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(Error::Kube)?;
+        return apply(&patched, &ctx).await;
     }
     apply(&sync, &ctx).await
 }
@@ -432,7 +441,15 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
         .and_then(|cm| cm.annotations().get(NONCE_ANNOTATION).cloned());
     let (runner, deployment, job) = runner_state(ctx, &ns, &name).await?;
 
-    let status = sync.status.clone().unwrap_or_default();
+    let uid = sync.uid().unwrap_or_default();
+    let last_written = ctx.written.lock().expect("written lock").get(&uid).cloned();
+    let cached_version = sync.resource_version();
+    let status = current_status(
+        cached_version.as_deref(),
+        sync.status.as_ref(),
+        last_written.as_ref(),
+    );
+    let old_status = status.clone();
     let skip_probe = sync.spec.suspend || dcs_crds::validate(&sync.spec).is_err();
     let (probe, sink_probe) = if skip_probe {
         (
@@ -566,7 +583,6 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
     }
 
     let new_status = compute_status(&observed, &decision, Timestamp::now());
-    let old_status = sync.status.clone().unwrap_or_default();
     for notice in notices(&old_status, &new_status) {
         publish(ctx, sync, notice.warning, &notice.reason, notice.note).await;
     }
@@ -577,13 +593,24 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
             "kind": DorisChangelogSync::kind(&()),
             "status": new_status,
         });
-        api.patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&body),
-        )
-        .await
-        .map_err(Error::Kube)?;
+        let updated = api
+            .patch_status(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .map_err(Error::Kube)?;
+        let remembered = remember_write(
+            cached_version.as_deref(),
+            last_written.as_ref(),
+            updated.resource_version(),
+            new_status,
+        );
+        ctx.written
+            .lock()
+            .expect("written lock")
+            .insert(uid, remembered);
     }
     if let Plan::Reinitialize(_) = decision
         && config_cm.is_some()

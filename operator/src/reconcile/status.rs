@@ -608,6 +608,66 @@ pub fn differs(old: &DorisChangelogSyncStatus, new: &DorisChangelogSyncStatus) -
         || !close(old.ttl_headroom_seconds, new.ttl_headroom_seconds)
 }
 
+/// A status this operator wrote, and the resourceVersions known to be older than that write.
+#[derive(Clone, Debug)]
+pub struct WrittenStatus {
+    /// Versions of the object from before the write (the newest last, a few at most).
+    older: Vec<String>,
+    /// The version the write produced.
+    written: Option<String>,
+    /// What was written.
+    status: DorisChangelogSyncStatus,
+}
+
+/// How many superseded resourceVersions a [`WrittenStatus`] remembers.
+const OLDER_VERSIONS_KEPT: usize = 8;
+
+/// The status to decide from: the cached object's, unless the watch cache still shows a version
+/// from before this operator's last status write, whose status is then the newer one.
+///
+/// Deciding from a cached status that lags behind the operator's own writes would rewrite the
+/// status on every reconcile (each write's event triggering the next, under load), carry stale
+/// transition times, and repeat events.
+pub fn current_status(
+    cached_version: Option<&str>,
+    cached: Option<&DorisChangelogSyncStatus>,
+    written: Option<&WrittenStatus>,
+) -> DorisChangelogSyncStatus {
+    match (cached_version, written) {
+        (Some(v), Some(w)) if w.older.iter().any(|o| o == v) => w.status.clone(),
+        _ => cached.cloned().unwrap_or_default(),
+    }
+}
+
+/// What to remember after writing `status`, which produced `written_version`, when the cache
+/// showed `cached_version` and `previous` was the last write.
+pub fn remember_write(
+    cached_version: Option<&str>,
+    previous: Option<&WrittenStatus>,
+    written_version: Option<String>,
+    status: DorisChangelogSyncStatus,
+) -> WrittenStatus {
+    let mut older = Vec::new();
+    if let Some(prev) = previous
+        && cached_version.is_some_and(|v| prev.older.iter().any(|o| o == v))
+    {
+        // The cache was behind: everything known older then, and the previous write, still is.
+        older.extend(prev.older.iter().cloned());
+        older.extend(prev.written.iter().cloned());
+    }
+    if let Some(v) = cached_version {
+        older.retain(|o| o != v);
+        older.push(v.to_owned());
+    }
+    let excess = older.len().saturating_sub(OLDER_VERSIONS_KEPT);
+    older.drain(..excess);
+    WrittenStatus {
+        older,
+        written: written_version,
+        status,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use dcs_crds::conditions::{get_condition, types};
@@ -1016,5 +1076,73 @@ mod tests {
         let s = status_of(&o, 1);
         assert_eq!(s.phase, Some(Phase::Suspended));
         assert!(!dcs_crds::conditions::is_true(&s.conditions, types::READY));
+    }
+
+    fn lagging(lag: i64) -> DorisChangelogSyncStatus {
+        DorisChangelogSyncStatus {
+            lag_seconds: Some(lag),
+            ..DorisChangelogSyncStatus::default()
+        }
+    }
+
+    #[test]
+    fn the_written_status_wins_while_the_cache_shows_an_older_version() {
+        let cached = lagging(10);
+        // Nothing written yet: the cache.
+        assert_eq!(current_status(Some("5"), Some(&cached), None), cached);
+        // Written on top of version 5, producing 6.
+        let w = remember_write(Some("5"), None, Some("6".into()), lagging(20));
+        assert_eq!(
+            current_status(Some("5"), Some(&cached), Some(&w)),
+            lagging(20)
+        );
+        // The cache caught up (6) or moved past the write (a later change, 9): the cache.
+        assert_eq!(
+            current_status(Some("6"), Some(&lagging(20)), Some(&w)),
+            lagging(20)
+        );
+        assert_eq!(
+            current_status(Some("9"), Some(&lagging(30)), Some(&w)),
+            lagging(30)
+        );
+    }
+
+    #[test]
+    fn a_second_write_on_a_stale_cache_keeps_the_first_write_as_older() {
+        let first = remember_write(Some("5"), None, Some("6".into()), lagging(20));
+        // The cache still shows 5; the second write (producing 7) was based on the first.
+        let second = remember_write(Some("5"), Some(&first), Some("7".into()), lagging(30));
+        // The cache now shows the first write (6): older than the second, so the second wins.
+        assert_eq!(
+            current_status(Some("6"), Some(&lagging(20)), Some(&second)),
+            lagging(30)
+        );
+        assert_eq!(
+            current_status(Some("5"), Some(&lagging(10)), Some(&second)),
+            lagging(30)
+        );
+        assert_eq!(
+            current_status(Some("7"), Some(&lagging(30)), Some(&second)),
+            lagging(30)
+        );
+        // A fresh cache forgets the older versions of earlier writes.
+        let third = remember_write(Some("7"), Some(&second), Some("8".into()), lagging(40));
+        assert_eq!(
+            current_status(Some("6"), Some(&lagging(20)), Some(&third)),
+            lagging(20)
+        );
+    }
+
+    #[test]
+    fn older_versions_are_bounded() {
+        let mut w = remember_write(Some("0"), None, Some("1".into()), lagging(0));
+        for i in 1..40 {
+            w = remember_write(Some("0"), Some(&w), Some(format!("{}", i + 1)), lagging(i));
+        }
+        assert!(w.older.len() <= OLDER_VERSIONS_KEPT, "{:?}", w.older);
+        assert_eq!(
+            current_status(Some("39"), Some(&lagging(0)), Some(&w)),
+            lagging(39)
+        );
     }
 }
