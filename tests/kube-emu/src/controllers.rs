@@ -1,7 +1,9 @@
 //! Workload controllers: Deployment (Recreate, pods owned directly), StatefulSet (ordinal pods)
 //! and Job (completions, parallelism, backoffLimit), with the status fields Kubernetes reports.
 
+use std::cell::RefCell;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,25 +47,64 @@ fn is_ready(p: &Value) -> bool {
 struct Ctl<'a> {
     cluster: &'a Cluster,
     pods: ResourceInfo,
+    /// Pods by namespace and controlling owner's uid, read once per namespace and pass (a pass
+    /// over many workloads would otherwise copy every pod of the namespace per workload).
+    owned: RefCell<HashMap<String, HashMap<String, Vec<Value>>>>,
+    /// Owners whose pods this pass created or deleted: read again, from the store, when asked.
+    changed: RefCell<HashSet<(String, String)>>,
+}
+
+/// The uid of a pod's controlling owner.
+fn controller_uid(p: &Value) -> Option<&str> {
+    p.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|r| r["controller"] == json!(true))
+        .and_then(|r| r["uid"].as_str())
 }
 
 impl Ctl<'_> {
+    fn new(cluster: &Cluster, pods: ResourceInfo) -> Ctl<'_> {
+        Ctl {
+            cluster,
+            pods,
+            owned: RefCell::new(HashMap::new()),
+            changed: RefCell::new(HashSet::new()),
+        }
+    }
+
     fn owned_pods(&self, ns: &str, uid: &str) -> Vec<Value> {
-        self.cluster
-            .store
-            .list("pods", Some(ns))
-            .0
-            .into_iter()
-            .map(|(_, p)| p)
-            .filter(|p| {
-                p.pointer("/metadata/ownerReferences")
-                    .and_then(Value::as_array)
-                    .is_some_and(|r| {
-                        r.iter()
-                            .any(|r| r["uid"] == uid && r["controller"] == json!(true))
-                    })
-            })
-            .collect()
+        let key = (ns.to_owned(), uid.to_owned());
+        if self.changed.borrow_mut().remove(&key) {
+            let fresh = self
+                .cluster
+                .store
+                .list_matching("pods", Some(ns), |p| controller_uid(p) == Some(uid));
+            if let Some(by_owner) = self.owned.borrow_mut().get_mut(ns) {
+                by_owner.insert(uid.to_owned(), fresh.clone());
+            }
+            return fresh;
+        }
+        let mut owned = self.owned.borrow_mut();
+        let by_owner = owned.entry(ns.to_owned()).or_insert_with(|| {
+            let mut by_owner: HashMap<String, Vec<Value>> = HashMap::new();
+            for (_, p) in self.cluster.store.list("pods", Some(ns)).0 {
+                if let Some(owner) = controller_uid(&p) {
+                    by_owner.entry(owner.to_owned()).or_default().push(p);
+                }
+            }
+            by_owner
+        });
+        by_owner.get(uid).cloned().unwrap_or_default()
+    }
+
+    /// Marks the pods of `p`'s controlling owner as changed in this pass.
+    fn touched(&self, ns: &str, p: &Value) {
+        if let Some(owner) = controller_uid(p) {
+            self.changed
+                .borrow_mut()
+                .insert((ns.to_owned(), owner.to_owned()));
+        }
     }
 
     fn create_pod(&self, owner: &Value, kind: &str, api_version: &str, mut pod: Value) {
@@ -78,6 +119,7 @@ impl Ctl<'_> {
             manager: MANAGER.into(),
             ..Default::default()
         };
+        self.touched(&ns, &pod);
         if let Err(e) = self.cluster.create(&self.pods, "v1", &ns, pod, &opts) {
             tracing::debug!(error = %e, "creating pod");
         }
@@ -85,6 +127,7 @@ impl Ctl<'_> {
 
     fn delete_pod(&self, p: &Value) {
         let (ns, name) = (s(p, "/metadata/namespace"), s(p, "/metadata/name"));
+        self.touched(ns, p);
         let t = Target {
             info: &self.pods,
             version: "v1",
@@ -542,7 +585,7 @@ pub fn reconcile_all(cluster: &Cluster) {
     let Some(pods) = cluster.registry.find("", "v1", "pods") else {
         return;
     };
-    let ctl = Ctl { cluster, pods };
+    let ctl = Ctl::new(cluster, pods);
     for (_, d) in cluster.store.list("deployments.apps", None).0 {
         reconcile_deployment(&ctl, &d);
     }

@@ -1,7 +1,7 @@
 //! Background garbage collection of owned objects, foreground deletion, and namespace
 //! finalization.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,76 +71,100 @@ fn remove_finalizer(cluster: &Cluster, k: &ObjKey, f: &str) {
     });
 }
 
-/// One pass of the collector.
-pub fn collect(cluster: &Cluster) {
-    let all = cluster.store.all();
-    let live: HashSet<&str> = all.iter().map(|(_, o)| uid(o)).collect();
+/// What one pass of the collector does, decided from one look at the store.
+#[derive(Default)]
+struct Work {
+    /// Dependents whose owners are gone or being deleted in the foreground.
+    orphans: Vec<ObjKey>,
+    /// Foreground owners with no dependent left.
+    released: Vec<ObjKey>,
+    /// Content of terminating namespaces not yet being deleted.
+    content: Vec<ObjKey>,
+    /// Terminating namespaces with no content left.
+    empty_namespaces: Vec<ObjKey>,
+}
+
+/// Decides a pass over every stored object, without copying any.
+fn plan(all: &BTreeMap<ObjKey, Value>) -> Work {
+    let deleting = |o: &Value| o.pointer("/metadata/deletionTimestamp").is_some();
+    let live: HashSet<&str> = all.values().map(uid).collect();
     let deleting_fg: HashSet<&str> = all
-        .iter()
-        .filter(|(_, o)| {
-            o.pointer("/metadata/deletionTimestamp").is_some()
-                && has_finalizer(o, "foregroundDeletion")
-        })
-        .map(|(_, o)| uid(o))
+        .values()
+        .filter(|o| deleting(o) && has_finalizer(o, "foregroundDeletion"))
+        .map(uid)
         .collect();
-    for (k, o) in &all {
+    let mut work = Work::default();
+    let mut with_dependents: HashSet<String> = HashSet::new();
+    let mut namespaces_with_content: HashSet<&str> = HashSet::new();
+    for (k, o) in all {
         let refs = owners(o);
-        if refs.is_empty() {
+        with_dependents.extend(refs.iter().cloned());
+        if !k.ns.is_empty() {
+            namespaces_with_content.insert(&k.ns);
+        }
+        if refs.is_empty() || deleting(o) {
             continue;
         }
         let dangling = refs.iter().all(|r| !live.contains(r.as_str()));
         let owner_fg = refs.iter().any(|r| deleting_fg.contains(r.as_str()));
-        if (dangling || owner_fg) && o.pointer("/metadata/deletionTimestamp").is_none() {
-            delete_key(cluster, k);
+        if dangling || owner_fg {
+            work.orphans.push(k.clone());
         }
     }
-    // Foreground owners go once no dependent is left.
-    for (k, o) in &all {
-        if deleting_fg.contains(uid(o)) {
-            let u = uid(o);
-            let dependents = all.iter().any(|(_, d)| owners(d).iter().any(|r| r == u));
-            if !dependents {
-                remove_finalizer(cluster, k, "foregroundDeletion");
-            }
+    for (k, o) in all {
+        if deleting_fg.contains(uid(o)) && !with_dependents.contains(uid(o)) {
+            work.released.push(k.clone());
         }
+    }
+    let terminating: HashSet<&str> = all
+        .iter()
+        .filter(|(k, o)| k.gr == "namespaces" && deleting(o))
+        .map(|(k, _)| k.name.as_str())
+        .collect();
+    for (k, o) in all {
+        if !k.ns.is_empty() && terminating.contains(k.ns.as_str()) && !deleting(o) {
+            work.content.push(k.clone());
+        }
+        if k.gr == "namespaces"
+            && terminating.contains(k.name.as_str())
+            && !namespaces_with_content.contains(k.name.as_str())
+        {
+            work.empty_namespaces.push(k.clone());
+        }
+    }
+    work
+}
+
+/// One pass of the collector.
+pub fn collect(cluster: &Cluster) {
+    let work = cluster.store.inspect_all(plan);
+    for k in &work.orphans {
+        delete_key(cluster, k);
+    }
+    for k in &work.released {
+        remove_finalizer(cluster, k, "foregroundDeletion");
     }
     // Terminating namespaces: delete their content, then the namespace.
-    for (k, o) in &all {
-        if k.gr != "namespaces" || o.pointer("/metadata/deletionTimestamp").is_none() {
-            continue;
-        }
-        let ns = &k.name;
-        let content: Vec<&ObjKey> = all
-            .iter()
-            .filter(|(ok, _)| ok.ns == *ns && !ok.ns.is_empty())
-            .map(|(ok, _)| ok)
-            .collect();
-        for ck in &content {
-            if all
-                .iter()
-                .any(|(k2, o2)| k2 == *ck && o2.pointer("/metadata/deletionTimestamp").is_none())
-            {
-                delete_key(cluster, ck);
+    for k in &work.content {
+        delete_key(cluster, k);
+    }
+    for k in &work.empty_namespaces {
+        let _ = cluster.store.mutate(k, |cur| {
+            let Some(cur) = cur else {
+                return Ok(Write::Keep);
+            };
+            let mut c = cur.clone();
+            c["spec"]["finalizers"] = json!([]);
+            let meta_f = c
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|l| !l.is_empty());
+            if meta_f {
+                Ok(Write::Put(c))
+            } else {
+                Ok(Write::Delete)
             }
-        }
-        if content.is_empty() {
-            let _ = cluster.store.mutate(k, |cur| {
-                let Some(cur) = cur else {
-                    return Ok(Write::Keep);
-                };
-                let mut c = cur.clone();
-                c["spec"]["finalizers"] = json!([]);
-                let meta_f = c
-                    .pointer("/metadata/finalizers")
-                    .and_then(Value::as_array)
-                    .is_some_and(|l| !l.is_empty());
-                if meta_f {
-                    Ok(Write::Put(c))
-                } else {
-                    Ok(Write::Delete)
-                }
-            });
-        }
+        });
     }
 }
 

@@ -153,6 +153,30 @@ impl Store {
         (items, inner.rv)
     }
 
+    /// The objects of a group-resource (in one namespace, or all) that `keep` accepts; only
+    /// those are copied.
+    pub fn list_matching(
+        &self,
+        gr: &str,
+        ns: Option<&str>,
+        mut keep: impl FnMut(&Value) -> bool,
+    ) -> Vec<Value> {
+        let inner = self.inner.lock();
+        let start = ObjKey::new(gr, ns.unwrap_or(""), "");
+        inner
+            .objects
+            .range(start..)
+            .take_while(|(k, _)| k.gr == gr && ns.is_none_or(|n| k.ns == n))
+            .filter(|(_, v)| keep(v))
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// Runs `f` over every stored object without copying them (for the garbage collector).
+    pub fn inspect_all<T>(&self, f: impl FnOnce(&BTreeMap<ObjKey, Value>) -> T) -> T {
+        f(&self.inner.lock().objects)
+    }
+
     /// Every key in the store (for the garbage collector).
     pub fn all(&self) -> Vec<(ObjKey, Value)> {
         self.inner
