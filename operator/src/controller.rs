@@ -170,7 +170,9 @@ pub async fn run(
         ),
     };
     let owned = || watcher::Config::default().labels("app.kubernetes.io/managed-by=dcs-operator");
-    let controller = Controller::new(syncs, watcher::Config::default());
+    let controller = Controller::new(syncs, watcher::Config::default()).with_config(
+        controller::Config::default().concurrency(ctx.max_concurrent_reconciles.max(1)),
+    );
     let registration = metrics.watch(controller.store());
     controller
         .owns(deployments, owned())

@@ -37,6 +37,10 @@ struct Args {
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, env = "DCS_METRICS_ADDR", default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
+    /// How many syncs are reconciled at once; each reconcile probes Doris (cached) and talks to
+    /// the API server, so this bounds the load on both after a restart with many syncs.
+    #[arg(long, env = "DCS_MAX_CONCURRENT_RECONCILES", default_value_t = dcs_operator::reconcile::shell::DEFAULT_MAX_CONCURRENT_RECONCILES)]
+    max_concurrent_reconciles: u16,
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     log_format: String,
@@ -110,7 +114,9 @@ async fn main() {
             error!(error = %e, %addr, "cannot serve metrics");
         }
     });
-    let ctx = Arc::new(Context::new(client.clone(), args.runner_image.clone()));
+    let mut ctx = Context::new(client.clone(), args.runner_image.clone());
+    ctx.max_concurrent_reconciles = args.max_concurrent_reconciles;
+    let ctx = Arc::new(ctx);
     let controllers = {
         let client = client.clone();
         let metrics = metrics.clone();

@@ -77,7 +77,12 @@ pub struct Context {
     pub pod_waits: Mutex<HashMap<String, PodWaitState>>,
     /// The status last written to each sync (by uid), for while the watch cache lags behind it.
     pub written: Mutex<HashMap<String, WrittenStatus>>,
+    /// How many syncs are reconciled at once (each probes Doris and talks to the API server).
+    pub max_concurrent_reconciles: u16,
 }
+
+/// The default of [`Context::max_concurrent_reconciles`].
+pub const DEFAULT_MAX_CONCURRENT_RECONCILES: u16 = 16;
 
 /// A wait for a sync's runner pods to stop.
 #[derive(Clone, Copy, Debug)]
@@ -111,6 +116,7 @@ impl Context {
             pod_wait_margin: DEFAULT_POD_WAIT_MARGIN,
             pod_waits: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
+            max_concurrent_reconciles: DEFAULT_MAX_CONCURRENT_RECONCILES,
         }
     }
 }
