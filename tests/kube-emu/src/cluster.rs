@@ -563,7 +563,11 @@ impl Cluster {
         }
         let stored = result.expect("modify returns the object");
         self.after_write(info, &stored);
-        self.gc_wake.notify_one();
+        // A write that starts or ends a deletion wakes the collector at once; other changes
+        // (ownerReferences among them) are seen by its periodic pass.
+        if stored.pointer("/metadata/deletionTimestamp").is_some() {
+            self.gc_wake.notify_one();
+        }
         Ok(Self::present(info, t.version, stored))
     }
 

@@ -580,51 +580,125 @@ fn reconcile_job(ctl: &Ctl<'_>, job: &Value) {
     ctl.write_status("jobs.batch", job, status);
 }
 
+/// The workloads a pass looks at: every one, or those touched since the last pass.
+enum Scope {
+    All,
+    Keys(HashSet<ObjKey>),
+}
+
 /// One pass over every workload.
 pub fn reconcile_all(cluster: &Cluster) {
+    reconcile(cluster, &Scope::All);
+}
+
+fn reconcile(cluster: &Cluster, scope: &Scope) {
     let Some(pods) = cluster.registry.find("", "v1", "pods") else {
         return;
     };
     let ctl = Ctl::new(cluster, pods);
-    for (_, d) in cluster.store.list("deployments.apps", None).0 {
+    let wanted = |gr: &str, ns: Option<&str>| -> Vec<Value> {
+        match scope {
+            Scope::All => cluster
+                .store
+                .list(gr, ns)
+                .0
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect(),
+            Scope::Keys(keys) => keys
+                .iter()
+                .filter(|k| k.gr == gr)
+                .filter_map(|k| cluster.store.get(k))
+                .collect(),
+        }
+    };
+    for d in wanted("deployments.apps", None) {
         reconcile_deployment(&ctl, &d);
     }
-    for (_, st) in cluster.store.list("statefulsets.apps", None).0 {
+    for st in wanted("statefulsets.apps", None) {
         reconcile_statefulset(&ctl, &st);
     }
-    for (_, j) in cluster.store.list("jobs.batch", None).0 {
+    for j in wanted("jobs.batch", None) {
         reconcile_job(&ctl, &j);
     }
 }
 
-/// Runs the workload controllers until the task is dropped: a pass after every change to a
-/// workload or a pod, and every second.
+/// The workload an event concerns: the workload itself, or a pod's controlling owner.
+fn workload_of(event: &crate::store::Event) -> Option<ObjKey> {
+    match event.key.gr.as_str() {
+        "deployments.apps" | "statefulsets.apps" | "jobs.batch" => Some(event.key.clone()),
+        "pods" => {
+            let owner = event
+                .object
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)?
+                .iter()
+                .find(|r| r["controller"] == json!(true))?;
+            let gr = match owner["kind"].as_str()? {
+                "Deployment" => "deployments.apps",
+                "StatefulSet" => "statefulsets.apps",
+                "Job" => "jobs.batch",
+                _ => return None,
+            };
+            Some(ObjKey::new(gr, &event.key.ns, owner["name"].as_str()?))
+        }
+        _ => None,
+    }
+}
+
+/// How often every workload is looked at, changed or not (time-driven decisions: back-off,
+/// deadlines).
+const FULL_PASS: Duration = Duration::from_secs(1);
+
+/// Runs the workload controllers until the task is dropped: a pass over the workloads a change
+/// touched (a workload or one of its pods) after every burst of changes, and over every workload
+/// each second.
 pub async fn run(cluster: Arc<Cluster>) {
     let mut rx = cluster.store.subscribe();
+    let mut last_full = tokio::time::Instant::now();
+    reconcile(&cluster, &Scope::All);
     loop {
-        reconcile_all(&cluster);
-        let relevant = |gr: &str| {
-            matches!(
-                gr,
-                "pods" | "deployments.apps" | "statefulsets.apps" | "jobs.batch"
-            )
-        };
-        let deadline = tokio::time::sleep(Duration::from_secs(1));
+        let mut touched: HashSet<ObjKey> = HashSet::new();
+        let mut full = false;
+        let deadline = tokio::time::sleep_until(last_full + FULL_PASS);
         tokio::pin!(deadline);
         loop {
             tokio::select! {
                 ev = rx.recv() => match ev {
-                    Ok(e) if relevant(&e.key.gr) => {
-                        // Let a burst of changes settle.
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    Ok(e) => {
+                        if let Some(k) = workload_of(&e) {
+                            touched.insert(k);
+                            // Let a burst of changes settle, then take what else arrived.
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            loop {
+                                match rx.try_recv() {
+                                    Ok(e) => touched.extend(workload_of(&e)),
+                                    Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {
+                                        full = true;
+                                    }
+                                    Err(_) => break,
+                                }
+                            }
+                            break;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        full = true;
                         break;
                     }
-                    Ok(_) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 },
-                _ = &mut deadline => break,
+                _ = &mut deadline => {
+                    full = true;
+                    break;
+                }
             }
+        }
+        if full || last_full.elapsed() >= FULL_PASS {
+            last_full = tokio::time::Instant::now();
+            reconcile(&cluster, &Scope::All);
+        } else {
+            reconcile(&cluster, &Scope::Keys(touched));
         }
     }
 }

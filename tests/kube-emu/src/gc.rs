@@ -10,25 +10,28 @@ use serde_json::{Value, json};
 use crate::cluster::{Cluster, DeleteOpts, Target};
 use crate::store::{ObjKey, Write};
 
+// Direct indexing, not `Value::pointer` (which allocates per path segment): a pass reads every
+// stored object.
 fn uid(o: &Value) -> &str {
-    o.pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
+    o["metadata"]["uid"].as_str().unwrap_or_default()
 }
 
-fn owners(o: &Value) -> Vec<String> {
-    o.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
+fn owner_uids(o: &Value) -> impl Iterator<Item = &str> {
+    o["metadata"]["ownerReferences"]
+        .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|r| r["uid"].as_str().map(String::from))
-        .collect()
+        .filter_map(|r| r["uid"].as_str())
 }
 
 fn has_finalizer(o: &Value, f: &str) -> bool {
-    o.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
+    o["metadata"]["finalizers"]
+        .as_array()
         .is_some_and(|l| l.iter().any(|x| x == f))
+}
+
+fn is_deleting(o: &Value) -> bool {
+    !o["metadata"]["deletionTimestamp"].is_null()
 }
 
 fn delete_key(cluster: &Cluster, k: &ObjKey) {
@@ -86,44 +89,43 @@ struct Work {
 
 /// Decides a pass over every stored object, without copying any.
 fn plan(all: &BTreeMap<ObjKey, Value>) -> Work {
-    let deleting = |o: &Value| o.pointer("/metadata/deletionTimestamp").is_some();
     let live: HashSet<&str> = all.values().map(uid).collect();
     let deleting_fg: HashSet<&str> = all
         .values()
-        .filter(|o| deleting(o) && has_finalizer(o, "foregroundDeletion"))
+        .filter(|o| is_deleting(o) && has_finalizer(o, "foregroundDeletion"))
         .map(uid)
         .collect();
+    let terminating: HashSet<&str> = all
+        .iter()
+        .filter(|(k, o)| k.gr == "namespaces" && is_deleting(o))
+        .map(|(k, _)| k.name.as_str())
+        .collect();
     let mut work = Work::default();
-    let mut with_dependents: HashSet<String> = HashSet::new();
+    let mut with_dependents: HashSet<&str> = HashSet::new();
     let mut namespaces_with_content: HashSet<&str> = HashSet::new();
     for (k, o) in all {
-        let refs = owners(o);
-        with_dependents.extend(refs.iter().cloned());
+        let mut has_owner = false;
+        let mut dangling = true;
+        let mut owner_fg = false;
+        for r in owner_uids(o) {
+            has_owner = true;
+            with_dependents.insert(r);
+            dangling &= !live.contains(r);
+            owner_fg |= deleting_fg.contains(r);
+        }
         if !k.ns.is_empty() {
             namespaces_with_content.insert(&k.ns);
+            if terminating.contains(k.ns.as_str()) && !is_deleting(o) {
+                work.content.push(k.clone());
+            }
         }
-        if refs.is_empty() || deleting(o) {
-            continue;
-        }
-        let dangling = refs.iter().all(|r| !live.contains(r.as_str()));
-        let owner_fg = refs.iter().any(|r| deleting_fg.contains(r.as_str()));
-        if dangling || owner_fg {
+        if has_owner && !is_deleting(o) && (dangling || owner_fg) {
             work.orphans.push(k.clone());
         }
     }
     for (k, o) in all {
         if deleting_fg.contains(uid(o)) && !with_dependents.contains(uid(o)) {
             work.released.push(k.clone());
-        }
-    }
-    let terminating: HashSet<&str> = all
-        .iter()
-        .filter(|(k, o)| k.gr == "namespaces" && deleting(o))
-        .map(|(k, _)| k.name.as_str())
-        .collect();
-    for (k, o) in all {
-        if !k.ns.is_empty() && terminating.contains(k.ns.as_str()) && !deleting(o) {
-            work.content.push(k.clone());
         }
         if k.gr == "namespaces"
             && terminating.contains(k.name.as_str())
