@@ -686,7 +686,11 @@ fn list(
         }
         None => (None, current),
     };
-    let (items, _) = cluster.store.list(&info.storage_key(), ns);
+    // Only objects the label selector keeps are copied out of the store (labels read the same
+    // before and after `present`).
+    let items = cluster
+        .store
+        .list_matching(&info.storage_key(), ns, |o| labels.matches_labels(o));
     let mut out = Vec::new();
     let mut next = None;
     for (k, o) in items {
@@ -696,7 +700,7 @@ fn list(
             continue;
         }
         let o = Cluster::present(info, version, o);
-        if !(labels.matches_labels(&o) && fields.matches_fields(&o)) {
+        if !fields.matches_fields(&o) {
             continue;
         }
         if out.len() == limit {

@@ -79,7 +79,10 @@ impl Ctl<'_> {
             let fresh = self
                 .cluster
                 .store
-                .list_matching("pods", Some(ns), |p| controller_uid(p) == Some(uid));
+                .list_matching("pods", Some(ns), |p| controller_uid(p) == Some(uid))
+                .into_iter()
+                .map(|(_, p)| p)
+                .collect::<Vec<_>>();
             if let Some(by_owner) = self.owned.borrow_mut().get_mut(ns) {
                 by_owner.insert(uid.to_owned(), fresh.clone());
             }

@@ -160,7 +160,7 @@ impl Store {
         gr: &str,
         ns: Option<&str>,
         mut keep: impl FnMut(&Value) -> bool,
-    ) -> Vec<Value> {
+    ) -> Vec<(ObjKey, Value)> {
         let inner = self.inner.lock();
         let start = ObjKey::new(gr, ns.unwrap_or(""), "");
         inner
@@ -168,7 +168,7 @@ impl Store {
             .range(start..)
             .take_while(|(k, _)| k.gr == gr && ns.is_none_or(|n| k.ns == n))
             .filter(|(_, v)| keep(v))
-            .map(|(_, v)| v.clone())
+            .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     }
 
