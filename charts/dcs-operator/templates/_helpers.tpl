@@ -72,7 +72,7 @@ reconcile/build.rs, main.rs); keep in step with the code.
 {{- define "dcs-operator.rules" -}}
 # The watched resource: the controller lists and watches syncs (main.rs checks the CRD with a
 # list), reads one before acting, and patches metadata.finalizers (dcs.dev/cleanup; merge patch to
-# add, kube's finalizer() JSON patch to remove). The operator never writes spec (no update).
+# add and to remove, each guarded by resourceVersion). The operator never writes spec (no update).
 - apiGroups: ["dcs.dev"]
   resources: ["dorischangelogsyncs"]
   verbs: ["get", "list", "watch", "patch"]
