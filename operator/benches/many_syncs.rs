@@ -32,24 +32,20 @@ use std::{
     time::{Duration, Instant},
 };
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use anyhow::{Context as _, Result, bail};
 use dcs_crds::DorisChangelogSync;
-use dcs_doris_emu::{EmuConfig, RunningEmulator, clock::Clock};
+use dcs_doris_emu::{RunningEmulator, clock::Clock};
 use dcs_kube_emu::{Config, KubeEmu};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::{
-    api::{
-        apps::v1::Deployment,
-        core::v1::{ConfigMap, Secret},
-    },
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
 use kube::{
     Api, Client, ResourceExt,
     api::{ListParams, Patch, PatchParams, PostParams},
     runtime::{WatchStreamExt, watcher},
 };
-use mysql_async::prelude::Queryable;
 use serde_json::{Value, json};
 
 const NS: &str = "default";
@@ -92,39 +88,15 @@ async fn client_for(emu: &KubeEmu) -> Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
+/// The CRD, the Secret the syncs name and a changelog-enabled source table `db.t`.
 async fn set_up(client: &Client) -> Result<RunningEmulator> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../charts/dcs-operator/crds/dorischangelogsyncs.yaml"
-    );
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&std::fs::read_to_string(path)?)?;
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await?;
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "doris", "namespace": NS},
-        "stringData": {"username": "root", "password": ""},
-    }))?;
-    Api::<Secret>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &secret)
-        .await?;
-
-    let doris = dcs_doris_emu::start(EmuConfig::ephemeral()).await?;
-    let opts = mysql_async::OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
-        .tcp_port(doris.ports().query_port)
-        .user(Some("root"))
-        .pass(Some(""));
-    let mut conn = mysql_async::Conn::new(opts).await?;
-    conn.query_drop("CREATE DATABASE db").await?;
-    conn.query_drop(
+    common::install_crd(client).await?;
+    common::create_doris_secret(client).await?;
+    common::doris_with_tables(&[
         "CREATE TABLE db.t (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
          PROPERTIES (\"changelog.enable\" = \"true\", \"changelog.ttl_seconds\" = \"86400\")",
-    )
-    .await?;
-    conn.disconnect().await?;
-    Ok(doris)
+    ])
+    .await
 }
 
 fn sync_object(name: &str, fe_http: u16, query: u16) -> Result<DorisChangelogSync> {
