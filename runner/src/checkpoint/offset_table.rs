@@ -30,7 +30,7 @@ use tokio::task::JoinHandle;
 
 use super::Offset;
 use crate::source::SourceSettings;
-use crate::source::properties::mysql_error;
+use crate::source::properties::{connect, mysql_error};
 use crate::source::tso::{offset_at, parse_timestamp};
 use crate::{Error, Result};
 
@@ -106,31 +106,6 @@ pub fn start_from_rows(
             many.len()
         ))),
     }
-}
-
-async fn connect(settings: &SourceSettings) -> Result<mysql_async::Conn> {
-    let mut last = None;
-    for i in 0..settings.fe_nodes.len() {
-        let opts = mysql_async::OptsBuilder::default()
-            .ip_or_hostname(settings.fe_host(i).to_owned())
-            .tcp_port(settings.query_port)
-            .user(Some(settings.credentials.user.clone()))
-            .pass(Some(settings.credentials.password.clone()))
-            .prefer_socket(false);
-        match mysql_async::Conn::new(opts).await {
-            Ok(c) => return Ok(c),
-            Err(e) => {
-                let err = mysql_error("connecting to the FE query port", e);
-                if matches!(err, Error::SourceCredentials { .. }) {
-                    return Err(err);
-                }
-                last = Some(err);
-            }
-        }
-    }
-    Err(last.unwrap_or_else(|| Error::SourceConfig {
-        reason: "source.feNodes is empty".into(),
-    }))
 }
 
 /// Read the consumer's row: the start point it records, if there is one.

@@ -64,7 +64,9 @@ async fn read_with(
     Ok(table_info_from(&properties, keys_model_of_ddl(&ddl)))
 }
 
-async fn connect(settings: &SourceSettings) -> Result<mysql_async::Conn> {
+/// A MySQL connection to the first source FE that accepts one; a credentials error stops at
+/// once (every FE would refuse the same login).
+pub async fn connect(settings: &SourceSettings) -> Result<mysql_async::Conn> {
     let mut last = None;
     for i in 0..settings.fe_nodes.len() {
         let opts = mysql_async::OptsBuilder::default()
