@@ -188,28 +188,14 @@ impl DorisWriter {
     /// [`Error::Sink`] when Doris refuses a commit or retries run out.
     pub async fn commit(&self, txns: &[PendingTxn]) -> Result<()> {
         for txn in txns {
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
-                match self
-                    .client
-                    .finish_txn(&txn.db, txn.txn_id, TxnOperation::Commit)
-                    .await
-                {
-                    TxnOutcome::Done => break,
-                    TxnOutcome::Retry(m) if attempt <= self.config.max_retries.max(3) => {
-                        tracing::warn!(label = %txn.label, txn_id = txn.txn_id, %m, "2PC commit failed; retrying");
-                        tokio::time::sleep(self.config.backoff.delay(attempt, jitter())).await;
-                    }
-                    TxnOutcome::Retry(m) | TxnOutcome::Permanent(m) => {
-                        return Err(Error::Sink {
-                            message: format!(
-                                "committing load {} (txn {}) failed: {m}",
-                                txn.label, txn.txn_id
-                            ),
-                        });
-                    }
-                }
+            let retries = self.config.max_retries.max(3);
+            if let Err(m) = self.finish_txn(txn, TxnOperation::Commit, retries).await {
+                return Err(Error::Sink {
+                    message: format!(
+                        "committing load {} (txn {}) failed: {m}",
+                        txn.label, txn.txn_id
+                    ),
+                });
             }
         }
         Ok(())
@@ -221,30 +207,36 @@ impl DorisWriter {
     pub async fn abort_txns(&self, txns: &[PendingTxn]) -> usize {
         let mut done = 0;
         for txn in txns {
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
-                match self
-                    .client
-                    .finish_txn(&txn.db, txn.txn_id, TxnOperation::Abort)
-                    .await
-                {
-                    TxnOutcome::Done => {
-                        done += 1;
-                        break;
-                    }
-                    TxnOutcome::Retry(m) if attempt < 3 => {
-                        tracing::warn!(label = %txn.label, txn_id = txn.txn_id, %m, "2PC abort failed; retrying");
-                        tokio::time::sleep(self.config.backoff.delay(attempt, jitter())).await;
-                    }
-                    TxnOutcome::Retry(m) | TxnOutcome::Permanent(m) => {
-                        tracing::warn!(label = %txn.label, txn_id = txn.txn_id, %m, "could not abort a pre-committed load; Doris aborts it when it times out");
-                        break;
-                    }
+            match self.finish_txn(txn, TxnOperation::Abort, 2).await {
+                Ok(()) => done += 1,
+                Err(m) => {
+                    tracing::warn!(label = %txn.label, txn_id = txn.txn_id, %m, "could not abort a pre-committed load; Doris aborts it when it times out");
                 }
             }
         }
         done
+    }
+
+    /// Commits or aborts one transaction by id, retrying transient failures `retries` times with
+    /// back-off; the last failure's message otherwise.
+    async fn finish_txn(
+        &self,
+        txn: &PendingTxn,
+        op: TxnOperation,
+        retries: u32,
+    ) -> std::result::Result<(), String> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.client.finish_txn(&txn.db, txn.txn_id, op).await {
+                TxnOutcome::Done => return Ok(()),
+                TxnOutcome::Retry(m) if attempt <= retries => {
+                    tracing::warn!(label = %txn.label, txn_id = txn.txn_id, ?op, %m, "2PC {op:?} failed; retrying");
+                    tokio::time::sleep(self.config.backoff.delay(attempt, jitter())).await;
+                }
+                TxnOutcome::Retry(m) | TxnOutcome::Permanent(m) => return Err(m),
+            }
+        }
     }
 
     /// Abort every pre-committed load of checkpoint `checkpoint_id` (labels `seq` 0, 1, … until
