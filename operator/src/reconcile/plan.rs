@@ -292,24 +292,26 @@ pub fn plan(observed: &Observed) -> Plan {
             };
         }
     }
+    // A failed probe blocks a sync that has no runner yet; a running runner is kept (a source or
+    // sink blip must not stop it: it has its own retries) with the failure as its last error.
+    let probe_failed = |failure: &ProbeFailure, condition: &'static str| {
+        if observed.runner != RunnerState::Absent {
+            return Plan::Run(run(
+                observed,
+                current_id.clone(),
+                generation,
+                Some(failure.message.clone()),
+            ));
+        }
+        Plan::Block(Blocked {
+            condition,
+            reason: failure.reason,
+            message: failure.message.clone(),
+        })
+    };
     let probe = match &observed.probe {
         Ok(probe) => probe,
-        Err(failure) => {
-            if observed.runner != RunnerState::Absent {
-                // A source blip must not stop a healthy runner; the runner has its own retries.
-                return Plan::Run(run(
-                    observed,
-                    current_id,
-                    generation,
-                    Some(failure.message.clone()),
-                ));
-            }
-            return Plan::Block(Blocked {
-                condition: dcs_crds::conditions::types::READY,
-                reason: failure.reason,
-                message: failure.message.clone(),
-            });
-        }
+        Err(failure) => return probe_failed(failure, dcs_crds::conditions::types::READY),
     };
     if spec.is_incremental()
         && let Some(blocked) = check_source(spec, probe)
@@ -317,20 +319,7 @@ pub fn plan(observed: &Observed) -> Plan {
         return Plan::Block(blocked);
     }
     if let Err(failure) = &observed.sink_probe {
-        if observed.runner != RunnerState::Absent {
-            // As for the source: a running runner has its own retries against the sink.
-            return Plan::Run(run(
-                observed,
-                current_id,
-                generation,
-                Some(failure.message.clone()),
-            ));
-        }
-        return Plan::Block(Blocked {
-            condition: dcs_crds::conditions::types::SINK_HEALTHY,
-            reason: failure.reason,
-            message: failure.message.clone(),
-        });
+        return probe_failed(failure, dcs_crds::conditions::types::SINK_HEALTHY);
     }
     if spec.is_incremental()
         && let Some(why) = expiry(observed, probe)
