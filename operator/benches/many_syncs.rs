@@ -32,7 +32,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/integration/common/mod.rs"]
 mod common;
 
 use anyhow::{Context as _, Result, bail};

@@ -1,7 +1,7 @@
 //! `/metrics`, `/healthz` and `/readyz` scraped while the pipeline syncs a table of the Doris
 //! emulator.
 
-mod source_support;
+use crate::source_support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

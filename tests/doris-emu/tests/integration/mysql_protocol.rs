@@ -1,6 +1,6 @@
 //! The MySQL front end, through mysql_async 0.37 (the client the runner and operator use).
 
-mod common;
+use crate::common;
 
 use mysql_async::prelude::*;
 use mysql_async::{Opts, OptsBuilder, Pool, Row};

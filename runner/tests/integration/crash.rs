@@ -9,7 +9,7 @@
 //! The kill points are random (seeded): set `DCS_TEST_SEED` to replay a run; every test prints its
 //! seed. Each runner process is killed when its guard drops, so a failing test leaves none behind.
 
-mod source_support;
+use crate::source_support;
 
 use std::collections::BTreeSet;
 use std::fs::File;

@@ -2,7 +2,7 @@
 //! load is retried with the same label and lands exactly once, even when Doris applied the timed-out
 //! attempt after all; a sink that never answers in time stops the sync with a clear message.
 
-mod source_support;
+use crate::source_support;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! split; a second run is stopped gracefully in the snapshot too; a third finishes the snapshot
 //! and reads the changelog.
 
-mod source_support;
+use crate::source_support;
 
 use std::time::Duration;
 

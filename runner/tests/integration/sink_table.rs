@@ -1,7 +1,7 @@
 //! The sink table against the emulator: created when missing (upsert and changelog mode),
 //! refused when incompatible, kept in step with the source's ADD/DROP COLUMN, and CSV bodies.
 
-mod source_support;
+use crate::source_support;
 
 use std::path::Path;
 use std::time::Duration;

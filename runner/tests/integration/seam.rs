@@ -1,7 +1,7 @@
 //! The snapshot seam of an `initial` sync: a change made after T0 and already read by the snapshot
 //! must not be lost by a MIN_DELTA window that nets it away.
 
-mod source_support;
+use crate::source_support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! round trips, fencing by resourceVersion, creation races, and `dcs-runner run` with
 //! `DCS_CHECKPOINT_CONFIGMAP`.
 
-mod source_support;
+use crate::source_support;
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! `dcs-runner check` against the emulator: a good table (exit 0, the DDL it would run) and bad
 //! ones (exit 2, each problem with its fix).
 
-mod source_support;
+use crate::source_support;
 
 use std::path::Path;
 use std::process::{Command, Output};

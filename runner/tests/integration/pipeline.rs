@@ -1,7 +1,7 @@
 //! The pipeline against the emulator, run in-process from a sync manifest: snapshot and initial
 //! modes, 2PC crash recovery, fencing, retried and permanent Stream Load failures.
 
-mod source_support;
+use crate::source_support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -33,7 +33,7 @@
 //!
 //! `DCS_TEST_SEED` replays a run; each test prints its seed.
 
-mod source_support;
+use crate::source_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The `dcs-runner` binary: exit codes of `run`, and the `demo` end to end.
 
-mod source_support;
+use crate::source_support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! The offset table against the Doris emulator: the row follows the checkpoints, a restart without
 //! a checkpoint resumes from it, a bad table fails the start, and failed writes never stop the sync.
 
-mod source_support;
+use crate::source_support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The changelog reader against the emulator: `@incr` windows for each increment type, chained
 //! windows under concurrent writes, visibility retries, expiry and the session time zone.
 
-mod source_support;
+use crate::source_support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Arrow Flight SQL front ends, driven by arrow-rs's `FlightSqlServiceClient`
 //! (doris-protocols.md §3): auth, tickets and endpoints, types, faults, sessions.
 
-mod common;
+use crate::common;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{

@@ -1,7 +1,7 @@
 //! FE HTTP: /api/tso, auth, statement API, _schema, _query_plan, Stream Load / 2PC entries
 //! (307), and the /_emu control API. Everything is asserted over HTTP.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -19,7 +19,7 @@ use kube::{
     api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams},
 };
 
-mod common;
+use crate::common;
 
 use common::{client_for, create_doris_secret, doris_with_tables, events_about, install_crd};
 

@@ -1,7 +1,7 @@
 //! Reaching the source: Doris "now" from /api/tso with failover, credentials errors on every
 //! port, and the table's changelog properties over MySQL.
 
-mod source_support;
+use crate::source_support;
 
 use dcs_runner::Error;
 use dcs_runner::source::flight::FlightSession;

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::time::timeout;
 
-mod common;
+use crate::common;
 
 use common::{WAIT, api_code, client_for, eventually, start};
 

@@ -1,7 +1,7 @@
 //! The snapshot reader against the emulator: every row once, over several tablets, with
 //! projection, filter, resumption and Doris's errors.
 
-mod source_support;
+use crate::source_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 

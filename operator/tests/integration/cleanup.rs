@@ -23,7 +23,7 @@ use kube::{
 };
 use mysql_async::prelude::Queryable;
 
-mod common;
+use crate::common;
 
 use common::{
     client_for, create_doris_secret, doris_with_tables, events_about, install_crd, mysql,

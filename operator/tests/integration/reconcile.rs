@@ -12,7 +12,7 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 
-mod common;
+use crate::common;
 
 use common::{client_for, create_doris_secret, doris_with_tables, install_crd};
 

@@ -16,7 +16,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use tokio::{sync::oneshot, time::Instant};
 
-mod common;
+use crate::common;
 
 use common::{client_for, install_crd};
 

@@ -1,7 +1,7 @@
 //! Stream Load through the FE redirect to the BE, 2PC, label dedup, filtering and faults.
 //! Loads follow the 307 by hand (as a client must); results are read back over the statement API.
 
-mod common;
+use crate::common;
 
 use common::{STUDENT_DDL, emu, setup_sql};
 use dcs_doris_emu::RunningEmulator;

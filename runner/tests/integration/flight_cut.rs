@@ -3,7 +3,7 @@
 //! equal to the source — in a DUPLICATE KEY changelog-mode sink without a repeated event — and a
 //! stream that keeps breaking fails with Doris's message.
 
-mod source_support;
+use crate::source_support;
 
 use std::time::Duration;
 

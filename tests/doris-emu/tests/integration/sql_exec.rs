@@ -1,7 +1,7 @@
 //! The SQL layer end to end against an in-process emulator: SELECT, DML, @incr, time travel,
 //! information_schema, SHOW and driver chatter.
 
-mod common;
+use crate::common;
 
 use common::{STUDENT_DDL, emu, setup_sql};
 use dcs_doris_emu::RunningEmulator;

@@ -1,6 +1,6 @@
 //! Deployment, StatefulSet and Job controllers driving pods on the process kubelet.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::time::Duration;

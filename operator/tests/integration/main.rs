@@ -1,0 +1,11 @@
+//! Integration tests of dcs-operator against kube-emu and doris-emu.
+//!
+//! One test binary per crate: every file here is a module of it, so the workspace links one
+//! executable per crate instead of one per file (link time and disk on CI). Run one file's tests
+//! with `cargo test -p dcs-operator --test integration <module>::`.
+
+mod cleanup;
+mod common;
+mod controller;
+mod leader;
+mod reconcile;

@@ -1,0 +1,24 @@
+//! Integration tests of dcs-runner against the Doris and Kubernetes emulators.
+//!
+//! One test binary per crate: every file here is a module of it, so the workspace links one
+//! executable per crate instead of one per file (link time and disk on CI). Run one file's tests
+//! with `cargo test -p dcs-runner --test integration <module>::`.
+
+mod check_cli;
+mod checkpoint_configmap;
+mod cli;
+mod crash;
+mod flight_cut;
+mod load_timeouts;
+mod metrics;
+mod offset_table;
+mod pipeline;
+mod randomized;
+mod seam;
+mod sink_table;
+mod source_access;
+mod source_changelog;
+mod source_snapshot;
+mod source_support;
+mod stream_load;
+mod whole_splits;
