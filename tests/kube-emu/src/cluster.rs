@@ -833,7 +833,8 @@ impl Cluster {
         })
     }
 
-    /// Records a core/v1 Event about an object, as the kubelet and controllers do.
+    /// Records a core/v1 Event about an object, as the kubelet and controllers do: `component`
+    /// reports it, from `host` (the node) when it runs on one — kubectl shows "kubelet, node-1".
     pub fn record_event(
         &self,
         involved: &Value,
@@ -841,6 +842,7 @@ impl Cluster {
         reason: &str,
         message: &str,
         component: &str,
+        host: Option<&str>,
     ) {
         let Some(info) = self.registry.find("", "v1", "events") else {
             return;
@@ -857,7 +859,11 @@ impl Cluster {
                 "uid": involved["metadata"]["uid"], "resourceVersion": involved["metadata"]["resourceVersion"],
             },
             "reason": reason, "message": message, "type": type_,
-            "source": {"component": component}, "reportingComponent": component, "reportingInstance": component,
+            "source": match host {
+                Some(host) => json!({"component": component, "host": host}),
+                None => json!({"component": component}),
+            },
+            "reportingComponent": component, "reportingInstance": host.unwrap_or_default(),
             "firstTimestamp": ts, "lastTimestamp": ts, "count": 1,
         });
         let opts = WriteOpts {

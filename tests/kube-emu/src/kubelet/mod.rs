@@ -289,9 +289,9 @@ impl PodCtx {
         let mut involved = self.pod.clone();
         involved["apiVersion"] = json!("v1");
         involved["kind"] = json!("Pod");
-        self.shared
-            .cluster
-            .record_event(&involved, type_, reason, message, "kubelet");
+        let cluster = &self.shared.cluster;
+        let node = cluster.node_name.as_deref().filter(|n| !n.is_empty());
+        cluster.record_event(&involved, type_, reason, message, "kubelet", node);
     }
 
     /// Writes the pod status, keeping conditions' transition times when unchanged.

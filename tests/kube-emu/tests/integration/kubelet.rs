@@ -1,7 +1,7 @@
 //! The process kubelet: pods run as local processes with real volumes, environment, service
 //! account credentials, restarts, probes and graceful termination.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -180,13 +180,22 @@ async fn killed_child_is_restarted_and_exit_codes_are_reported() -> Result<()> {
     assert!(cs.state.as_ref().and_then(|s| s.running.as_ref()).is_some());
     let events: Api<k8s_openapi::api::core::v1::Event> =
         Api::namespaced(pods.clone().into_client(), "default");
-    let reasons: Vec<String> = events
+    let victim_events = events
         .list(&kube::api::ListParams::default().fields("involvedObject.name=victim"))
         .await?
-        .items
-        .into_iter()
-        .filter_map(|e| e.reason)
-        .collect();
+        .items;
+    // Reported as a kubelet does: the component, from its node.
+    for e in &victim_events {
+        let source = e.source.as_ref().expect("event source");
+        assert_eq!(source.component.as_deref(), Some("kubelet"), "{e:?}");
+        assert_eq!(source.host.as_deref(), Some("kube-emu-node"), "{e:?}");
+        assert_eq!(
+            e.reporting_instance.as_deref(),
+            Some("kube-emu-node"),
+            "{e:?}"
+        );
+    }
+    let reasons: Vec<String> = victim_events.into_iter().filter_map(|e| e.reason).collect();
     assert!(
         reasons.iter().any(|r| r == "Started") && reasons.iter().any(|r| r == "BackOff"),
         "{reasons:?}"
