@@ -2,7 +2,7 @@
 //! it starts again under a new consumer (re-initialisation).
 //!
 //! - Pre-committed Stream Load transactions listed in the checkpoint (`pendingTxns`) are aborted
-//!   through the sink FE's `/api/{db}/{table}/_stream_load_2pc` (`txn_operation: abort`) with the
+//!   through the sink FE's `/api/{db}/_stream_load_2pc` (`txn_operation: abort`) with the
 //!   sink credentials. Not found, already aborted, or already committed (nothing left to abort)
 //!   count as done.
 //! - With 2PC, loads the runner pre-committed after its last saved checkpoint are in no checkpoint:
@@ -20,6 +20,10 @@
 use std::time::Duration;
 
 use dcs_crds::{DorisChangelogSyncSpec, SinkMode, label::load_label, spec::TableRef};
+use dcs_doris_http::{
+    Answer, LabelAbort, TxnKey, TxnOperation, TxnOutcome, classify_label_abort, classify_txn,
+    two_phase,
+};
 use k8s_openapi::jiff::Timestamp;
 use mysql_async::prelude::Queryable;
 
@@ -522,96 +526,6 @@ async fn run_sql(
     Err(last)
 }
 
-/// Whether a `_stream_load_2pc` abort answer means the transaction needs nothing more (pure).
-pub fn abort_done(status: u16, body: &str) -> Result<(), String> {
-    if status == 401 || status == 403 {
-        return Err(format!(
-            "Doris refused the sink credentials (HTTP {status}); check the sink credentials Secret"
-        ));
-    }
-    let answer: serde_json::Value = serde_json::from_str(body).map_err(|_| {
-        format!(
-            "HTTP {status}: {}",
-            body.chars().take(200).collect::<String>()
-        )
-    })?;
-    let field = |k: &str| {
-        answer
-            .get(k)
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let state = field("status");
-    let msg = field("msg");
-    if state.eq_ignore_ascii_case("success") {
-        return Ok(());
-    }
-    let lower = msg.to_ascii_lowercase();
-    if lower.contains("not found")
-        || lower.contains("already aborted")
-        || lower.contains("could not abort")
-    {
-        return Ok(());
-    }
-    Err(if msg.is_empty() {
-        format!(
-            "HTTP {status}: {}",
-            body.chars().take(200).collect::<String>()
-        )
-    } else {
-        msg
-    })
-}
-
-/// What a label-addressed abort found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LabelAnswer {
-    /// The label's transaction was aborted now.
-    Aborted,
-    /// Doris knows the label but nothing of it is left to abort (aborted or finished).
-    NotRunning,
-    /// Doris has no transaction with this label.
-    Unknown,
-}
-
-/// What a `_stream_load_2pc` abort by `label` answered (pure): `transaction not found, label=…`
-/// is [`LabelAnswer::Unknown`], `running transaction not found` (the label exists, nothing is
-/// running) and already aborted/committed are [`LabelAnswer::NotRunning`].
-pub fn label_abort_answer(status: u16, body: &str) -> Result<LabelAnswer, String> {
-    let msg = serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| {
-            v.get("msg")
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_owned)
-        })
-        .unwrap_or_default();
-    if msg.contains("transaction not found, label=")
-        && !msg.contains("running transaction not found")
-    {
-        return Ok(LabelAnswer::Unknown);
-    }
-    if msg.contains("running transaction not found") {
-        return Ok(LabelAnswer::NotRunning);
-    }
-    let state = serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| {
-            v.get("status")
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_owned)
-        })
-        .unwrap_or_default();
-    abort_done(status, body).map(|()| {
-        if state.eq_ignore_ascii_case("success") {
-            LabelAnswer::Aborted
-        } else {
-            LabelAnswer::NotRunning
-        }
-    })
-}
-
 /// The most checkpoint ids after the last saved one whose labels are swept (a runner gets at most
 /// one ahead of its store; the rest guards against a loop).
 const MAX_SWEPT_CHECKPOINTS: u64 = 8;
@@ -632,25 +546,17 @@ async fn sweep_labels(
         let mut seq = 0;
         while seq < MAX_SWEPT_SEQ {
             let label = sweep.label(checkpoint_id, seq);
-            let answer = match two_phase_abort(
-                fe_nodes,
-                creds,
-                &sweep.db,
-                &sweep.table,
-                ("label", label.clone()),
-            )
-            .await
-            {
-                Ok((status, body)) => label_abort_answer(status, &body),
-                Err(e) => {
-                    return (swept, Some((checkpoint_id, e)));
-                }
-            };
+            let answer =
+                match abort_through_fe(fe_nodes, creds, &sweep.db, TxnKey::Label(&label)).await {
+                    Ok(a) => classify_label_abort(a.status, &a.body),
+                    Err(e) => return (swept, Some((checkpoint_id, e))),
+                };
             match answer {
-                Ok(LabelAnswer::Aborted) => swept.push(label),
-                Ok(LabelAnswer::NotRunning) => {}
-                Ok(LabelAnswer::Unknown) => break,
-                Err(e) => {
+                LabelAbort::Aborted => swept.push(label),
+                // Nothing of it is left to abort.
+                LabelAbort::NotRunning | LabelAbort::AlreadyCommitted(_) => {}
+                LabelAbort::NotFound => break,
+                LabelAbort::Retry(e) | LabelAbort::Permanent(e) => {
                     return (
                         swept,
                         Some((
@@ -675,100 +581,43 @@ async fn abort_txn(
     creds: &DorisCredentials,
     txn: &TxnAbort,
 ) -> Result<(), String> {
-    let (status, body) = two_phase_abort(
-        fe_nodes,
-        creds,
-        &txn.db,
-        &txn.table,
-        ("txn_id", txn.txn_id.to_string()),
-    )
-    .await?;
-    abort_done(status, &body).map_err(|e| {
-        format!(
+    let answer = abort_through_fe(fe_nodes, creds, &txn.db, TxnKey::Id(txn.txn_id)).await?;
+    match classify_txn(TxnOperation::Abort, answer.status, &answer.body) {
+        // Committed: its rows are visible and nothing is left to abort.
+        TxnOutcome::Done | TxnOutcome::AlreadyCommitted(_) => Ok(()),
+        TxnOutcome::Retry(e) | TxnOutcome::Permanent(e) => Err(format!(
             "cannot abort transaction {} (label {}) in sink db {}: {e}",
             txn.txn_id, txn.label, txn.db
-        )
-    })
+        )),
+    }
 }
 
-/// One `_stream_load_2pc` abort addressed by `key` (`txn_id` or `label`) through the first sink FE
-/// that answers, following its 307 to a BE by hand (credentials re-sent, never taken from the
-/// Location); the answer's HTTP status and body.
-async fn two_phase_abort(
+/// One `_stream_load_2pc` abort of `key` through the first sink FE that answers (its 307 to a BE
+/// followed by hand, credentials re-sent, never taken from the Location); Doris's answer.
+async fn abort_through_fe(
     fe_nodes: &[String],
     creds: &DorisCredentials,
     db: &str,
-    table: &str,
-    key: (&str, String),
-) -> Result<(u16, String), String> {
+    key: TxnKey<'_>,
+) -> Result<Answer, String> {
     let http = reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| e.to_string())?;
+    let credentials = (creds.username.as_str(), creds.password.as_str());
     let mut last = "the sink has no FE nodes".to_owned();
-    for node in fe_nodes {
-        let mut url = format!("http://{node}/api/{db}/{table}/_stream_load_2pc");
-        for _ in 0..3 {
-            let resp = http
-                .put(&url)
-                .basic_auth(&creds.username, Some(&creds.password))
-                .header(key.0, key.1.as_str())
-                .header("txn_operation", "abort")
-                .header(reqwest::header::CONTENT_LENGTH, "0")
-                .send()
-                .await;
-            let resp = match resp {
-                Ok(r) => r,
-                Err(e) => {
-                    let what = if key.0 == "label" {
-                        format!("load {}", key.1)
-                    } else {
-                        format!("transaction {}", key.1)
-                    };
-                    last = format!(
-                        "cannot reach sink FE {node} to abort {what}: {}",
-                        without_url(&e)
-                    );
-                    break;
-                }
-            };
-            if resp.status() == reqwest::StatusCode::TEMPORARY_REDIRECT {
-                let Some(mut next) = resp
-                    .headers()
-                    .get(reqwest::header::LOCATION)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| reqwest::Url::parse(v).ok())
-                else {
-                    last = "the sink FE redirected without a usable Location".to_owned();
-                    break;
-                };
-                let _ = next.set_username("");
-                let _ = next.set_password(None);
-                url = next.to_string();
-                continue;
+    for fe in fe_nodes {
+        match two_phase(&http, fe, credentials, db, key, TxnOperation::Abort).await {
+            Ok(answer) => return Ok(answer),
+            Err(dcs_doris_http::Error::Unreachable { node, message }) => {
+                let role = if node == *fe { "FE" } else { "BE" };
+                last = format!("cannot reach sink {role} {node} to abort {key}: {message}");
             }
-            let status = resp.status().as_u16();
-            let body = resp.text().await.unwrap_or_default();
-            return Ok((status, body));
+            Err(e) => last = format!("cannot abort {key}: sink {e}"),
         }
     }
     Err(last)
-}
-
-/// reqwest errors print the URL; keep messages short and free of credentials.
-fn without_url(e: &reqwest::Error) -> String {
-    let mut msg = e.to_string();
-    if let Some(url) = e.url() {
-        msg = msg.replace(url.as_str(), "<url>");
-    }
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        source = s.source();
-    }
-    msg
 }
 
 #[cfg(test)]
@@ -852,39 +701,6 @@ mod tests {
         assert_eq!(sweep.label(1, 2), "dcs-orders-r1-1-2");
         spec.sink.doris.as_mut().unwrap().enable2pc = false;
         assert!(plan_cleanup(&spec, None, "orders", Why::Deleted).is_empty());
-    }
-
-    #[test]
-    fn label_abort_answers() {
-        let answer = |msg: &str| {
-            label_abort_answer(
-                200,
-                &serde_json::json!({"status": "Fail", "msg": msg}).to_string(),
-            )
-        };
-        assert_eq!(
-            label_abort_answer(
-                200,
-                r#"{"status":"Success","msg":"label [dcs-s-4-0] abort successfully."}"#
-            ),
-            Ok(LabelAnswer::Aborted)
-        );
-        assert_eq!(
-            answer("errCode = 2, detailMessage = transaction not found, label=dcs-s-4-1"),
-            Ok(LabelAnswer::Unknown)
-        );
-        assert_eq!(
-            answer("errCode = 2, detailMessage = running transaction not found, label=dcs-s-4-0"),
-            Ok(LabelAnswer::NotRunning)
-        );
-        assert_eq!(
-            answer(
-                "errCode = 2, detailMessage = transaction [9] is already VISIBLE, could not abort."
-            ),
-            Ok(LabelAnswer::NotRunning)
-        );
-        assert_eq!(answer("disk full"), Err("disk full".into()));
-        assert!(label_abort_answer(403, "").is_err());
     }
 
     #[test]
@@ -1005,33 +821,6 @@ mod tests {
         assert_eq!(
             wait_before_attempt(Some(later), now),
             Some(Duration::from_millis(500))
-        );
-    }
-
-    #[test]
-    fn abort_answers() {
-        assert_eq!(
-            abort_done(
-                200,
-                r#"{"status":"Success","msg":"transaction [17] abort successfully."}"#
-            ),
-            Ok(())
-        );
-        for msg in [
-            "errCode = 2, detailMessage = transaction [17] not found",
-            "errCode = 2, detailMessage = transaction [17] is already aborted. abort reason: x",
-            "errCode = 2, detailMessage = transaction [17] is already VISIBLE, could not abort.",
-        ] {
-            let body = serde_json::json!({"status": "Fail", "msg": msg}).to_string();
-            assert_eq!(abort_done(200, &body), Ok(()), "{msg}");
-        }
-        let body = serde_json::json!({"status": "Fail", "msg": "disk full"}).to_string();
-        assert_eq!(abort_done(200, &body), Err("disk full".into()));
-        assert!(abort_done(401, "").unwrap_err().contains("credentials"));
-        assert!(
-            abort_done(502, "<html>")
-                .unwrap_err()
-                .starts_with("HTTP 502")
         );
     }
 

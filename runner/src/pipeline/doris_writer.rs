@@ -234,7 +234,9 @@ impl DorisWriter {
                     tracing::warn!(label = %txn.label, txn_id = txn.txn_id, ?op, %m, "2PC {op:?} failed; retrying");
                     tokio::time::sleep(self.config.backoff.delay(attempt, jitter())).await;
                 }
-                TxnOutcome::Retry(m) | TxnOutcome::Permanent(m) => return Err(m),
+                TxnOutcome::Retry(m)
+                | TxnOutcome::Permanent(m)
+                | TxnOutcome::AlreadyCommitted(m) => return Err(m),
             }
         }
     }
@@ -253,12 +255,14 @@ impl DorisWriter {
                 attempt += 1;
                 match self.client.abort_label(self.db(), &label).await {
                     LabelAbort::NotFound => return Ok(seq),
-                    LabelAbort::Done => break,
+                    LabelAbort::Aborted | LabelAbort::NotRunning => break,
                     LabelAbort::Retry(m) if attempt <= self.config.max_retries.max(3) => {
                         tracing::warn!(%label, %m, "aborting a stale load failed; retrying");
                         tokio::time::sleep(self.config.backoff.delay(attempt, jitter())).await;
                     }
-                    LabelAbort::Retry(m) | LabelAbort::Permanent(m) => {
+                    LabelAbort::Retry(m)
+                    | LabelAbort::Permanent(m)
+                    | LabelAbort::AlreadyCommitted(m) => {
                         return Err(Error::Sink {
                             message: format!("aborting stale load {label} failed: {m}"),
                         });

@@ -8,6 +8,11 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use dcs_doris_http::{
+    Answer, TxnKey, classify_label_abort, classify_txn, redirect_target, snippet, two_phase,
+    without_url,
+};
+pub use dcs_doris_http::{LabelAbort, TxnOperation, TxnOutcome};
 use reqwest::StatusCode;
 use serde::Deserialize;
 
@@ -135,18 +140,6 @@ fn is_transient(message: &str) -> bool {
     ];
     let m = message.to_ascii_lowercase();
     MARKERS.iter().any(|k| m.contains(k))
-}
-
-fn snippet(body: &str) -> String {
-    let t = body.trim();
-    if t.len() <= 300 {
-        return t.to_string();
-    }
-    let mut end = 300;
-    while !t.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &t[..end])
 }
 
 /// Retry delays: exponential from `base`, capped at `max`, with full jitter.
@@ -295,17 +288,10 @@ impl StreamLoadClient {
                 classify(status, &body)
             });
         }
-        let location = resp
-            .headers()
-            .get(reqwest::header::LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| LoadOutcome::Retry(format!("FE {fe} redirected without a Location")))?;
-        let mut url = reqwest::Url::parse(location).map_err(|e| {
-            LoadOutcome::Retry(format!("FE {fe} redirected to an invalid Location ({e})"))
-        })?;
         // Doris puts the credentials into the Location; they are re-sent as a header instead.
-        let _ = url.set_username("");
-        let _ = url.set_password(None);
+        let url = redirect_target(&resp).ok_or_else(|| {
+            LoadOutcome::Retry(format!("FE {fe} redirected without a usable Location"))
+        })?;
         Ok(url.to_string())
     }
 
@@ -353,129 +339,12 @@ impl StreamLoadClient {
     }
 }
 
-/// The second phase of a two-phase load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TxnOperation {
-    /// Make the pre-committed rows visible.
-    Commit,
-    /// Drop them.
-    Abort,
-}
-
-impl TxnOperation {
-    fn as_header(self) -> &'static str {
-        match self {
-            Self::Commit => "commit",
-            Self::Abort => "abort",
-        }
-    }
-}
-
-/// What a commit or abort means for the caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TxnOutcome {
-    /// Done now, or already done by an earlier attempt.
-    Done,
-    /// Worth another attempt.
-    Retry(String),
-    /// The transaction cannot reach the wanted state (e.g. commit of an aborted one).
-    Permanent(String),
-}
-
-/// Decide what a `_stream_load_2pc` answer means. A commit of an already committed or visible
-/// transaction, and an abort of an aborted or unknown one, count as done.
-pub fn classify_txn(operation: TxnOperation, status: u16, body: &str) -> TxnOutcome {
-    #[derive(Deserialize)]
-    struct Answer {
-        status: String,
-        #[serde(default)]
-        msg: String,
-    }
-    if status == 401 || status == 403 {
-        return TxnOutcome::Permanent(format!(
-            "Doris refused the sink credentials (HTTP {status}); check the sink credentials Secret"
-        ));
-    }
-    if status != 200 {
-        return TxnOutcome::Retry(format!(
-            "2PC {} answered HTTP {status}: {}",
-            operation.as_header(),
-            snippet(body)
-        ));
-    }
-    let Ok(answer) = serde_json::from_str::<Answer>(body) else {
-        return TxnOutcome::Retry(format!(
-            "2PC {} answered a malformed report: {}",
-            operation.as_header(),
-            snippet(body)
-        ));
-    };
-    if answer.status == "Success" {
-        return TxnOutcome::Done;
-    }
-    let msg = answer.msg;
-    let done = match operation {
-        TxnOperation::Commit => {
-            msg.contains("is already committed") || msg.contains("is already visible")
-        }
-        TxnOperation::Abort => msg.contains("is already aborted") || msg.ends_with("not found"),
-    };
-    if done {
-        TxnOutcome::Done
-    } else if msg.contains("not found")
-        || msg.contains("is already")
-        || msg.contains("could not abort")
-    {
-        TxnOutcome::Permanent(msg)
-    } else {
-        TxnOutcome::Retry(msg)
-    }
-}
-
-/// What aborting a label found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LabelAbort {
-    /// Aborted now, or the label's transaction is no longer running (aborted or finished).
-    Done,
-    /// Doris has no transaction with this label.
-    NotFound,
-    /// Worth another attempt.
-    Retry(String),
-    /// Doris refused for a reason retrying cannot fix.
-    Permanent(String),
-}
-
-/// Decide what a label-addressed abort answer means: `transaction not found, label=<l>` is
-/// [`LabelAbort::NotFound`]; `running transaction not found` (nothing left to abort) is done.
-pub fn classify_label_abort(status: u16, body: &str) -> LabelAbort {
-    let unknown = serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("msg").and_then(|m| m.as_str()).map(str::to_owned))
-        .is_some_and(|m| {
-            m.contains("transaction not found, label=")
-                && !m.contains("running transaction not found")
-        });
-    if unknown {
-        return LabelAbort::NotFound;
-    }
-    match classify_txn(TxnOperation::Abort, status, body) {
-        TxnOutcome::Done => LabelAbort::Done,
-        TxnOutcome::Retry(m) if m.contains("running transaction not found") => LabelAbort::Done,
-        TxnOutcome::Retry(m) => LabelAbort::Retry(m),
-        TxnOutcome::Permanent(m) if m.contains("running transaction not found") => LabelAbort::Done,
-        TxnOutcome::Permanent(m) => LabelAbort::Permanent(m),
-    }
-}
-
 impl StreamLoadClient {
     /// Commit or abort transaction `txn_id` of database `db`, following the FE's redirect by hand.
     pub async fn finish_txn(&self, db: &str, txn_id: i64, operation: TxnOperation) -> TxnOutcome {
         let pick = txn_id.unsigned_abs() as usize;
-        match self
-            .send_2pc(db, ("txn_id", txn_id.to_string()), operation, pick)
-            .await
-        {
-            Ok((status, body)) => classify_txn(operation, status, &body),
+        match self.send_2pc(db, TxnKey::Id(txn_id), operation, pick).await {
+            Ok(a) => classify_txn(operation, a.status, &a.body),
             Err(message) => TxnOutcome::Retry(message),
         }
     }
@@ -484,74 +353,33 @@ impl StreamLoadClient {
     pub async fn abort_label(&self, db: &str, label: &str) -> LabelAbort {
         let pick = hash(label) as usize;
         match self
-            .send_2pc(db, ("label", label.to_owned()), TxnOperation::Abort, pick)
+            .send_2pc(db, TxnKey::Label(label), TxnOperation::Abort, pick)
             .await
         {
-            Ok((status, body)) => classify_label_abort(status, &body),
+            Ok(a) => classify_label_abort(a.status, &a.body),
             Err(message) => LabelAbort::Retry(message),
         }
     }
 
-    /// One `_stream_load_2pc` request, redirects followed by hand; the HTTP status and body.
+    /// One `_stream_load_2pc` request to a BE (when configured) or an FE.
     async fn send_2pc(
         &self,
         db: &str,
-        key: (&str, String),
+        key: TxnKey<'_>,
         operation: TxnOperation,
         pick: usize,
-    ) -> Result<(u16, String), String> {
-        let path = format!("/api/{db}/_stream_load_2pc");
+    ) -> Result<Answer, String> {
         let nodes = if self.be_nodes.is_empty() {
             &self.fe_nodes
         } else {
             &self.be_nodes
         };
-        let mut url = format!("http://{}{path}", nodes[pick % nodes.len()]);
-        for _ in 0..3 {
-            let resp = self
-                .http
-                .put(&url)
-                .basic_auth(&self.user, Some(&self.password))
-                .header(key.0, key.1.as_str())
-                .header("txn_operation", operation.as_header())
-                .header(reqwest::header::CONTENT_LENGTH, "0")
-                .send()
-                .await
-                .map_err(|e| format!("2PC request failed: {}", without_url(&e)))?;
-            if resp.status() == StatusCode::TEMPORARY_REDIRECT {
-                let next = resp
-                    .headers()
-                    .get(reqwest::header::LOCATION)
-                    .and_then(|v| v.to_str().ok())
-                    .ok_or("2PC redirect without a Location")?;
-                let mut next = reqwest::Url::parse(next)
-                    .map_err(|_| "2PC redirect to an invalid Location".to_owned())?;
-                let _ = next.set_username("");
-                let _ = next.set_password(None);
-                url = next.to_string();
-                continue;
-            }
-            let status = resp.status().as_u16();
-            let body = resp.text().await.unwrap_or_default();
-            return Ok((status, body));
-        }
-        Err("2PC redirected too many times".into())
+        let node = &nodes[pick % nodes.len()];
+        let credentials = (self.user.as_str(), self.password.as_str());
+        two_phase(&self.http, node, credentials, db, key, operation)
+            .await
+            .map_err(|e| format!("2PC {} of {key}: {e}", operation.as_header()))
     }
-}
-
-/// reqwest errors print the URL, which after a Doris redirect may carry credentials.
-fn without_url(e: &reqwest::Error) -> String {
-    let mut msg = e.to_string();
-    if let Some(url) = e.url() {
-        msg = msg.replace(url.as_str(), "<url>");
-    }
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        source = s.source();
-    }
-    msg
 }
 
 fn hash(s: &str) -> u64 {
@@ -643,52 +471,6 @@ mod tests {
     fn transient_fail_messages_are_retried() {
         let fail = body("Fail", "").replace("\"OK\"", "\"[E-235]too many versions\"");
         assert!(matches!(classify(200, &fail), LoadOutcome::Retry(_)));
-    }
-
-    #[test]
-    fn txn_answers_that_mean_done_already_count_as_done() {
-        let ok = r#"{"status":"Success","msg":"transaction [7] commit successfully."}"#;
-        assert_eq!(
-            classify_txn(TxnOperation::Commit, 200, ok),
-            TxnOutcome::Done
-        );
-        let again = r#"{"status":"Fail","msg":"errCode = 2, detailMessage = transaction [7] is already visible, not pre-committed."}"#;
-        assert_eq!(
-            classify_txn(TxnOperation::Commit, 200, again),
-            TxnOutcome::Done
-        );
-        let aborted = r#"{"status":"Fail","msg":"errCode = 2, detailMessage = transaction [7] is already aborted. abort reason: user"}"#;
-        assert!(matches!(
-            classify_txn(TxnOperation::Commit, 200, aborted),
-            TxnOutcome::Permanent(_)
-        ));
-        assert_eq!(
-            classify_txn(TxnOperation::Abort, 200, aborted),
-            TxnOutcome::Done
-        );
-        let visible = r#"{"status":"Fail","msg":"errCode = 2, detailMessage = transaction [7] is already VISIBLE, could not abort."}"#;
-        assert!(matches!(
-            classify_txn(TxnOperation::Abort, 200, visible),
-            TxnOutcome::Permanent(_)
-        ));
-        assert!(matches!(
-            classify_txn(TxnOperation::Commit, 502, ""),
-            TxnOutcome::Retry(_)
-        ));
-    }
-
-    #[test]
-    fn label_aborts_tell_unknown_labels_apart() {
-        let unknown = r#"{"status":"Fail","msg":"errCode = 2, detailMessage = transaction not found, label=dcs-c-3-0"}"#;
-        assert_eq!(classify_label_abort(200, unknown), LabelAbort::NotFound);
-        let idle = r#"{"status":"Fail","msg":"errCode = 2, detailMessage = running transaction not found, label=dcs-c-3-0"}"#;
-        assert_eq!(classify_label_abort(200, idle), LabelAbort::Done);
-        let ok = r#"{"status":"Success","msg":"label [dcs-c-3-0] abort successfully."}"#;
-        assert_eq!(classify_label_abort(200, ok), LabelAbort::Done);
-        assert!(matches!(
-            classify_label_abort(503, ""),
-            LabelAbort::Retry(_)
-        ));
     }
 
     #[test]

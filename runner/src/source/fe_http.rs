@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use dcs_doris_http::without_url;
 use serde_json::Value;
 
 use super::SourceSettings;
@@ -172,21 +173,6 @@ impl FeHttpClient {
             reason,
         })
     }
-}
-
-/// Drop the URL from a reqwest error (the URL is reported separately, and holds no secret anyway).
-fn without_url(e: &reqwest::Error) -> String {
-    let mut msg = e.to_string();
-    if let Some(u) = e.url() {
-        msg = msg.replace(&format!(" for url ({u})"), "");
-    }
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        src = s.source();
-    }
-    msg
 }
 
 /// Why one FE request failed.

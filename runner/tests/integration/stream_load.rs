@@ -141,7 +141,7 @@ async fn two_phase_loads_become_visible_on_commit_only() {
     // An abort of a visible transaction cannot succeed.
     assert!(matches!(
         sl.finish_txn("sink", txn, TxnOperation::Abort).await,
-        TxnOutcome::Permanent(_)
+        TxnOutcome::AlreadyCommitted(_)
     ));
 
     let txn2 = match sl

@@ -1,0 +1,19 @@
+//! Doris's HTTP API as both dcs binaries call it (`doris-protocols.md` §1–2): the second phase of a
+//! two-phase Stream Load (`PUT /api/{db}/_stream_load_2pc`, commit or abort, by transaction id or
+//! by label), and the rules every call to Doris over HTTP follows:
+//!
+//! - redirects are followed by hand: the FE answers 307 with a `Location` that carries the
+//!   credentials, and they are re-sent as a header instead ([`redirect_target`]);
+//! - error messages never carry a URL ([`without_url`]), which after a redirect may hold them.
+//!
+//! The runner commits and aborts its own loads; the operator aborts what a deleted or
+//! re-initialised sync left pre-committed. What Doris's answer means is decided by the pure
+//! [`classify_txn`] and [`classify_label_abort`], so both read it alike.
+
+mod answer;
+mod request;
+
+pub use answer::{LabelAbort, TxnOutcome, classify_label_abort, classify_txn, snippet};
+pub use request::{
+    Answer, Error, MAX_REDIRECTS, TxnKey, TxnOperation, redirect_target, two_phase, without_url,
+};
