@@ -207,6 +207,12 @@ scenario_runner_killed() {
         some_changes "$db.src" 51 60 during-kill
         wait_for "the runner container restarted" 60 \
             bash -c "(( \$(kubectl -n $ns get pods -l dcs.dev/sync=s6 -o json | jq '[.items[].status.containerStatuses[]?.restartCount] | add // 0') > $restarts ))"
+        # The restart is counted in status.runnerRestarts and in `kubectl get dcs -o wide`.
+        wait_for "status.runnerRestarts above $restarts" 60 \
+            bash -c "r=\$(kubectl -n $ns get dcs s6 -o jsonpath='{.status.runnerRestarts}'); (( \${r:-0} > $restarts ))"
+        kubectl -n "$ns" get dcs s6 -o wide | awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "RESTARTS") c = i }
+            NR == 2 { exit !(c && $c ~ /^[1-9][0-9]*$/) }' ||
+            fail "kubectl get dcs -o wide shows no RESTARTS count: $(kubectl -n "$ns" get dcs s6 -o wide)"
     else
         # No access to the node's processes: a forced deletion kills the container without grace.
         pod=$(runner_pods "$ns" s6)

@@ -37,6 +37,7 @@ pub const TIMESTAMP_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
     printcolumn = r#"{"name": "TTL-Headroom", "type": "integer", "description": "Seconds left before the oldest change still needed expires from the changelog", "jsonPath": ".status.ttlHeadroomSeconds"}"#,
     printcolumn = r#"{"name": "Consumer", "type": "string", "description": "The consumer id the progress is recorded under", "jsonPath": ".status.consumerId"}"#,
     printcolumn = r#"{"name": "Ready", "type": "string", "description": "Status of the Ready condition", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name": "Restarts", "type": "integer", "priority": 1, "description": "Restarts of the runner pod's container", "jsonPath": ".status.runnerRestarts"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

@@ -44,6 +44,11 @@ pub struct DorisChangelogSyncStatus {
     /// What the sink has written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sink: Option<SinkStatus>,
+    /// How many times the runner pod's container has restarted (Kubernetes restarts a crashing
+    /// runner with back-off: 10 s, doubling, at most 5 min). Absent while no runner pod exists; a
+    /// new pod (after a spec change or re-initialisation) counts from 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_restarts: Option<i32>,
     /// The last reinitialization.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reinit: Option<ReinitStatus>,

@@ -100,26 +100,37 @@ fn names_scope_and_subresources() {
 #[test]
 fn printer_columns() {
     let crd = DorisChangelogSync::crd();
-    let columns: Vec<(String, String, String)> = crd.spec.versions[0]
+    let columns: Vec<(String, String, String, i32)> = crd.spec.versions[0]
         .additional_printer_columns
         .as_ref()
         .expect("printer columns")
         .iter()
-        .map(|c| (c.name.clone(), c.type_.clone(), c.json_path.clone()))
+        .map(|c| {
+            let priority = c.priority.unwrap_or(0);
+            (
+                c.name.clone(),
+                c.type_.clone(),
+                c.json_path.clone(),
+                priority,
+            )
+        })
         .collect();
     let expected = [
-        ("Phase", "string", ".status.phase"),
-        ("Lag", "integer", ".status.lagSeconds"),
-        ("TTL-Headroom", "integer", ".status.ttlHeadroomSeconds"),
-        ("Consumer", "string", ".status.consumerId"),
+        ("Phase", "string", ".status.phase", 0),
+        ("Lag", "integer", ".status.lagSeconds", 0),
+        ("TTL-Headroom", "integer", ".status.ttlHeadroomSeconds", 0),
+        ("Consumer", "string", ".status.consumerId", 0),
         (
             "Ready",
             "string",
             r#".status.conditions[?(@.type=="Ready")].status"#,
+            0,
         ),
-        ("Age", "date", ".metadata.creationTimestamp"),
+        // -o wide only.
+        ("Restarts", "integer", ".status.runnerRestarts", 1),
+        ("Age", "date", ".metadata.creationTimestamp", 0),
     ]
-    .map(|(n, t, p)| (n.to_owned(), t.to_owned(), p.to_owned()));
+    .map(|(n, t, p, prio)| (n.to_owned(), t.to_owned(), p.to_owned(), prio));
     assert_eq!(columns, expected);
 }
 

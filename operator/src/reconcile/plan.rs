@@ -42,6 +42,8 @@ pub struct Observed {
     pub applied_nonce: Option<String>,
     /// The runner workload.
     pub runner: RunnerState,
+    /// Container restarts over the runner's pods (`None` while there is no pod).
+    pub runner_restarts: Option<i32>,
 }
 
 /// Facts about the source table and Doris's clock.

@@ -368,19 +368,30 @@ async fn probe(
     }
 }
 
-async fn runner_state(
-    ctx: &Context,
-    ns: &str,
-    name: &str,
-) -> Result<(RunnerState, Option<Deployment>, Option<Job>)> {
+/// The runner workload as found.
+struct RunnerFound {
+    state: RunnerState,
+    /// Container restarts over the runner's pods; `None` without pods.
+    restarts: Option<i32>,
+    deployment: Option<Deployment>,
+    job: Option<Job>,
+}
+
+async fn runner_state(ctx: &Context, ns: &str, name: &str) -> Result<RunnerFound> {
     let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), ns);
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), ns);
     let deployment = get_opt(&deployments, &names::runner(name)).await?;
     let job = get_opt(&jobs, &names::runner(name)).await?;
+    let workload = |state, restarts| RunnerFound {
+        state,
+        restarts,
+        deployment: deployment.clone(),
+        job: job.clone(),
+    };
     if let Some(job) = &job {
         let status = job.status.clone().unwrap_or_default();
         if status.succeeded.unwrap_or(0) > 0 {
-            return Ok((RunnerState::Succeeded, deployment, Some(job.clone())));
+            return Ok(workload(RunnerState::Succeeded, None));
         }
         let failed = status
             .conditions
@@ -389,15 +400,11 @@ async fn runner_state(
             .find(|c| c.type_ == "Failed" && c.status == "True");
         if let Some(c) = failed {
             let message = c.message.unwrap_or(c.reason.unwrap_or_default());
-            return Ok((
-                RunnerState::Failed { message },
-                deployment,
-                Some(job.clone()),
-            ));
+            return Ok(workload(RunnerState::Failed { message }, None));
         }
     }
     if deployment.is_none() && job.is_none() {
-        return Ok((RunnerState::Absent, None, None));
+        return Ok(workload(RunnerState::Absent, None));
     }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
     let selector = format!("{}={name}", build::SYNC_LABEL);
@@ -405,30 +412,34 @@ async fn runner_state(
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(Error::Kube)?;
+    let mut restarts = None;
+    let mut crash_loop = None;
     for pod in list.items {
         for cs in pod
             .status
             .and_then(|s| s.container_statuses)
             .unwrap_or_default()
         {
+            *restarts.get_or_insert(0) += cs.restart_count;
             let waiting = cs.state.as_ref().and_then(|s| s.waiting.as_ref());
-            if waiting.and_then(|w| w.reason.as_deref()) == Some("CrashLoopBackOff") {
+            if crash_loop.is_none()
+                && waiting.and_then(|w| w.reason.as_deref()) == Some("CrashLoopBackOff")
+            {
                 let terminated = cs.last_state.as_ref().and_then(|s| s.terminated.as_ref());
                 let message = terminated
                     .and_then(|t| t.message.clone().or(t.reason.clone()))
                     .unwrap_or_else(|| "CrashLoopBackOff".to_owned());
-                return Ok((
-                    RunnerState::CrashLooping {
-                        restarts: cs.restart_count,
-                        message,
-                    },
-                    deployment,
-                    job,
-                ));
+                crash_loop = Some(RunnerState::CrashLooping {
+                    restarts: cs.restart_count,
+                    message,
+                });
             }
         }
     }
-    Ok((RunnerState::Running, deployment, job))
+    Ok(workload(
+        crash_loop.unwrap_or(RunnerState::Running),
+        restarts,
+    ))
 }
 
 /// Observes, plans, acts and writes status.
@@ -445,7 +456,12 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
     let applied_nonce = config_cm
         .as_ref()
         .and_then(|cm| cm.annotations().get(NONCE_ANNOTATION).cloned());
-    let (runner, deployment, job) = runner_state(ctx, &ns, &name).await?;
+    let RunnerFound {
+        state: runner,
+        restarts: runner_restarts,
+        deployment,
+        job,
+    } = runner_state(ctx, &ns, &name).await?;
 
     let uid = sync.uid().unwrap_or_default();
     let last_written = ctx.written.lock().expect("written lock").get(&uid).cloned();
@@ -483,6 +499,7 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
         status,
         applied_nonce,
         runner,
+        runner_restarts,
     };
     let active = consumer_id_for(
         &super::plan::base_consumer_id(&observed),

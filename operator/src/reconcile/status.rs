@@ -93,6 +93,7 @@ pub fn compute_status(
     }
 
     s.phase = Some(phase(plan, checkpoint));
+    s.runner_restarts = observed.runner_restarts;
     set_last_error(&mut s, observed, plan, checkpoint, now);
 
     let t = || Time(now);
@@ -927,7 +928,9 @@ mod tests {
             restarts: 4,
             message: "Stream Load failed: too many filtered rows".into(),
         };
+        o.runner_restarts = Some(4);
         let s = status_of(&o, 100);
+        assert_eq!(s.runner_restarts, Some(4));
         let c = get_condition(&s.conditions, types::SINK_HEALTHY).unwrap();
         assert_eq!(
             (c.status.as_str(), c.message.as_str()),
@@ -940,6 +943,24 @@ mod tests {
             s.last_error.unwrap().reason.as_deref(),
             Some("RunnerFailed")
         );
+    }
+
+    #[test]
+    fn runner_restarts_are_reported_and_a_new_count_is_written() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        o.checkpoint = Some(streaming_checkpoint("orders", 0));
+        // No runner pod: no count.
+        let none = status_of(&o, 100);
+        assert_eq!(none.runner_restarts, None);
+        o.runner_restarts = Some(0);
+        let zero = status_of(&o, 100);
+        assert_eq!(zero.runner_restarts, Some(0));
+        o.runner_restarts = Some(1);
+        let one = status_of(&o, 100);
+        assert_eq!(one.runner_restarts, Some(1));
+        assert!(differs(&zero, &one));
+        assert!(!differs(&one, &status_of(&o, 100)));
     }
 
     #[test]

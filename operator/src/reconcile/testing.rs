@@ -53,6 +53,7 @@ pub fn observed() -> Observed {
         status: DorisChangelogSyncStatus::default(),
         applied_nonce: None,
         runner: RunnerState::Absent,
+        runner_restarts: None,
     }
 }
 
