@@ -10,9 +10,9 @@
 //!   upgrade) until every runner Deployment exists and until every sync is Ready, and how many
 //!   reconciles that took and how many of them failed (from the operator's /metrics);
 //! - the API writes during an idle window (`DCS_BENCH_IDLE_SECS`, default 75 s: longer than the
-//!   operator's 60 s requeue, so every sync is reconciled at least once in it), during which
-//!   Doris's clock stands still, as for runners that keep up, so nothing the operator reports
-//!   changes: kube-emu's global resourceVersion counts every write exactly; its event stream
+//!   operator's 60 s requeue, so every sync is reconciled at least once in it). Doris's clock
+//!   stands still for the whole run, as for runners that keep up, so nothing the operator
+//!   reports changes: kube-emu's global resourceVersion counts every write exactly; its event stream
 //!   breaks them down by resource, and status writes that only move lagSeconds and
 //!   ttlHeadroomSeconds are told apart from any other write (target: no write at all);
 //! - the operator's memory: VmHWM and VmRSS from `/proc/<child pid>/status` (the operator is a
@@ -323,6 +323,12 @@ async fn main() -> Result<()> {
     let client = client_for(&emu).await?;
     let doris = set_up(&client).await?;
     let ports = doris.ports();
+    // Doris's time stands still for the whole run, as for runners that keep up (their offset
+    // moves with Doris's clock, so lag and headroom stay put): every sync's lag is 10 s from its
+    // first status on, so nothing the operator reports ever changes and any write it makes in the
+    // idle window is waste. (Freezing only once all were Ready left the early syncs with a lag
+    // measured before, refreshed once at their next requeue inside the window.)
+    doris.doris.clock.freeze();
 
     // The syncs exist before the operator starts (an operator restart or upgrade over 1 000
     // syncs): creating them while it runs measures the emulator's saturation more than the
@@ -465,11 +471,6 @@ async fn main() -> Result<()> {
         );
     }
 
-    // Doris's time stands still from here on, as for runners that keep up (their offset moves
-    // with Doris's clock, so lag and headroom stay put): the last lag refreshes land in the
-    // settling time, then nothing the operator reports changes and any write it makes in the idle
-    // window is waste.
-    doris.doris.clock.freeze();
     // Settle: the last transitions' events and status writes; then nothing should move.
     let store = &emu.cluster.store;
     let settle_start = Instant::now();
