@@ -24,6 +24,17 @@ pub enum Error {
         /// The revision in the store now, e.g. `resourceVersion 57`.
         found: String,
     },
+    /// A label this run sends for the first time is already pre-committed: another runner of the
+    /// same consumer is still loading (one the store has fenced, or one that has not noticed yet).
+    #[error(
+        "Stream Load label {label} is already pre-committed (transaction {txn_id}) by another runner of this sync that is still loading; this runner stops without adopting or aborting it, and its restart takes the checkpoint over again"
+    )]
+    LabelInUse {
+        /// The label.
+        label: String,
+        /// The other runner's transaction.
+        txn_id: i64,
+    },
     /// The stored checkpoint cannot be read.
     #[error(
         "checkpoint {location} is unreadable: {reason}; fix or delete it to start from the startup mode"
@@ -197,7 +208,9 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Config { .. } | Self::SourceConfig { .. } => exit_code::CONFIG,
-            Self::Fenced { .. } | Self::CheckpointLocked { .. } => exit_code::FENCED,
+            Self::Fenced { .. } | Self::CheckpointLocked { .. } | Self::LabelInUse { .. } => {
+                exit_code::FENCED
+            }
             e if e.is_offset_expired() => exit_code::OFFSET_EXPIRED,
             _ => exit_code::FAILURE,
         }
@@ -207,7 +220,9 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Config { .. } | Self::SourceConfig { .. } => "InvalidConfiguration",
-            Self::Fenced { .. } | Self::CheckpointLocked { .. } => "Fenced",
+            Self::Fenced { .. } | Self::CheckpointLocked { .. } | Self::LabelInUse { .. } => {
+                "Fenced"
+            }
             e if e.is_offset_expired() => "OffsetExpired",
             Self::Sink { .. } => "StreamLoadFailed",
             Self::CheckpointStore { .. } => "CheckpointStoreFailed",

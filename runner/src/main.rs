@@ -18,7 +18,7 @@ Exit codes:
   1  any other failure (the message says what Doris answered)
   2  configuration error: manifest, environment or command line
   3  the changelog offset expired (minDelta's \"offset has expired\" error)
-  4  fenced: another runner holds or wrote the checkpoint";
+  4  fenced: another runner holds or wrote the checkpoint, or pre-committed a label this one sends";
 
 /// Keeps a Doris table's changes flowing into a sink, as declared by a DorisChangelogSync.
 #[derive(Debug, Parser)]

@@ -9,9 +9,12 @@
 //! pre-committed transactions and only then commits them; a save that loses the store's fence stops
 //! the run with [`Error::Fenced`] and commits nothing: the loads pre-committed for that checkpoint
 //! are aborted by transaction id (best effort; another owner may use the same labels). On start
-//! the transactions of the saved checkpoint are committed again ("already committed" is success)
-//! and loads pre-committed under the next checkpoint id are aborted, since no checkpoint records
-//! them.
+//! the store is claimed first (a write that fences any runner still working from the same
+//! checkpoint), then the transactions of the saved checkpoint are committed again ("already
+//! committed" is success) and loads pre-committed under the next checkpoint id are aborted, since
+//! no checkpoint records them. A label that is pre-committed when this run sends it for the first
+//! time belongs to such a fenced runner: the run stops ([`Error::LabelInUse`]) without adopting or
+//! aborting it, and its restart, claiming again, settles it.
 //!
 //! Changelog checkpoints are taken between windows, so a checkpoint never holds part of a window.
 //! Snapshot checkpoints record the finished tablets: rows of an unfinished split are loaded again
@@ -278,6 +281,9 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                 ),
             });
         }
+        // From here on a runner still working from the same checkpoint can no longer save or
+        // commit; only then are its pre-committed loads ours to settle.
+        self.store.claim().await?;
         if !loaded
             .as_ref()
             .is_some_and(|c| matches!(c.position, Position::Done))
@@ -865,7 +871,10 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         tracing::error!(reason = error.reason(), "{error}");
         if matches!(
             error,
-            Error::Fenced { .. } | Error::CheckpointLocked { .. } | Error::Injected { .. }
+            Error::Fenced { .. }
+                | Error::CheckpointLocked { .. }
+                | Error::LabelInUse { .. }
+                | Error::Injected { .. }
         ) {
             return;
         }

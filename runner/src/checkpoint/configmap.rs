@@ -7,6 +7,10 @@
 //! and becomes [`Error::Fenced`]. A ConfigMap that does not exist is created on the first save; a
 //! create that finds one (someone else was first, or this store never loaded) is fenced too.
 //! Labels, annotations, owner references and other keys of the ConfigMap are kept as found.
+//!
+//! [`CheckpointStore::claim`] writes the annotation [`CLAIM_ANNOTATION`] (this pod and the time) the
+//! same way: a runner that starts fences any runner still working from the checkpoint it loaded
+//! (a pod that outlived its replacement), before it commits, aborts or loads anything.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +26,8 @@ pub use dcs_crds::checkpoint::CHECKPOINT_KEY;
 pub const CONFIGMAP_ENV: &str = "DCS_CHECKPOINT_CONFIGMAP";
 /// The environment variable with the pod's namespace (downward API).
 pub const NAMESPACE_ENV: &str = "POD_NAMESPACE";
+/// The annotation a starting runner writes to take the ConfigMap over: `<pod> at <time>`.
+pub const CLAIM_ANNOTATION: &str = "dcs.dev/claimed-by";
 /// Where a pod finds its namespace when [`NAMESPACE_ENV`] is not set.
 pub const NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
@@ -163,6 +169,32 @@ impl CheckpointStore for ConfigMapStore {
 
     async fn save(&mut self, checkpoint: &Checkpoint) -> Result<()> {
         let json = checkpoint.to_json();
+        self.write(|cm| {
+            cm.data
+                .get_or_insert_with(BTreeMap::new)
+                .insert(CHECKPOINT_KEY.to_owned(), json);
+        })
+        .await
+    }
+
+    async fn claim(&mut self) -> Result<()> {
+        let pod = std::env::var("HOSTNAME").unwrap_or_else(|_| "dcs-runner".to_owned());
+        let claim = format!("{pod} at {}", jiff::Timestamp::now());
+        self.write(|cm| {
+            cm.metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(CLAIM_ANNOTATION.to_owned(), claim);
+        })
+        .await
+    }
+}
+
+impl ConfigMapStore {
+    /// Writes the ConfigMap as last seen, changed by `change`: a replace with the seen
+    /// resourceVersion as precondition, or a create when there was none. Anybody else's write in
+    /// between (409), or a deletion (404), is [`Error::Fenced`].
+    async fn write(&mut self, change: impl FnOnce(&mut ConfigMap)) -> Result<()> {
         let pp = PostParams {
             field_manager: Some("dcs-runner".into()),
             ..PostParams::default()
@@ -170,9 +202,7 @@ impl CheckpointStore for ConfigMapStore {
         let written = match &self.seen {
             Seen::Present(old) => {
                 let mut cm = (**old).clone();
-                cm.data
-                    .get_or_insert_with(BTreeMap::new)
-                    .insert(CHECKPOINT_KEY.to_owned(), json);
+                change(&mut cm);
                 // `old` carries the resourceVersion: the API server refuses a stale one with 409.
                 match self.api.replace(&self.name, &pp, &cm).await {
                     Ok(cm) => cm,
@@ -184,15 +214,15 @@ impl CheckpointStore for ConfigMapStore {
                 }
             }
             Seen::Unknown | Seen::Absent => {
-                let cm = ConfigMap {
+                let mut cm = ConfigMap {
                     metadata: ObjectMeta {
                         name: Some(self.name.clone()),
                         namespace: Some(self.namespace.clone()),
                         ..ObjectMeta::default()
                     },
-                    data: Some(BTreeMap::from([(CHECKPOINT_KEY.to_owned(), json)])),
                     ..ConfigMap::default()
                 };
+                change(&mut cm);
                 match self.api.create(&pp, &cm).await {
                     Ok(cm) => cm,
                     Err(e) if is_status(&e, 409) => return Err(self.fenced().await),

@@ -55,6 +55,13 @@ pub trait CheckpointStore {
     async fn load(&mut self) -> Result<Option<Checkpoint>>;
     /// Replace the stored checkpoint atomically; [`crate::Error::Fenced`] if someone else wrote.
     async fn save(&mut self, checkpoint: &Checkpoint) -> Result<()>;
+    /// Take the store over after [`CheckpointStore::load`], before touching the sink: a write that
+    /// fences any other runner still working from the loaded checkpoint, so only this one can
+    /// save (and so commit) from here on; [`crate::Error::Fenced`] if someone wrote since the load.
+    /// A store that keeps other runners out by itself (the file store's lock) does nothing.
+    async fn claim(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -21,4 +21,5 @@ mod source_changelog;
 mod source_snapshot;
 mod source_support;
 mod stream_load;
+mod two_runners;
 mod whole_splits;

@@ -1,0 +1,160 @@
+//! Two runners of one sync alive at once (a pod that outlived its replacement): the one that starts
+//! claims the checkpoint store, fencing the other, and neither adopts nor aborts a load the other
+//! pre-committed.
+
+use crate::source_support;
+
+use bytes::Bytes;
+use dcs_kube_emu::{Config, KubeEmu};
+use dcs_runner::Error;
+use dcs_runner::checkpoint::configmap::CLAIM_ANNOTATION;
+use dcs_runner::checkpoint::{
+    Checkpoint, CheckpointStore, ConfigMapStore, Counters, FORMAT_VERSION, Position,
+};
+use dcs_runner::pipeline::SinkConfig;
+use dcs_runner::pipeline::doris_writer::DorisWriter;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, Client};
+use source_support::{config, exec, manifest, mysql_rows};
+
+async fn kube() -> (KubeEmu, Client) {
+    let emu = KubeEmu::start(Config::default())
+        .await
+        .expect("kube-emu starts");
+    let kc = kube::config::Kubeconfig::from_yaml(&emu.kubeconfig("default")).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    (emu, Client::try_from(config).unwrap())
+}
+
+fn store(client: &Client) -> ConfigMapStore {
+    ConfigMapStore::new(client.clone(), "default", "s-checkpoint")
+}
+
+fn cp(id: u64) -> Checkpoint {
+    Checkpoint {
+        format_version: FORMAT_VERSION,
+        consumer_id: "s".into(),
+        checkpoint_id: id,
+        saved_at: "2026-11-29T14:00:00Z".into(),
+        position: Position::Snapshot {
+            tablets_done: vec![],
+            tablets_total: 2,
+            rows_total: None,
+        },
+        start_point: None,
+        pending_txns: vec![],
+        counters: Counters::default(),
+        last_error: None,
+    }
+}
+
+#[tokio::test]
+async fn a_starting_runner_claims_the_store_and_the_old_one_can_no_longer_save() {
+    let (emu, client) = kube().await;
+    let mut old = store(&client);
+    assert_eq!(old.load().await.unwrap(), None);
+    old.save(&cp(1)).await.unwrap();
+
+    // The replacement loads the same checkpoint and claims the store before anything else.
+    let mut new = store(&client);
+    assert_eq!(new.load().await.unwrap(), Some(cp(1)));
+    new.claim().await.unwrap();
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .get("s-checkpoint")
+        .await
+        .unwrap();
+    let claim = &cm.metadata.annotations.unwrap()[CLAIM_ANNOTATION];
+    assert!(claim.contains(" at 20"), "{claim}");
+
+    // The old runner's next checkpoint is refused: it can never commit what it pre-committed.
+    let err = old.save(&cp(2)).await.unwrap_err();
+    assert!(matches!(err, Error::Fenced { .. }), "{err}");
+    new.save(&cp(2)).await.unwrap();
+    assert_eq!(store(&client).load().await.unwrap(), Some(cp(2)));
+
+    // Claiming a store that another runner claimed since the load is fenced too.
+    let mut late = store(&client);
+    late.load().await.unwrap();
+    new.save(&cp(3)).await.unwrap();
+    assert!(matches!(late.claim().await, Err(Error::Fenced { .. })));
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn claiming_a_missing_configmap_creates_it_once() {
+    let (emu, client) = kube().await;
+    let mut first = store(&client);
+    let mut second = store(&client);
+    assert_eq!(first.load().await.unwrap(), None);
+    assert_eq!(second.load().await.unwrap(), None);
+    first.claim().await.unwrap();
+    assert!(matches!(second.claim().await, Err(Error::Fenced { .. })));
+    // The claim holds no checkpoint: a fresh load finds none, and the claimer saves over it.
+    assert_eq!(store(&client).load().await.unwrap(), None);
+    first.save(&cp(1)).await.unwrap();
+    emu.shutdown().await;
+}
+
+fn rows(names: &[&str]) -> Bytes {
+    Bytes::from(
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                format!(
+                    "{{\"id\":{},\"name\":\"{n}\",\"age\":20,\"__DORIS_DELETE_SIGN__\":0}}\n",
+                    i + 1
+                )
+            })
+            .collect::<String>(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_pre_committed_by_another_runner_is_neither_adopted_nor_aborted() {
+    let emu = source_support::emu().await;
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE sink",
+            "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64), age INT) UNIQUE KEY(id) \
+             DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\")",
+        ],
+    )
+    .await;
+    let SinkConfig::Doris(sink) = config(&manifest(&emu, "snapshot", "")).sink else {
+        panic!("a Doris sink")
+    };
+    assert!(sink.enable_2pc);
+    let old = DorisWriter::new((*sink).clone(), "student-sync".into());
+    let new = DorisWriter::new(*sink, "student-sync".into());
+
+    // The old runner pre-commits load 0 of checkpoint 7; the new one reaches the same label.
+    let loaded = old.load(rows(&["old-a", "old-b"]), 7, 0).await.unwrap();
+    let pending = loaded.pending.expect("a pre-committed transaction");
+    let err = new.load(rows(&["new-a"]), 7, 0).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "Stream Load label dcs-student-sync-7-0 is already pre-committed (transaction {}) by \
+             another runner of this sync that is still loading; this runner stops without adopting \
+             or aborting it, and its restart takes the checkpoint over again",
+            pending.txn_id
+        )
+    );
+    assert_eq!(err.exit_code(), 4);
+    assert_eq!(err.reason(), "Fenced");
+
+    // Untouched: the old runner's transaction still commits, with its own rows.
+    old.commit(std::slice::from_ref(&pending)).await.unwrap();
+    assert_eq!(
+        mysql_rows(&emu, "SELECT id, name FROM sink.student ORDER BY id").await,
+        vec![
+            vec!["1".to_owned(), "old-a".to_owned()],
+            vec!["2".to_owned(), "old-b".to_owned()]
+        ]
+    );
+}
