@@ -6,7 +6,6 @@ use crate::source_support;
 
 use std::collections::BTreeMap;
 
-use dcs_kube_emu::{Config, KubeEmu};
 use dcs_runner::Error;
 use dcs_runner::checkpoint::configmap::CHECKPOINT_KEY;
 use dcs_runner::checkpoint::{
@@ -16,19 +15,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
-async fn start() -> (KubeEmu, Client) {
-    let emu = KubeEmu::start(Config::default())
-        .await
-        .expect("kube-emu starts");
-    let kc = kube::config::Kubeconfig::from_yaml(&emu.kubeconfig("default")).unwrap();
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .unwrap();
-    (emu, Client::try_from(config).unwrap())
-}
-
-fn cp(id: u64) -> Checkpoint {
+/// A changelog checkpoint of consumer `student-sync`.
+pub(crate) fn cp(id: u64) -> Checkpoint {
     Checkpoint {
         format_version: FORMAT_VERSION,
         consumer_id: "student-sync".into(),
@@ -64,7 +52,7 @@ fn store(client: &Client) -> ConfigMapStore {
 
 #[tokio::test]
 async fn saves_and_loads_through_a_configmap() {
-    let (emu, client) = start().await;
+    let (emu, client) = source_support::kube_emu().await;
     let mut a = store(&client);
     assert_eq!(a.load().await.unwrap(), None);
     a.save(&cp(1)).await.unwrap();
@@ -85,7 +73,7 @@ async fn saves_and_loads_through_a_configmap() {
 
 #[tokio::test]
 async fn a_stale_second_store_is_fenced() {
-    let (emu, client) = start().await;
+    let (emu, client) = source_support::kube_emu().await;
     let mut first = store(&client);
     first.load().await.unwrap();
     first.save(&cp(1)).await.unwrap();
@@ -114,7 +102,7 @@ async fn a_stale_second_store_is_fenced() {
 
 #[tokio::test]
 async fn a_fresh_store_is_fenced_until_it_reloads() {
-    let (emu, client) = start().await;
+    let (emu, client) = source_support::kube_emu().await;
     let mut other = store(&client);
     other.save(&cp(5)).await.unwrap();
     // Never loaded: a save would create, and the ConfigMap exists.
@@ -142,7 +130,7 @@ async fn a_fresh_store_is_fenced_until_it_reloads() {
 
 #[tokio::test]
 async fn an_operator_fence_names_both_resource_versions() {
-    let (emu, client) = start().await;
+    let (emu, client) = source_support::kube_emu().await;
     let mut s = store(&client);
     s.load().await.unwrap();
     s.save(&cp(3)).await.unwrap();
@@ -173,7 +161,7 @@ async fn an_operator_fence_names_both_resource_versions() {
 
 #[tokio::test]
 async fn two_stores_creating_at_once_leave_one_owner() {
-    let (emu, client) = start().await;
+    let (emu, client) = source_support::kube_emu().await;
     let mut a = store(&client);
     let mut b = store(&client);
     assert_eq!(a.load().await.unwrap(), None);
@@ -188,7 +176,7 @@ async fn two_stores_creating_at_once_leave_one_owner() {
 
 #[tokio::test]
 async fn an_operator_made_configmap_keeps_its_labels_and_keys() {
-    let (emu, client) = start().await;
+    let (emu, client) = source_support::kube_emu().await;
     let api = Api::<ConfigMap>::namespaced(client.clone(), "default");
     api.create(
         &PostParams::default(),
@@ -225,7 +213,7 @@ async fn an_operator_made_configmap_keeps_its_labels_and_keys() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn run_keeps_its_checkpoint_in_the_configmap_named_by_the_environment() {
-    let (emu, client) = start().await;
+    let (emu, client) = source_support::kube_emu().await;
     let doris = source_support::emu().await;
     source_support::exec(
         &doris,

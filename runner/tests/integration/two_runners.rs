@@ -5,55 +5,24 @@
 use crate::source_support;
 
 use bytes::Bytes;
-use dcs_kube_emu::{Config, KubeEmu};
 use dcs_runner::Error;
 use dcs_runner::checkpoint::configmap::CLAIM_ANNOTATION;
-use dcs_runner::checkpoint::{
-    Checkpoint, CheckpointStore, ConfigMapStore, Counters, FORMAT_VERSION, Position,
-};
+use dcs_runner::checkpoint::{CheckpointStore, ConfigMapStore};
 use dcs_runner::pipeline::SinkConfig;
 use dcs_runner::pipeline::doris_writer::DorisWriter;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
 use source_support::{config, exec, manifest, mysql_rows};
 
-async fn kube() -> (KubeEmu, Client) {
-    let emu = KubeEmu::start(Config::default())
-        .await
-        .expect("kube-emu starts");
-    let kc = kube::config::Kubeconfig::from_yaml(&emu.kubeconfig("default")).unwrap();
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .unwrap();
-    (emu, Client::try_from(config).unwrap())
-}
+use crate::checkpoint_configmap::cp;
 
 fn store(client: &Client) -> ConfigMapStore {
     ConfigMapStore::new(client.clone(), "default", "s-checkpoint")
 }
 
-fn cp(id: u64) -> Checkpoint {
-    Checkpoint {
-        format_version: FORMAT_VERSION,
-        consumer_id: "s".into(),
-        checkpoint_id: id,
-        saved_at: "2026-11-29T14:00:00Z".into(),
-        position: Position::Snapshot {
-            tablets_done: vec![],
-            tablets_total: 2,
-            rows_total: None,
-        },
-        start_point: None,
-        pending_txns: vec![],
-        counters: Counters::default(),
-        last_error: None,
-    }
-}
-
 #[tokio::test]
 async fn a_starting_runner_claims_the_store_and_the_old_one_can_no_longer_save() {
-    let (emu, client) = kube().await;
+    let (emu, client) = source_support::kube_emu().await;
     let mut old = store(&client);
     assert_eq!(old.load().await.unwrap(), None);
     old.save(&cp(1)).await.unwrap();
@@ -85,7 +54,7 @@ async fn a_starting_runner_claims_the_store_and_the_old_one_can_no_longer_save()
 
 #[tokio::test]
 async fn claiming_a_missing_configmap_creates_it_once() {
-    let (emu, client) = kube().await;
+    let (emu, client) = source_support::kube_emu().await;
     let mut first = store(&client);
     let mut second = store(&client);
     assert_eq!(first.load().await.unwrap(), None);
