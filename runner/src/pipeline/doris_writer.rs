@@ -149,8 +149,6 @@ impl DorisWriter {
                             attempts: attempt,
                         });
                     }
-                    // Under 2PC a label of an unsaved checkpoint is never committed by this
-                    // protocol: a committed one was written by an earlier, forgotten run.
                     // Sent for the first time, yet pre-committed: not by this run (an earlier
                     // run's were aborted at this run's start), so by a runner still loading.
                     // Adopting it could commit that runner's rows for this label; aborting it
@@ -160,6 +158,8 @@ impl DorisWriter {
                     {
                         return Err(Error::LabelInUse { label, txn_id });
                     }
+                    // Under 2PC a label of an unsaved checkpoint is never committed by this
+                    // protocol: a committed one was written by an earlier, forgotten run.
                     let (Some(txn_id), "PRECOMMITTED") = (txn_id, existing_status.as_str()) else {
                         return Err(Error::Sink {
                             message: format!(
