@@ -174,38 +174,83 @@ fn checkpoint_json(consumer: &str, txns: &[(i64, &str)]) -> String {
     .to_string()
 }
 
+/// kube-emu with the CRD and the `doris` Secret installed, doris-emu with [`TABLES`].
+struct Bed {
+    emu: KubeEmu,
+    client: kube::Client,
+    doris: dcs_doris_emu::RunningEmulator,
+    ports: dcs_doris_emu::Ports,
+    api: Api<DorisChangelogSync>,
+    configmaps: Api<ConfigMap>,
+}
+
+impl Bed {
+    async fn start() -> Result<Self> {
+        let emu = KubeEmu::start(Config::default()).await?;
+        let client = client_for(&emu).await?;
+        install_crd(&client).await?;
+        let doris = doris_with_tables(&TABLES).await?;
+        let ports = doris.ports();
+        create_doris_secret(&client).await?;
+        Ok(Self {
+            api: Api::namespaced(client.clone(), "default"),
+            configmaps: Api::namespaced(client.clone(), "default"),
+            emu,
+            client,
+            doris,
+            ports,
+        })
+    }
+
+    /// `sync_yaml(name, ..)` with the sink on this bed's FE, passed through `edit`.
+    async fn create_sync(&self, name: &str, edit: impl FnOnce(String) -> String) -> Result<()> {
+        let fe = format!("127.0.0.1:{}", self.ports.fe_http_port);
+        let yaml = edit(sync_yaml(
+            name,
+            self.ports.fe_http_port,
+            self.ports.query_port,
+            &fe,
+        ));
+        let sync: DorisChangelogSync = serde_yaml::from_str(&yaml)?;
+        self.api.create(&PostParams::default(), &sync).await?;
+        Ok(())
+    }
+
+    /// Writes the checkpoint a runner of `name` would have saved, listing `txns` as pending.
+    async fn save_checkpoint(&self, name: &str, txns: &[(i64, &str)]) -> Result<()> {
+        self.configmaps
+            .patch(
+                &format!("{name}-checkpoint"),
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"data": {
+                    "checkpoint.json": checkpoint_json(name, txns)
+                }})),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn shutdown(self) {
+        drop(self.doris);
+        self.emu.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn deletion_aborts_pending_txns_and_deletes_the_offset_row() -> Result<()> {
-    let emu = KubeEmu::start(Config::default()).await?;
-    let client = client_for(&emu).await?;
-    install_crd(&client).await?;
-    let doris = doris_with_tables(&TABLES).await?;
-    let ports = doris.ports();
-    create_doris_secret(&client).await?;
-    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let bed = Bed::start().await?;
+    let (api, client, doris, ports) = (&bed.api, &bed.client, &bed.doris, bed.ports);
     let ctx = Arc::new(Context::new(client.clone(), None));
-    let fe = format!("127.0.0.1:{}", ports.fe_http_port);
 
-    let sync: DorisChangelogSync =
-        serde_yaml::from_str(&sync_yaml("s", ports.fe_http_port, ports.query_port, &fe))?;
-    api.create(&PostParams::default(), &sync).await?;
-    let s = reconcile_a_few(&api, "s", &ctx).await?;
+    bed.create_sync("s", |y| y).await?;
+    let s = reconcile_a_few(api, "s", &ctx).await?;
     assert_eq!(s.status.and_then(|s| s.phase), Some(Phase::Pending));
 
     // The runner pre-committed a load and saved a checkpoint listing it; its offset row exists.
     let txn = precommit(ports.be_http_port, "dcs-s-3-0").await?;
     assert_eq!(txn_state(ports.fe_http_port, txn).await?, "PRECOMMITTED");
-    configmaps
-        .patch(
-            "s-checkpoint",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"data": {
-                "checkpoint.json": checkpoint_json("s", &[(txn, "dcs-s-3-0")])
-            }})),
-        )
-        .await?;
-    insert_offset_rows(&doris, &["other", "s"]).await?;
+    bed.save_checkpoint("s", &[(txn, "dcs-s-3-0")]).await?;
+    insert_offset_rows(doris, &["other", "s"]).await?;
     // It went on and pre-committed two loads for checkpoint 4, which it never saved.
     let later = [
         precommit(ports.be_http_port, "dcs-s-4-0").await?,
@@ -215,15 +260,15 @@ async fn deletion_aborts_pending_txns_and_deletes_the_offset_row() -> Result<()>
     let other = precommit(ports.be_http_port, "dcs-other-4-0").await?;
 
     api.delete("s", &Default::default()).await?;
-    reconcile_until_gone(&api, "s", &ctx, true).await?;
+    reconcile_until_gone(api, "s", &ctx, true).await?;
 
     assert_eq!(txn_state(ports.fe_http_port, txn).await?, "ABORTED");
     for t in later {
         assert_eq!(txn_state(ports.fe_http_port, t).await?, "ABORTED");
     }
     assert_eq!(txn_state(ports.fe_http_port, other).await?, "PRECOMMITTED");
-    assert_eq!(offset_consumers(&doris).await?, vec!["other".to_owned()]);
-    let cleaned = events_about(&client, "s", "CleanedUp").await?;
+    assert_eq!(offset_consumers(doris).await?, vec!["other".to_owned()]);
+    let cleaned = events_about(client, "s", "CleanedUp").await?;
     assert_eq!(
         cleaned,
         vec![(
@@ -234,56 +279,39 @@ async fn deletion_aborts_pending_txns_and_deletes_the_offset_row() -> Result<()>
         )]
     );
     assert!(
-        events_about(&client, "s", "RunnerPodsLingering")
+        events_about(client, "s", "RunnerPodsLingering")
             .await?
             .is_empty()
     );
 
     // Already gone counts as done: an unknown transaction and a missing offset table.
-    let yaml = sync_yaml("t", ports.fe_http_port, ports.query_port, &fe)
-        .replace("table: db.offsets", "table: db.no_such_table");
-    api.create(&PostParams::default(), &serde_yaml::from_str(&yaml)?)
-        .await?;
-    reconcile_a_few(&api, "t", &ctx).await?;
-    configmaps
-        .patch(
-            "t-checkpoint",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"data": {
-                "checkpoint.json": checkpoint_json("t", &[(999_999, "dcs-t-3-0")])
-            }})),
-        )
-        .await?;
+    bed.create_sync("t", |y| {
+        y.replace("table: db.offsets", "table: db.no_such_table")
+    })
+    .await?;
+    reconcile_a_few(api, "t", &ctx).await?;
+    bed.save_checkpoint("t", &[(999_999, "dcs-t-3-0")]).await?;
     api.delete("t", &Default::default()).await?;
-    reconcile_until_gone(&api, "t", &ctx, true).await?;
-    assert_eq!(events_about(&client, "t", "CleanedUp").await?.len(), 1);
-    drop(doris);
-    emu.shutdown().await;
+    reconcile_until_gone(api, "t", &ctx, true).await?;
+    assert_eq!(events_about(client, "t", "CleanedUp").await?.len(), 1);
+    bed.shutdown().await;
     Ok(())
 }
 
 #[tokio::test]
 async fn reinit_in_upsert_mode_truncates_the_sink_and_drops_the_old_offset_row() -> Result<()> {
-    let emu = KubeEmu::start(Config::default()).await?;
-    let client = client_for(&emu).await?;
-    install_crd(&client).await?;
-    let doris = doris_with_tables(&TABLES).await?;
-    let ports = doris.ports();
-    create_doris_secret(&client).await?;
-    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
+    let bed = Bed::start().await?;
+    let (api, client, doris) = (&bed.api, &bed.client, &bed.doris);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let ctx = Arc::new(Context::new(client.clone(), None));
-    let fe = format!("127.0.0.1:{}", ports.fe_http_port);
 
-    let sync: DorisChangelogSync =
-        serde_yaml::from_str(&sync_yaml("s", ports.fe_http_port, ports.query_port, &fe))?;
-    api.create(&PostParams::default(), &sync).await?;
-    reconcile_a_few(&api, "s", &ctx).await?;
+    bed.create_sync("s", |y| y).await?;
+    reconcile_a_few(api, "s", &ctx).await?;
     assert!(deployments.get_opt("s-runner").await?.is_some());
-    let mut conn = mysql(&doris).await?;
+    let mut conn = mysql(doris).await?;
     conn.query_drop("INSERT INTO db.dst (id, v) VALUES (1, 'a'), (2, 'b')")
         .await?;
-    insert_offset_rows(&doris, &["s"]).await?;
+    insert_offset_rows(doris, &["s"]).await?;
 
     api.patch(
         "s",
@@ -306,27 +334,20 @@ async fn reinit_in_upsert_mode_truncates_the_sink_and_drops_the_old_offset_row()
     assert_eq!(status.consumer_id.as_deref(), Some("s-r1"));
     let count: Option<i64> = conn.query_first("SELECT COUNT(*) FROM db.dst").await?;
     assert_eq!(count, Some(0), "the sink was not truncated");
-    assert!(offset_consumers(&doris).await?.is_empty());
+    assert!(offset_consumers(doris).await?.is_empty());
     conn.disconnect().await?;
 
     // The next pass relaunches under the new consumer.
-    let s = reconcile_a_few(&api, "s", &ctx).await?;
+    let s = reconcile_a_few(api, "s", &ctx).await?;
     assert_eq!(s.status.and_then(|s| s.phase), Some(Phase::Pending));
-    drop(doris);
-    emu.shutdown().await;
+    bed.shutdown().await;
     Ok(())
 }
 
 #[tokio::test]
 async fn an_unreachable_sink_blocks_and_deletion_gives_up_after_the_retries() -> Result<()> {
-    let emu = KubeEmu::start(Config::default()).await?;
-    let client = client_for(&emu).await?;
-    install_crd(&client).await?;
-    let doris = doris_with_tables(&TABLES).await?;
-    let ports = doris.ports();
-    create_doris_secret(&client).await?;
-    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let bed = Bed::start().await?;
+    let (api, client, ports) = (&bed.api, &bed.client, bed.ports);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let mut ctx = Context::new(client.clone(), None);
     ctx.cleanup_policy = RetryPolicy {
@@ -341,7 +362,7 @@ async fn an_unreachable_sink_blocks_and_deletion_gives_up_after_the_retries() ->
     api.create(&PostParams::default(), &sync).await?;
 
     // Validation: blocked, SinkHealthy False naming the address and the fix, no runner.
-    let s = reconcile_a_few(&api, "s", &ctx).await?;
+    let s = reconcile_a_few(api, "s", &ctx).await?;
     let status = s.status.expect("a status");
     assert_eq!(status.phase, Some(Phase::Blocked));
     let expected = "cannot reach the sink FE over HTTP at 127.0.0.1:1 (connection refused or host unreachable): check spec.sink.doris.feNodes (the FE HTTP address, host:8030) and that the sink cluster is up and reachable from the operator";
@@ -361,7 +382,7 @@ async fn an_unreachable_sink_blocks_and_deletion_gives_up_after_the_retries() ->
     );
     assert!(deployments.get_opt("s-runner").await?.is_none());
     assert_eq!(
-        events_about(&client, "s", "SinkUnreachable").await?,
+        events_about(client, "s", "SinkUnreachable").await?,
         vec![("Warning".to_owned(), expected.to_owned())]
     );
 
@@ -371,7 +392,7 @@ async fn an_unreachable_sink_blocks_and_deletion_gives_up_after_the_retries() ->
         "metadata": {"name": "s-checkpoint", "namespace": "default"},
         "data": {"checkpoint.json": checkpoint_json("s", &[(42, "dcs-s-3-0")])},
     }))?;
-    configmaps.create(&PostParams::default(), &cm).await?;
+    bed.configmaps.create(&PostParams::default(), &cm).await?;
 
     api.delete("s", &Default::default()).await?;
     let mut attempts = 0;
@@ -381,7 +402,7 @@ async fn an_unreachable_sink_blocks_and_deletion_gives_up_after_the_retries() ->
         reconcile(Arc::new(s), ctx.clone()).await?;
     }
     assert_eq!(attempts, 3);
-    let abandoned = events_about(&client, "s", "CleanupAbandoned").await?;
+    let abandoned = events_about(client, "s", "CleanupAbandoned").await?;
     assert_eq!(abandoned.len(), 1, "{abandoned:?}");
     let (kind, note) = &abandoned[0];
     assert_eq!(kind, "Warning");
@@ -391,40 +412,22 @@ async fn an_unreachable_sink_blocks_and_deletion_gives_up_after_the_retries() ->
         ),
         "{note}"
     );
-    drop(doris);
-    emu.shutdown().await;
+    bed.shutdown().await;
     Ok(())
 }
 
 #[tokio::test]
 async fn deletion_waits_for_the_runner_pods_and_gives_up_on_overdue_ones() -> Result<()> {
-    let emu = KubeEmu::start(Config::default()).await?;
-    let client = client_for(&emu).await?;
-    install_crd(&client).await?;
-    let doris = doris_with_tables(&TABLES).await?;
-    let ports = doris.ports();
-    create_doris_secret(&client).await?;
-    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let bed = Bed::start().await?;
+    let (api, client, ports) = (&bed.api, &bed.client, bed.ports);
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut ctx = Context::new(client.clone(), None);
     ctx.pod_wait_margin = Duration::from_secs(2);
     let ctx = Arc::new(ctx);
-    let fe = format!("127.0.0.1:{}", ports.fe_http_port);
-    let sync: DorisChangelogSync =
-        serde_yaml::from_str(&sync_yaml("s", ports.fe_http_port, ports.query_port, &fe))?;
-    api.create(&PostParams::default(), &sync).await?;
-    reconcile_a_few(&api, "s", &ctx).await?;
+    bed.create_sync("s", |y| y).await?;
+    reconcile_a_few(api, "s", &ctx).await?;
     let txn = precommit(ports.be_http_port, "dcs-s-3-0").await?;
-    configmaps
-        .patch(
-            "s-checkpoint",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"data": {
-                "checkpoint.json": checkpoint_json("s", &[(txn, "dcs-s-3-0")])
-            }})),
-        )
-        .await?;
+    bed.save_checkpoint("s", &[(txn, "dcs-s-3-0")]).await?;
     // A runner pod that does not go away (a finalizer holds it), with a 1 s grace period.
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -440,7 +443,7 @@ async fn deletion_waits_for_the_runner_pods_and_gives_up_on_overdue_ones() -> Re
     // Waiting: nothing read or cleaned yet, the finalizer kept, the checkpoint fenced.
     assert!(api.get_opt("s").await?.is_some());
     assert_eq!(txn_state(ports.fe_http_port, txn).await?, "PRECOMMITTED");
-    let cm = configmaps.get("s-checkpoint").await?;
+    let cm = bed.configmaps.get("s-checkpoint").await?;
     assert_eq!(
         cm.metadata
             .annotations
@@ -453,11 +456,11 @@ async fn deletion_waits_for_the_runner_pods_and_gives_up_on_overdue_ones() -> Re
     let late = precommit(ports.be_http_port, "dcs-s-4-0").await?;
 
     // After its grace period and the margin the operator goes on without it.
-    let passes = reconcile_until_gone(&api, "s", &ctx, true).await?;
+    let passes = reconcile_until_gone(api, "s", &ctx, true).await?;
     assert!(passes > 1, "the operator did not wait ({passes} passes)");
     assert_eq!(txn_state(ports.fe_http_port, txn).await?, "ABORTED");
     assert_eq!(txn_state(ports.fe_http_port, late).await?, "ABORTED");
-    let lingering = events_about(&client, "s", "RunnerPodsLingering").await?;
+    let lingering = events_about(client, "s", "RunnerPodsLingering").await?;
     assert_eq!(
         lingering,
         vec![(
@@ -465,48 +468,30 @@ async fn deletion_waits_for_the_runner_pods_and_gives_up_on_overdue_ones() -> Re
             "runner pod(s) s-runner-held still there 2s past their grace period; cleaning up without waiting any longer: a load such a pod pre-commits from now on is left to Doris's transaction timeout".to_owned()
         )]
     );
-    assert_eq!(events_about(&client, "s", "CleanedUp").await?.len(), 1);
-    drop(doris);
-    emu.shutdown().await;
+    assert_eq!(events_about(client, "s", "CleanedUp").await?.len(), 1);
+    bed.shutdown().await;
     Ok(())
 }
 
 #[tokio::test]
 async fn a_deleted_secret_gives_up_the_cleanup_at_once() -> Result<()> {
-    let emu = KubeEmu::start(Config::default()).await?;
-    let client = client_for(&emu).await?;
-    install_crd(&client).await?;
-    let doris = doris_with_tables(&TABLES).await?;
-    let ports = doris.ports();
-    create_doris_secret(&client).await?;
-    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let bed = Bed::start().await?;
+    let (api, client, doris) = (&bed.api, &bed.client, &bed.doris);
     // The default policy: five attempts over about 2.5 minutes, none of which may be used.
     let ctx = Arc::new(Context::new(client.clone(), None));
-    let fe = format!("127.0.0.1:{}", ports.fe_http_port);
-    let sync: DorisChangelogSync =
-        serde_yaml::from_str(&sync_yaml("s", ports.fe_http_port, ports.query_port, &fe))?;
-    api.create(&PostParams::default(), &sync).await?;
-    reconcile_a_few(&api, "s", &ctx).await?;
-    configmaps
-        .patch(
-            "s-checkpoint",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"data": {
-                "checkpoint.json": checkpoint_json("s", &[(42, "dcs-s-3-0")])
-            }})),
-        )
-        .await?;
-    insert_offset_rows(&doris, &["s"]).await?;
+    bed.create_sync("s", |y| y).await?;
+    reconcile_a_few(api, "s", &ctx).await?;
+    bed.save_checkpoint("s", &[(42, "dcs-s-3-0")]).await?;
+    insert_offset_rows(doris, &["s"]).await?;
 
     // As in a namespace deletion: the Secret goes at the same moment as the sync.
     Api::<Secret>::namespaced(client.clone(), "default")
         .delete("doris", &Default::default())
         .await?;
     api.delete("s", &Default::default()).await?;
-    reconcile_until_gone(&api, "s", &ctx, true).await?;
+    reconcile_until_gone(api, "s", &ctx, true).await?;
 
-    let abandoned = events_about(&client, "s", "CleanupAbandoned").await?;
+    let abandoned = events_about(client, "s", "CleanupAbandoned").await?;
     assert_eq!(abandoned.len(), 1, "{abandoned:?}");
     let (kind, note) = &abandoned[0];
     assert_eq!(kind, "Warning");
@@ -518,8 +503,7 @@ async fn a_deleted_secret_gives_up_the_cleanup_at_once() -> Result<()> {
     );
     assert!(note.contains("Remove them by hand"), "{note}");
     // Nothing was removed: the row is still there.
-    assert_eq!(offset_consumers(&doris).await?, vec!["s".to_owned()]);
-    drop(doris);
-    emu.shutdown().await;
+    assert_eq!(offset_consumers(doris).await?, vec!["s".to_owned()]);
+    bed.shutdown().await;
     Ok(())
 }
