@@ -696,12 +696,7 @@ async fn launch(
     match &objects.workload {
         Workload::Deployment(d) => {
             let mut d = (**d).clone();
-            let hash = build::content_hash(&serde_json::to_string(&d).map_err(|source| {
-                Error::Serialize {
-                    what: "Deployment",
-                    source,
-                }
-            })?);
+            let hash = hash_of_object(&d, "Deployment")?;
             if job.is_some() {
                 delete_quietly(&jobs, &d.name_any()).await?;
             }
@@ -715,12 +710,7 @@ async fn launch(
         }
         Workload::Job(j) => {
             let mut j = (**j).clone();
-            let hash = build::content_hash(&serde_json::to_string(&j).map_err(|source| {
-                Error::Serialize {
-                    what: "Job",
-                    source,
-                }
-            })?);
+            let hash = hash_of_object(&j, "Job")?;
             if deployment.is_some() {
                 delete_quietly(&deployments, &j.name_any()).await?;
             }
@@ -740,6 +730,12 @@ async fn launch(
         }
     }
     Ok(())
+}
+
+/// The content hash of a workload as it is about to be applied (before the hash annotation is set).
+fn hash_of_object(object: &impl Serialize, what: &'static str) -> Result<String> {
+    let text = serde_json::to_string(object).map_err(|source| Error::Serialize { what, source })?;
+    Ok(build::content_hash(&text))
 }
 
 /// Publishes an event about `sync`; a failure is only logged.
