@@ -15,7 +15,9 @@
 //!   "startPoint": {"timestamp": "2026-11-29 13:00:00", "epochMs": 1795957200000, "tso": 470902...},
 //!   "pendingTxns": [{"db": "sink_db", "label": "dcs-student-sync-42-0", "txnId": 1017}],
 //!   "counters": {"rowsRead": 5000, "rowsWritten": 4990, "rowsDeleted": 10, "loads": 12, "bytes": 301234},
-//!   "lastError": null
+//!   "lastError": null,
+//!   "stopped": {"at": "2026-11-29T14:05:00Z", "reason": "OffsetExpired", "exitCode": 3,
+//!               "message": "…"}
 //! }
 //! ```
 
@@ -53,6 +55,10 @@ pub struct Checkpoint {
     /// The last error the runner hit, kept after recovery.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<LastError>,
+    /// How the runner that saved this checkpoint stopped; absent while a runner works from it
+    /// (a starting runner clears it with its claim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stopped>,
 }
 
 /// Where reading resumes.
@@ -130,6 +136,20 @@ pub struct LastError {
     /// A CamelCase reason, e.g. `StreamLoadFailed`, `OffsetExpired`.
     pub reason: String,
     /// The message, secrets never included.
+    pub message: String,
+}
+
+/// Why and how a runner stopped, so the operator acts on the reason, not on a restart count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stopped {
+    /// When (RFC 3339, the runner's clock).
+    pub at: String,
+    /// A CamelCase reason: `OffsetExpired`, `Stopped` (a signal), `Done`, or the error's reason.
+    pub reason: String,
+    /// The process exit code that goes with it (`dcs-runner`'s documented codes).
+    pub exit_code: i32,
+    /// What happened, secrets never included.
     pub message: String,
 }
 

@@ -671,6 +671,7 @@ mod tests {
             pending_txns: vec![],
             counters: Counters::default(),
             last_error: None,
+            stopped: None,
         }));
         let text = check_report(&i).render();
         assert!(

@@ -803,6 +803,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             pending_txns: self.pending.clone(),
             counters: self.counters.clone(),
             last_error: self.saved.as_ref().and_then(|c| c.last_error.clone()),
+            stopped: None,
         };
         if let Err(e) = self.store.save(&cp).await {
             if matches!(e, Error::Fenced { .. }) {

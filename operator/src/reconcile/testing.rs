@@ -82,5 +82,6 @@ pub fn streaming_checkpoint(consumer: &str, age_s: i64) -> Checkpoint {
             bytes: 0,
         },
         last_error: None,
+        stopped: None,
     }
 }

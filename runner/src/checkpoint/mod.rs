@@ -95,6 +95,7 @@ mod tests {
                 bytes: 100,
             },
             last_error: None,
+            stopped: None,
         }
     }
 

@@ -113,6 +113,7 @@ mod tests {
             pending_txns: vec![],
             counters: Counters::default(),
             last_error: None,
+            stopped: None,
         }
     }
 

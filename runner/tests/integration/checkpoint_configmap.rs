@@ -33,6 +33,7 @@ pub(crate) fn cp(id: u64) -> Checkpoint {
         pending_txns: vec![],
         counters: Counters::default(),
         last_error: None,
+        stopped: None,
     }
 }
 
