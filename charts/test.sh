@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The chart's tests: strict lint, renders of several value combinations checked object by object,
-# schema rejections, and the CRD shipped as crdgen wrote it. Renders with charts/helm.py (Helm 4
-# as a library, PyPI helm-python-sdk): no helm binary, no cluster, no network.
+# schema rejections, and the CRD shipped as crdgen wrote it. Lints and renders with the helm CLI
+# built from helm.sh/helm/v4 (tests/helm, tests/go-tools/build.sh helm; $HELM overrides it);
+# asserts on the rendered YAML with PyYAML (chart_assert.py). No cluster, no network once built.
 #
 #   charts/test.sh            # prints one line per check, then `N passed, N failed`
 #
@@ -12,10 +13,28 @@ PY=${PYTHON:-python3}
 CHART=dcs-operator
 APP_VERSION=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$CHART/Chart.yaml")
 
-if ! "$PY" -c 'import helm_python, yaml' >/dev/null 2>&1; then
-    echo "test.sh: installing the Python packages of .ci/requirements.txt (helm-python-sdk, PyYAML)"
+if ! "$PY" -c 'import yaml' >/dev/null 2>&1; then
+    echo "test.sh: installing the Python packages of .ci/requirements.txt (PyYAML)"
     "$PY" -m pip install --quiet --disable-pip-version-check -r ../.ci/requirements.txt
 fi
+if [ -z "${HELM:-}" ]; then
+    ../tests/go-tools/build.sh helm
+    HELM=$(cd .. && pwd)/target/helm/bin/helm
+fi
+"$HELM" version --short
+
+# render_chart [--release NAME] [helm template options...]: `helm template` of the chart, release
+# dcs-operator in namespace default unless given.
+render_chart() {
+    local release=dcs-operator args=()
+    while (($#)); do
+        case $1 in
+        --release) release=$2; shift 2 ;;
+        *) args+=("$1"); shift ;;
+        esac
+    done
+    "$HELM" template "$release" "$CHART" --namespace default "${args[@]}"
+}
 
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -30,18 +49,18 @@ ko() {
     return 0
 }
 
-# lint NAME [helm.py lint options...]: strict lint must pass.
+# lint NAME [helm lint options...]: strict lint must pass.
 lint() {
     local name=$1 out
     shift
-    if out=$("$PY" helm.py lint "$CHART" --strict "$@" 2>&1); then ok "$name"; else ko "$name" "$out"; fi
+    if out=$("$HELM" lint "$CHART" --strict "$@" 2>&1); then ok "$name"; else ko "$name" "$out"; fi
 }
 
-# render ID [helm.py render options...]: renders into $T/ID.yaml; a failed render is a failure.
+# render ID [render_chart options...]: renders into $T/ID.yaml; a failed render is a failure.
 render() {
     local id=$1 out
     shift
-    if out=$("$PY" helm.py render "$CHART" "$@" 2>&1 >"$T/$id.yaml"); then
+    if out=$(render_chart "$@" 2>&1 >"$T/$id.yaml"); then
         ok "render $id"
     else
         ko "render $id" "$out"
@@ -59,12 +78,12 @@ expect() {
     fi
 }
 
-# reject NAME PATTERN [helm.py render options...]: the render must fail with PATTERN (ERE) in
+# reject NAME PATTERN [render_chart options...]: the render must fail with PATTERN (ERE) in
 # its message.
 reject() {
     local name=$1 pattern=$2 out
     shift 2
-    if out=$("$PY" helm.py render "$CHART" "$@" 2>&1); then
+    if out=$(render_chart "$@" 2>&1); then
         ko "$name" "rendered although it should have been rejected"
     elif grep -Eq -- "$pattern" <<<"$out"; then
         ok "$name"
@@ -80,7 +99,7 @@ lint "lint --strict, namespaced RBAC" --set rbac.namespaced=true --set 'watchNam
 lint "lint --strict, everything on" --set rbac.namespaced=true --set 'watchNamespaces={a,b}' \
     --set leaderElection.enabled=true --set replicaCount=2 --set metrics.serviceMonitor.enabled=true \
     --set 'imagePullSecrets[0].name=regcred' --set-json 'extraEnv=[{"name":"RUST_LOG","value":"debug"}]'
-if out=$("$PY" helm.py lint "$CHART" --strict --set bogusKey=1 2>&1); then
+if out=$("$HELM" lint "$CHART" --strict --set bogusKey=1 2>&1); then
     ko "lint fails on a value the schema rejects" "$out"
 else
     ok "lint fails on a value the schema rejects"
@@ -213,9 +232,11 @@ render crds --include-crds
 expect crds "--include-crds puts the CRD first, parsed equal to crds/dorischangelogsyncs.yaml" \
     'objs[0]["kind"] == "CustomResourceDefinition" and objs[0] == crd_file and len(find("CustomResourceDefinition")) == 1'
 expect crds "--include-crds prints crds/dorischangelogsyncs.yaml byte for byte" \
-    '("# Source: dcs-operator/crds/dorischangelogsyncs.yaml\n" + crd_text.strip("\n") + "\n---\n") in open(path).read()'
+    '("# Source: dcs-operator/crds/dorischangelogsyncs.yaml\n" + crd_text.strip("\n") + "\n") in open(path).read()'
 expect default "without --include-crds there is no CRD" 'not find("CustomResourceDefinition")'
-if notes=$("$PY" helm.py render "$CHART" --notes --release r1 --namespace ops --set 'watchNamespaces={a,b}' 2>&1) &&
+# NOTES.txt is rendered by an install (client-side dry run), not by `helm template`.
+if notes=$("$HELM" install r1 "$CHART" --dry-run=client --namespace ops --set 'watchNamespaces={a,b}' 2>&1) &&
+    notes=$(sed -n '/^NOTES:/,$p' <<<"$notes") &&
     grep -q "namespaces a, b" <<<"$notes" && grep -q "deployment/r1-dcs-operator" <<<"$notes"; then
     ok "NOTES.txt renders with the release's names"
 else

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The dcs end-to-end suite: black-box scenarios driven with kubectl, mysql, curl and jq.
 #
-#   e2e/run.sh                 every scenario, against kube-emu + doris-emu started here
+#   e2e/run.sh                 every scenario, against the test bed's control plane (genuine
+#                              Kubernetes, tests/kube-bed, with the process kubelet) + doris-emu
 #   e2e/run.sh streaming ...   only the named scenarios (see SCENARIOS in e2e/scenarios.sh)
 #
 # Environment (see e2e/README.md):
-#   E2E_KUBECONFIG        run against this cluster instead of kube-emu (e.g. kind)
+#   E2E_KUBECONFIG        run against this cluster instead of the test bed's (e.g. kind)
 #   E2E_DORIS_HOST        address doris-emu listens on and that pods use to reach it
 #                         (default 127.0.0.1; required with E2E_KUBECONFIG)
 #   E2E_IMAGE_TAG         tag of the operator and runner images with E2E_KUBECONFIG (default dev)
 #   E2E_OPERATOR_IMAGE    operator image repository (default dcs-operator)
 #   E2E_RUNNER_IMAGE      runner image repository (default dcs-runner)
-#   E2E_SKIP_BUILD=1      do not run cargo build (use the binaries in target/debug)
+#   E2E_SKIP_BUILD=1      do not build (use the binaries in target/)
 #   E2E_KEEP=1            keep the work directory (emulator logs) after the run
 #
 # Prints `N passed, N failed` and exits non-zero when a scenario failed.
@@ -34,17 +35,18 @@ DORIS_PASSWORD=e2e-secret
 DORIS_HOST=${E2E_DORIS_HOST:-127.0.0.1}
 E2E_NAMESPACES=()
 CREATED_OPERATOR_NAMESPACE=""
-KUBE_EMU_PID=""
+KUBE_BED_PID=""
 log_follower=""
 DORIS_EMU_PID=""
 export DORIS_HOST DORIS_USER DORIS_PASSWORD OPERATOR_NAMESPACE
 
-# stop PID NAME: SIGTERM, up to 15 s for it to exit (kube-emu stops its pods first), then SIGKILL.
+# stop PID NAME: SIGTERM, up to 30 s for it to exit (the bed stops its pods, then the control
+# plane), then SIGKILL.
 stop() {
     local pid=$1 name=$2 i
     [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
     kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 150; i++)); do
+    for ((i = 0; i < 300; i++)); do
         kill -0 "$pid" 2>/dev/null || return 0
         sleep 0.1
     done
@@ -55,15 +57,13 @@ stop() {
 on_exit() {
     local rc=$?
     set +e
-    if [[ -n "${E2E_KUBECONFIG:-}" && -f "$WORK/operator.yaml" ]]; then
+    if [[ -n "${E2E_KUBECONFIG:-}" && -n "${HELM:-}" ]]; then
         for ns in "${E2E_NAMESPACES[@]}"; do kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1; done
-        for f in "$WORK"/operator*.yaml; do
-            kubectl delete -f "$f" --ignore-not-found --wait=false >/dev/null 2>&1
-        done
+        "$HELM" uninstall "$RELEASE" --namespace "$OPERATOR_NAMESPACE" >/dev/null 2>&1
         [[ -z "$CREATED_OPERATOR_NAMESPACE" ]] || kubectl delete namespace "$OPERATOR_NAMESPACE" --wait=false >/dev/null 2>&1
     fi
     [[ -z "${log_follower:-}" ]] || kill "$log_follower" 2>/dev/null
-    stop "$KUBE_EMU_PID" kube-emu
+    stop "$KUBE_BED_PID" "the test bed"
     stop "$DORIS_EMU_PID" doris-emu
     if [[ -n "${E2E_KEEP:-}" || $rc -ne 0 && -z "${CI:-}" ]]; then
         log "work directory kept: $WORK"
@@ -91,13 +91,15 @@ first_line() {
 if [[ -z "${E2E_SKIP_BUILD:-}" ]]; then
     log "building the binaries"
     CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2} cargo build -q \
-        -p dcs-operator -p dcs-runner -p dcs-kube-emu -p dcs-doris-emu --bins
+        -p dcs-operator -p dcs-runner -p dcs-kube-bed -p dcs-doris-emu --bins
+    "$ROOT/tests/go-tools/build.sh" all
 fi
 BIN=$ROOT/target/debug
-for b in dcs-operator dcs-runner dcs-kube-emu dcs-doris-emu; do
+HELM=${HELM:-$ROOT/target/helm/bin/helm}
+for b in dcs-operator dcs-runner dcs-kube-bed dcs-doris-emu; do
     [[ -x "$BIN/$b" ]] || { log "missing $BIN/$b (run without E2E_SKIP_BUILD)"; exit 2; }
 done
-for tool in kubectl mysql curl jq python3; do
+for tool in kubectl mysql curl jq python3 "$HELM"; do
     command -v "$tool" >/dev/null || { log "missing tool: $tool"; exit 2; }
 done
 
@@ -126,40 +128,38 @@ if [[ -n "${E2E_KUBECONFIG:-}" ]]; then
 else
     export KUBECONFIG=$WORK/kubeconfig
     TAG=e2e
-    "$BIN/dcs-kube-emu" --kubeconfig "$KUBECONFIG" --kubelet --authorize --work-dir "$WORK/kube" \
+    # Pods run as their runAsUser (the runner's is 65532): what they read must be reachable.
+    chmod 755 "$WORK"
+    "$BIN/dcs-kube-bed" --dir "$WORK/kube" --kubeconfig "$KUBECONFIG" --kubelet \
         --image-map "dcs-operator=$BIN/dcs-operator" --image-map "dcs-runner=$BIN/dcs-runner" \
-        >"$WORK/kube-emu.json" 2>"$WORK/kube-emu.log" &
-    KUBE_EMU_PID=$!
-    first_line "$WORK/kube-emu.json" 30 "$KUBE_EMU_PID" >/dev/null || { tail -n 20 "$WORK/kube-emu.log" >&2; exit 2; }
-    log "kube-emu: $(head -n 1 "$WORK/kube-emu.json")"
+        >"$WORK/kube-bed.json" 2>"$WORK/kube-bed.log" &
+    KUBE_BED_PID=$!
+    first_line "$WORK/kube-bed.json" 300 "$KUBE_BED_PID" >/dev/null || { tail -n 20 "$WORK/kube-bed.log" >&2; exit 2; }
+    log "control plane and kubelet ($((SECONDS - SUITE_START)) s): $(head -n 1 "$WORK/kube-bed.json")"
 fi
 OPERATOR_IMAGE=${E2E_OPERATOR_IMAGE:-dcs-operator}
 RUNNER_IMAGE=${E2E_RUNNER_IMAGE:-dcs-runner}
 
 # ------------------------------------------------------------------------------------------ install
 CHART=charts/dcs-operator
-log "installing the CRD"
-kubectl apply -f "$CHART/crds/dorischangelogsyncs.yaml" >/dev/null
-kubectl wait --for=condition=Established --timeout=30s crd/dorischangelogsyncs.dcs.dev >/dev/null
-
 if ! kubectl get namespace "$OPERATOR_NAMESPACE" >/dev/null 2>&1; then
     kubectl create namespace "$OPERATOR_NAMESPACE" >/dev/null
     CREATED_OPERATOR_NAMESPACE=1
 fi
-# On kube-emu pods share the host's network: a free port for the operator's metrics, not 8080.
+# On the process kubelet pods share the host's network: a free port for the operator's metrics, not 8080.
 METRICS_PORT=8080
 if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
     METRICS_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 fi
-# render_operator OUT [HELM ARGS...]: the chart rendered for this run (images, metrics port, text
-# logs) plus HELM ARGS, into OUT.
-render_operator() {
-    local out=$1
+# helm_operator VERB [HELM ARGS...]: `helm VERB` (install, upgrade) of the chart as release
+# $RELEASE in $OPERATOR_NAMESPACE with this run's images, metrics port and text logs, plus ARGS.
+helm_operator() {
+    local verb=$1
     shift
-    python3 charts/helm.py render "$CHART" --release "$RELEASE" --namespace "$OPERATOR_NAMESPACE" \
+    "$HELM" "$verb" "$RELEASE" "$CHART" --namespace "$OPERATOR_NAMESPACE" \
         --set "image.repository=$OPERATOR_IMAGE" --set "image.tag=$TAG" --set "metrics.port=$METRICS_PORT" \
         --set "runnerImage.repository=$RUNNER_IMAGE" --set "runnerImage.tag=$TAG" \
-        --set logFormat=text --set-json 'extraEnv=[{"name":"NO_COLOR","value":"1"}]' "$@" >"$out"
+        --set logFormat=text --set-json 'extraEnv=[{"name":"NO_COLOR","value":"1"}]' "$@"
 }
 
 # operator_pods_ready N: at least N operator pods, not being deleted, are Ready.
@@ -169,21 +169,48 @@ operator_pods_ready() {
                 | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | length >= $n' >/dev/null
 }
 
-log "installing the operator from the rendered Helm chart"
-render_operator "$WORK/operator.yaml"
-kubectl apply -f "$WORK/operator.yaml" >/dev/null
+# operator_pod_uids: the uids of the operator pods not being deleted.
+operator_pod_uids() {
+    kubectl -n "$OPERATOR_NAMESPACE" get pods -l app.kubernetes.io/name=dcs-operator -o json |
+        jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .metadata.uid] | sort | join(" ")'
+}
+
+log "installing the operator with helm install (the chart's CRD, RBAC, Deployment)"
+helm_operator install >"$WORK/helm-install.log" || { cat "$WORK/helm-install.log" >&2; exit 1; }
+kubectl wait --for=condition=Established --timeout=60s crd/dorischangelogsyncs.dcs.dev >/dev/null
 if ! (wait_for "the operator pod Ready" 90 operator_pods_ready 1); then
     dump_operator
     exit 1
 fi
 log "operator ready ($((SECONDS - SUITE_START)) s after start)"
+# helm upgrade with a changed value rolls the operator: a new pod carrying it replaces the old.
+first_uids=$(operator_pod_uids)
+log "helm upgrade --set podAnnotations.dcs-e2e/upgraded=yes (the Deployment must roll)"
+helm_operator upgrade --set-string 'podAnnotations.dcs-e2e/upgraded=yes' >"$WORK/helm-upgrade.log" ||
+    { cat "$WORK/helm-upgrade.log" >&2; exit 1; }
+upgraded_pod_ready() {
+    local uids
+    uids=$(operator_pod_uids)
+    [[ -n "$uids" && " $uids " != *" $first_uids "* ]] || return 1
+    kubectl -n "$OPERATOR_NAMESPACE" get pods -l app.kubernetes.io/name=dcs-operator -o json |
+        jq -e '[.items[] | select(.metadata.deletionTimestamp == null)] | length == 1 and
+            (.[0].metadata.annotations["dcs-e2e/upgraded"] == "yes") and
+            any(.[0].status.conditions[]?; .type == "Ready" and .status == "True")' >/dev/null
+}
+if ! (wait_for "the upgraded operator pod (annotation dcs-e2e/upgraded) Ready, the old one gone" 120 upgraded_pod_ready); then
+    dump_operator
+    exit 1
+fi
+[[ "$("$HELM" status "$RELEASE" -n "$OPERATOR_NAMESPACE" -o json | jq -r .version)" == 2 ]] ||
+    { log "helm status does not report revision 2 after the upgrade"; exit 1; }
+log "operator rolled by helm upgrade ($((SECONDS - SUITE_START)) s after start)"
 # The operator's identity is the chart's ServiceAccount, held to the chart's RBAC: it may read a
 # Secret by name but not list Secrets cluster-wide, nor touch Nodes.
 OPERATOR_SA=$(kubectl -n "$OPERATOR_NAMESPACE" get pods -l app.kubernetes.io/name=dcs-operator \
     -o jsonpath='{.items[0].spec.serviceAccountName}')
 AS="system:serviceaccount:$OPERATOR_NAMESPACE:$OPERATOR_SA"
 if kubectl --as="$AS" get nodes >/dev/null 2>&1 || kubectl --as="$AS" get secrets -A >/dev/null 2>&1; then
-    log "the operator's ServiceAccount $AS may list Nodes or Secrets: RBAC is not what the chart grants (is --authorize on?)"
+    log "the operator's ServiceAccount $AS may list Nodes or Secrets: RBAC is not what the chart grants"
     exit 1
 fi
 kubectl --as="$AS" get dorischangelogsyncs -A >/dev/null ||
@@ -246,6 +273,21 @@ for s in "${selected[@]}"; do
         fi
     fi
 done
+
+# helm uninstall removes what the chart installed (the CRD stays, as Helm leaves crds/ alone).
+if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
+    log "helm uninstall"
+    if "$HELM" uninstall "$RELEASE" --namespace "$OPERATOR_NAMESPACE" >/dev/null &&
+        (wait_for "the chart's objects gone after helm uninstall" 60 bash -c \
+            "[[ -z \$(kubectl -n $OPERATOR_NAMESPACE get deployments,serviceaccounts,services,roles -l app.kubernetes.io/instance=$RELEASE -o name) && -z \$(kubectl get clusterroles,clusterrolebindings -l app.kubernetes.io/instance=$RELEASE -o name) ]]") &&
+        kubectl get crd dorischangelogsyncs.dcs.dev >/dev/null; then
+        passed=$((passed + 1))
+        results+=("PASS  helm uninstall")
+    else
+        failed=$((failed + 1))
+        results+=("FAIL  helm uninstall")
+    fi
+fi
 
 echo
 echo "e2e results ($((SECONDS - SUITE_START)) s in all):"

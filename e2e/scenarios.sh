@@ -166,7 +166,7 @@ scenario_spec_change() {
     [[ "$(jget "$ns" s5 .status.consumerId)" == "$consumer" ]] || fail "the consumer id changed on a spec change"
 }
 
-# runner_pid NS: the pid of the dcs-runner process of the pod in NS (kube-emu's process kubelet).
+# runner_pid NS: the pid of the dcs-runner process of the pod in NS (the test bed's process kubelet).
 runner_pid() {
     local ns=$1 p
     for p in /proc/[0-9]*; do
@@ -399,12 +399,11 @@ scenario_ha_namespaced() {
     trap "(delete_namespace '$other') >/dev/null 2>&1 || true" EXIT
 
     log "replacing the operator: 2 replicas, leader election, RBAC only in $ns"
-    kubectl delete -f "$WORK/operator.yaml" --wait=false >/dev/null
+    "$HELM" uninstall "$RELEASE" --namespace "$OPERATOR_NAMESPACE" >/dev/null
     wait_for "the cluster-wide operator gone" 60 bash -c \
         "[[ -z \$(kubectl -n $OPERATOR_NAMESPACE get pods -l app.kubernetes.io/name=dcs-operator -o name) ]]"
-    render_operator "$WORK/operator-ha.yaml" --set rbac.namespaced=true --set "watchNamespaces={$ns}" \
-        --set leaderElection.enabled=true --set replicaCount=2
-    kubectl apply -f "$WORK/operator-ha.yaml" >/dev/null
+    helm_operator install --set rbac.namespaced=true --set "watchNamespaces={$ns}" \
+        --set leaderElection.enabled=true --set replicaCount=2 >/dev/null
     wait_for "two operator pods Ready" 90 operator_pods_ready 2
     local as
     as="system:serviceaccount:$OPERATOR_NAMESPACE:$(kubectl -n "$OPERATOR_NAMESPACE" get pods \

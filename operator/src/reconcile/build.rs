@@ -10,8 +10,9 @@ use k8s_openapi::{
         apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy},
         batch::v1::{Job, JobSpec},
         core::v1::{
-            ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, ObjectFieldSelector,
-            PodSpec, PodTemplateSpec, SecretKeySelector, ServiceAccount, Volume, VolumeMount,
+            Capabilities, ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource,
+            ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile,
+            SecretKeySelector, SecurityContext, ServiceAccount, Volume, VolumeMount,
         },
         rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
     },
@@ -150,6 +151,26 @@ fn secret_env(name: &str, credentials: &Credentials, key: &str) -> EnvVar {
     }
 }
 
+/// The runner image's user (distroless `nonroot`, `USER 65532:65532` in docker/runner.Dockerfile),
+/// numeric so the kubelet can check `runAsNonRoot` without reading the image.
+pub const RUNNER_UID: i64 = 65532;
+
+/// The runner container's securityContext: what Pod Security's `restricted` level demands
+/// (the runner keeps its checkpoint in a ConfigMap and writes nothing to disk, so its root
+/// filesystem can be read-only).
+fn restricted_container() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_owned()]),
+            add: None,
+        }),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        ..Default::default()
+    }
+}
+
 fn field_env(name: &str, path: &str) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
@@ -267,6 +288,7 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, default_image: Option<&str>) 
         ]),
         env: Some(env),
         resources: spec.runner.resources.clone(),
+        security_context: Some(restricted_container()),
         volume_mounts: Some(vec![VolumeMount {
             name: "config".to_owned(),
             mount_path: CONFIG_DIR.to_owned(),
@@ -294,6 +316,16 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, default_image: Option<&str>) 
             ),
             node_selector: spec.runner.node_selector.clone(),
             tolerations: spec.runner.tolerations.clone(),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(RUNNER_UID),
+                run_as_group: Some(RUNNER_UID),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".to_owned(),
+                    localhost_profile: None,
+                }),
+                ..Default::default()
+            }),
             volumes: Some(vec![Volume {
                 name: "config".to_owned(),
                 config_map: Some(ConfigMapVolumeSource {
@@ -377,6 +409,42 @@ mod tests {
         match &objects.workload {
             Workload::Deployment(d) => d,
             Workload::Job(_) => panic!("expected a Deployment"),
+        }
+    }
+
+    #[test]
+    fn runner_pods_meet_pod_security_restricted() {
+        let s = sync();
+        for run in [run_for(&s, 0), {
+            let mut r = run_for(&s, 0);
+            r.bounded = true;
+            r
+        }] {
+            let o = build(&s, &run, None);
+            let template = match &o.workload {
+                Workload::Deployment(d) => d.spec.as_ref().unwrap().template.clone(),
+                Workload::Job(j) => j.spec.as_ref().unwrap().template.clone(),
+            };
+            let pod = template.spec.unwrap();
+            let psc = pod.security_context.unwrap();
+            assert_eq!(psc.run_as_non_root, Some(true));
+            assert_eq!(psc.run_as_user, Some(65532));
+            assert_eq!(psc.seccomp_profile.unwrap().type_, "RuntimeDefault");
+            let sc = pod.containers[0].security_context.clone().unwrap();
+            assert_eq!(sc.allow_privilege_escalation, Some(false));
+            assert_eq!(sc.capabilities.unwrap().drop, Some(vec!["ALL".to_owned()]));
+            assert_eq!(sc.read_only_root_filesystem, Some(true));
+            assert_eq!(sc.privileged, None);
+            // restricted allows only these volume types.
+            for v in pod.volumes.unwrap() {
+                assert!(
+                    v.config_map.is_some()
+                        || v.empty_dir.is_some()
+                        || v.secret.is_some()
+                        || v.projected.is_some(),
+                    "{v:?}"
+                );
+            }
         }
     }
 

@@ -753,13 +753,29 @@ async fn publish(
             EventType::Normal
         },
         reason: reason.to_owned(),
-        note: Some(note),
+        note: Some(event_note(note)),
         action: "Reconcile".to_owned(),
         secondary: None,
     };
     if let Err(e) = ctx.recorder.publish(&event, &sync.object_ref(&())).await {
         warn!(error = %e, "cannot publish an event");
     }
+}
+
+/// The API server rejects an `events.k8s.io/v1` Event whose note is longer than 1 KiB: longer
+/// notes are cut (at a character boundary) and say so, rather than the event being lost.
+pub(crate) fn event_note(mut note: String) -> String {
+    const MAX: usize = 1024;
+    const CUT: &str = " [...]";
+    if note.len() > MAX {
+        let mut end = MAX - CUT.len();
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+        note.push_str(CUT);
+    }
+    note
 }
 
 /// Where the cleanup reaches Doris, with the credentials read from the Secrets.
@@ -1043,4 +1059,22 @@ pub fn left_behind_note(attempts: u32, errors: &str, left: &Work) -> String {
         "gave up cleaning Doris after {attempts} attempts and released the finalizer; left behind: {}. Last error: {errors}. {BY_HAND}",
         left.describe()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::event_note;
+
+    #[test]
+    fn event_notes_fit_the_api_servers_limit() {
+        assert_eq!(event_note("short".into()), "short");
+        let long = "é".repeat(700);
+        let cut = event_note(long.clone());
+        assert!(
+            cut.len() <= 1024 && cut.ends_with(" [...]"),
+            "{}",
+            cut.len()
+        );
+        assert!(long.starts_with(cut.trim_end_matches(" [...]")));
+    }
 }

@@ -1,4 +1,4 @@
-//! Doris cleanup against doris-emu and kube-emu: deletion aborts the pending pre-committed
+//! Doris cleanup against doris-emu and the test bed's control plane: deletion aborts the pending pre-committed
 //! transaction and the loads pre-committed after the checkpoint, and deletes the offset-table
 //! row, after the runner's pods are gone (or overdue); re-initialisation in upsert mode truncates
 //! the sink; an unreachable sink is reported and let go after the bounded retries; a deleted
@@ -8,7 +8,6 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Result;
 use dcs_crds::{DorisChangelogSync, Phase, conditions::get_condition};
-use dcs_kube_emu::{Config, KubeEmu};
 use dcs_operator::{
     cleanup::RetryPolicy,
     reconcile::{Context, reconcile},
@@ -25,9 +24,7 @@ use mysql_async::prelude::Queryable;
 
 use crate::common;
 
-use common::{
-    client_for, create_doris_secret, doris_with_tables, events_about, install_crd, mysql,
-};
+use common::{create_doris_secret, doris_with_tables, events_about, install_crd, mysql};
 
 const TABLES: [&str; 3] = [
     "CREATE TABLE db.src (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
@@ -42,7 +39,7 @@ fn sync_yaml(name: &str, fe_http: u16, query: u16, sink_fe: &str) -> String {
         r#"
 apiVersion: dcs.dev/v1alpha1
 kind: DorisChangelogSync
-metadata: {{name: {name}, namespace: default}}
+metadata: {{name: {name}}}
 spec:
   source:
     feNodes: ["127.0.0.1:{fe_http}"]
@@ -174,9 +171,10 @@ fn checkpoint_json(consumer: &str, txns: &[(i64, &str)]) -> String {
     .to_string()
 }
 
-/// kube-emu with the CRD and the `doris` Secret installed, doris-emu with [`TABLES`].
+/// A namespace of the test bed's control plane with the CRD and the `doris` Secret installed,
+/// doris-emu with [`TABLES`].
 struct Bed {
-    emu: KubeEmu,
+    ns: dcs_kube_bed::TestNamespace,
     client: kube::Client,
     doris: dcs_doris_emu::RunningEmulator,
     ports: dcs_doris_emu::Ports,
@@ -186,16 +184,16 @@ struct Bed {
 
 impl Bed {
     async fn start() -> Result<Self> {
-        let emu = KubeEmu::start(Config::default()).await?;
-        let client = client_for(&emu).await?;
+        let ns = common::bed("cleanup").await?;
+        let client = ns.client.clone();
         install_crd(&client).await?;
         let doris = doris_with_tables(&TABLES).await?;
         let ports = doris.ports();
         create_doris_secret(&client).await?;
         Ok(Self {
-            api: Api::namespaced(client.clone(), "default"),
-            configmaps: Api::namespaced(client.clone(), "default"),
-            emu,
+            api: Api::default_namespaced(client.clone()),
+            configmaps: Api::default_namespaced(client.clone()),
+            ns,
             client,
             doris,
             ports,
@@ -232,7 +230,7 @@ impl Bed {
 
     async fn shutdown(self) {
         drop(self.doris);
-        self.emu.shutdown().await;
+        let _ = self.ns.delete().await;
     }
 }
 
@@ -302,7 +300,7 @@ async fn deletion_aborts_pending_txns_and_deletes_the_offset_row() -> Result<()>
 async fn reinit_in_upsert_mode_truncates_the_sink_and_drops_the_old_offset_row() -> Result<()> {
     let bed = Bed::start().await?;
     let (api, client, doris) = (&bed.api, &bed.client, &bed.doris);
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
     let ctx = Arc::new(Context::new(client.clone(), None));
 
     bed.create_sync("s", |y| y).await?;
@@ -319,7 +317,7 @@ async fn reinit_in_upsert_mode_truncates_the_sink_and_drops_the_old_offset_row()
         &Patch::Merge(serde_json::json!({"spec": {"reinitNonce": "again"}})),
     )
     .await?;
-    // The runner's pods go first (kube-emu's garbage collector deletes them after the Deployment).
+    // The runner's pods go first (the test bed's control plane's garbage collector deletes them after the Deployment).
     let mut passes = 0;
     let status = loop {
         passes += 1;
@@ -348,7 +346,7 @@ async fn reinit_in_upsert_mode_truncates_the_sink_and_drops_the_old_offset_row()
 async fn an_unreachable_sink_blocks_and_deletion_gives_up_after_the_retries() -> Result<()> {
     let bed = Bed::start().await?;
     let (api, client, ports) = (&bed.api, &bed.client, bed.ports);
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
     let mut ctx = Context::new(client.clone(), None);
     ctx.cleanup_policy = RetryPolicy {
         max_attempts: 3,
@@ -389,7 +387,7 @@ async fn an_unreachable_sink_blocks_and_deletion_gives_up_after_the_retries() ->
     // A checkpoint from an earlier run lists a pre-committed transaction.
     let cm: ConfigMap = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "s-checkpoint", "namespace": "default"},
+        "metadata": {"name": "s-checkpoint"},
         "data": {"checkpoint.json": checkpoint_json("s", &[(42, "dcs-s-3-0")])},
     }))?;
     bed.configmaps.create(&PostParams::default(), &cm).await?;
@@ -420,7 +418,7 @@ async fn an_unreachable_sink_blocks_and_deletion_gives_up_after_the_retries() ->
 async fn deletion_waits_for_the_runner_pods_and_gives_up_on_overdue_ones() -> Result<()> {
     let bed = Bed::start().await?;
     let (api, client, ports) = (&bed.api, &bed.client, bed.ports);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let mut ctx = Context::new(client.clone(), None);
     ctx.pod_wait_margin = Duration::from_secs(2);
     let ctx = Arc::new(ctx);
@@ -431,7 +429,7 @@ async fn deletion_waits_for_the_runner_pods_and_gives_up_on_overdue_ones() -> Re
     // A runner pod that does not go away (a finalizer holds it), with a 1 s grace period.
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "s-runner-held", "namespace": "default",
+        "metadata": {"name": "s-runner-held",
                      "labels": {"dcs.dev/sync": "s"}, "finalizers": ["test.dcs.dev/hold"]},
         "spec": {"terminationGracePeriodSeconds": 1,
                  "containers": [{"name": "runner", "image": "dcs-runner"}]},
@@ -485,7 +483,7 @@ async fn a_deleted_secret_gives_up_the_cleanup_at_once() -> Result<()> {
     insert_offset_rows(doris, &["s"]).await?;
 
     // As in a namespace deletion: the Secret goes at the same moment as the sync.
-    Api::<Secret>::namespaced(client.clone(), "default")
+    Api::<Secret>::default_namespaced(client.clone())
         .delete("doris", &Default::default())
         .await?;
     api.delete("s", &Default::default()).await?;
@@ -495,10 +493,11 @@ async fn a_deleted_secret_gives_up_the_cleanup_at_once() -> Result<()> {
     assert_eq!(abandoned.len(), 1, "{abandoned:?}");
     let (kind, note) = &abandoned[0];
     assert_eq!(kind, "Warning");
+    let ns = client.default_namespace();
     assert!(
-        note.starts_with(
-            "gave up cleaning Doris at once and released the finalizer: the credentials Secret default/doris is gone (deleted with the namespace?), so retrying cannot help; left behind: pre-committed Stream Load transactions 42 (label dcs-s-3-0, db db); any loads pre-committed after the last checkpoint (labels dcs-s-4-<seq> and later checkpoint ids, db db); offset-table row consumer_id='s' in db.offsets. Last error: Secret default/doris named in spec.sink.doris.credentials does not exist"
-        ),
+        note.starts_with(&format!(
+            "gave up cleaning Doris at once and released the finalizer: the credentials Secret {ns}/doris is gone (deleted with the namespace?), so retrying cannot help; left behind: pre-committed Stream Load transactions 42 (label dcs-s-3-0, db db); any loads pre-committed after the last checkpoint (labels dcs-s-4-<seq> and later checkpoint ids, db db); offset-table row consumer_id='s' in db.offsets. Last error: Secret {ns}/doris named in spec.sink.doris.credentials does not exist"
+        )),
         "{note}"
     );
     assert!(note.contains("Remove them by hand"), "{note}");

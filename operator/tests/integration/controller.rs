@@ -1,19 +1,15 @@
-//! The watch loop and the binary against kube-emu.
+//! The watch loop and the binary against the test bed's control plane.
 
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Result;
 use dcs_crds::{DorisChangelogSync, Phase};
-use dcs_kube_emu::{Config, KubeEmu};
 use dcs_operator::{
     controller::{self, Metrics},
     metrics,
     reconcile::Context,
 };
-use k8s_openapi::{
-    api::{apps::v1::Deployment, core::v1::ConfigMap},
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
 use kube::{
     Api, Client, Resource, ResourceExt,
     api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams},
@@ -21,7 +17,7 @@ use kube::{
 
 use crate::common;
 
-use common::{client_for, create_doris_secret, doris_with_tables, events_about, install_crd};
+use common::{create_doris_secret, doris_with_tables, events_about, install_crd};
 
 /// The CRD with a schema-less spec, as a cluster may hold objects stored before validation.
 async fn install_lenient_crd(client: &Client) -> Result<()> {
@@ -32,11 +28,7 @@ async fn install_lenient_crd(client: &Client) -> Result<()> {
     let mut crd: serde_json::Value = serde_yaml::from_str(&std::fs::read_to_string(path)?)?;
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] =
         serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
-    let crd: CustomResourceDefinition = serde_json::from_value(crd)?;
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await?;
-    Ok(())
+    common::apply_crd(client, crd).await
 }
 
 async fn poll<T>(
@@ -59,8 +51,8 @@ async fn poll<T>(
 
 #[tokio::test]
 async fn a_bad_object_gets_an_event_and_the_rest_keep_working() -> Result<()> {
-    let emu = KubeEmu::start(Config::default()).await?;
-    let client = client_for(&emu).await?;
+    // The lenient CRD replaces the chart's, cluster-wide: a control plane of this test's own.
+    let (_cp, client) = common::private_control_plane().await?;
     install_lenient_crd(&client).await?;
     let doris = doris_with_tables(&[
         "CREATE TABLE db.t (id INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
@@ -77,18 +69,18 @@ async fn a_bad_object_gets_an_event_and_the_rest_keep_working() -> Result<()> {
     let ctx = Arc::new(Context::new(client.clone(), None));
     let loop_ = tokio::spawn(controller::run(
         client.clone(),
-        Some("default".into()),
+        Some(client.default_namespace().to_string()),
         ctx,
         metrics.clone(),
     ));
 
     // Stored with a wrong-typed field (the lenient schema let it through).
     let resource = ApiResource::erase::<DorisChangelogSync>(&());
-    let raw: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let raw: Api<DynamicObject> = Api::default_namespaced_with(client.clone(), &resource);
     let bad: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": DorisChangelogSync::api_version(&()),
         "kind": "DorisChangelogSync",
-        "metadata": {"name": "bad", "namespace": "default"},
+        "metadata": {"name": "bad"},
         "spec": {
             "source": {"feNodes": ["127.0.0.1:1"], "table": "db.t", "credentials": {"secretName": "doris"}},
             "sink": {"stdout": {}},
@@ -100,7 +92,7 @@ async fn a_bad_object_gets_an_event_and_the_rest_keep_working() -> Result<()> {
         r#"
 apiVersion: dcs.dev/v1alpha1
 kind: DorisChangelogSync
-metadata: {{name: good, namespace: default}}
+metadata: {{name: good}}
 spec:
   source:
     feNodes: ["127.0.0.1:{}"]
@@ -112,7 +104,7 @@ spec:
 "#,
         ports.fe_http_port, ports.query_port
     ))?;
-    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
+    let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
     api.create(&PostParams::default(), &good).await?;
 
     // The good one runs as usual.
@@ -125,7 +117,7 @@ spec:
         },
     )
     .await?;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
     assert!(deployments.get_opt("good-runner").await?.is_some());
 
     // The bad one gets a Warning naming the field and the serde error, and nothing else.
@@ -165,7 +157,7 @@ spec:
                      "offset": {"timestamp": "2026-11-29 14:00:00", "epochMs": now_ms, "tso": now_ms << 18}},
         "counters": {"rowsRead": 1, "rowsWritten": 1, "rowsDeleted": 0, "loads": 1, "bytes": 1},
     });
-    Api::<ConfigMap>::namespaced(client.clone(), "default")
+    Api::<ConfigMap>::default_namespaced(client.clone())
         .patch(
             "good-checkpoint",
             &PatchParams::default(),
@@ -215,14 +207,13 @@ spec:
     loop_.abort();
     server.abort();
     drop(doris);
-    emu.shutdown().await;
     Ok(())
 }
 
 #[tokio::test]
 async fn the_controller_blocks_a_short_ttl_sync() -> Result<()> {
-    let emu = KubeEmu::start(Config::default()).await?;
-    let client = client_for(&emu).await?;
+    let bed = common::bed("controller").await?;
+    let client = bed.client.clone();
     install_crd(&client).await?;
     let doris = doris_with_tables(&[
         "CREATE TABLE db.t (id INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
@@ -235,7 +226,7 @@ async fn the_controller_blocks_a_short_ttl_sync() -> Result<()> {
     let ctx = Arc::new(Context::new(client.clone(), None));
     let loop_ = tokio::spawn(controller::run(
         client.clone(),
-        Some("default".into()),
+        Some(client.default_namespace().to_string()),
         ctx,
         Arc::new(Metrics::default()),
     ));
@@ -243,7 +234,7 @@ async fn the_controller_blocks_a_short_ttl_sync() -> Result<()> {
         r#"
 apiVersion: dcs.dev/v1alpha1
 kind: DorisChangelogSync
-metadata: {{name: s, namespace: default}}
+metadata: {{name: s}}
 spec:
   source:
     feNodes: ["127.0.0.1:{}"]
@@ -255,7 +246,7 @@ spec:
 "#,
         ports.fe_http_port, ports.query_port
     ))?;
-    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
+    let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
     api.create(&PostParams::default(), &sync).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -283,17 +274,17 @@ spec:
     }
     loop_.abort();
     drop(doris);
-    emu.shutdown().await;
     Ok(())
 }
 
 #[tokio::test]
 async fn the_binary_says_when_the_crd_is_missing() -> Result<()> {
-    let emu = KubeEmu::start(Config::default()).await?;
+    // No CRD: a control plane of this test's own (the shared one has it).
+    let (cp, _client) = common::private_control_plane().await?;
     let dir = std::env::temp_dir().join(format!("dcs-operator-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, emu.kubeconfig("default"))?;
+    std::fs::write(&kubeconfig, cp.kubeconfig("default"))?;
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_dcs-operator"))
         .env("KUBECONFIG", &kubeconfig)
         .args(["--metrics-addr", "127.0.0.1:0"])
@@ -307,6 +298,5 @@ async fn the_binary_says_when_the_crd_is_missing() -> Result<()> {
         "{text}"
     );
     std::fs::remove_dir_all(&dir)?;
-    emu.shutdown().await;
     Ok(())
 }

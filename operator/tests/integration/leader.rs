@@ -1,4 +1,4 @@
-//! Leader election against kube-emu: one leader at a time, take-over after a release or a crash,
+//! Leader election against the test bed's control plane: one leader at a time, take-over after a release or a crash,
 //! and the binary releasing its Lease on SIGTERM.
 
 use std::{
@@ -10,7 +10,6 @@ use std::{
 };
 
 use anyhow::Result;
-use dcs_kube_emu::{Config, KubeEmu};
 use dcs_operator::leader::{LeaderElector, LeaseConfig, Outcome};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
@@ -18,19 +17,19 @@ use tokio::{sync::oneshot, time::Instant};
 
 use crate::common;
 
-use common::{client_for, install_crd};
+use common::install_crd;
 
-fn config(identity: &str) -> LeaseConfig {
+fn config(client: &Client, identity: &str) -> LeaseConfig {
     LeaseConfig {
         lease_duration: Duration::from_secs(3),
         renew_interval: Duration::from_millis(200),
         renew_deadline: Duration::from_secs(2),
-        ..LeaseConfig::new("dcs-operator", "default", identity)
+        ..LeaseConfig::new("dcs-operator", client.default_namespace(), identity)
     }
 }
 
 async fn holder(client: &Client) -> Result<Option<String>> {
-    let lease = Api::<Lease>::namespaced(client.clone(), "default")
+    let lease = Api::<Lease>::default_namespaced(client.clone())
         .get_opt("dcs-operator")
         .await?;
     Ok(lease
@@ -50,7 +49,7 @@ fn candidate(
 ) {
     let leading = Arc::new(AtomicBool::new(false));
     let (stop, stopped) = oneshot::channel::<()>();
-    let elector = LeaderElector::new(client.clone(), config(identity));
+    let elector = LeaderElector::new(client.clone(), config(client, identity));
     let flag = leading.clone();
     let on = leading.clone();
     let task = tokio::spawn(async move {
@@ -96,8 +95,8 @@ fn start(client: &Client, name: &'static str) -> Candidate {
 
 #[tokio::test]
 async fn exactly_one_leads_and_the_other_takes_over() -> Result<()> {
-    let emu = KubeEmu::start(Config::default()).await?;
-    let client = client_for(&emu).await?;
+    let bed = common::bed("leader").await?;
+    let client = bed.client.clone();
 
     let mut candidates = vec![start(&client, "a"), start(&client, "b")];
     wait_for("a leader", Duration::from_secs(10), || {
@@ -155,7 +154,7 @@ async fn exactly_one_leads_and_the_other_takes_over() -> Result<()> {
         "{:?}",
         crashed.elapsed()
     );
-    let lease = Api::<Lease>::namespaced(client.clone(), "default")
+    let lease = Api::<Lease>::default_namespaced(client.clone())
         .get("dcs-operator")
         .await?
         .spec
@@ -163,16 +162,15 @@ async fn exactly_one_leads_and_the_other_takes_over() -> Result<()> {
     assert_eq!(lease.holder_identity.as_deref(), Some("c"));
     assert_eq!(lease.lease_transitions, Some(1));
     c.task.abort();
-    emu.shutdown().await;
     Ok(())
 }
 
 #[tokio::test]
 async fn racing_candidates_cannot_both_win_an_expired_lease() -> Result<()> {
-    let emu = KubeEmu::start(Config::default()).await?;
-    let client = client_for(&emu).await?;
+    let bed = common::bed("leader").await?;
+    let client = bed.client.clone();
     let electors: Vec<LeaderElector> = (0..4)
-        .map(|i| LeaderElector::new(client.clone(), config(&format!("racer-{i}"))))
+        .map(|i| LeaderElector::new(client.clone(), config(&client, &format!("racer-{i}"))))
         .collect();
     for round in 0..3 {
         if round > 0 {
@@ -193,19 +191,18 @@ async fn racing_candidates_cannot_both_win_an_expired_lease() -> Result<()> {
             Some(format!("racer-{}", winners[0]))
         );
     }
-    emu.shutdown().await;
     Ok(())
 }
 
 #[tokio::test]
 async fn the_binary_leads_and_releases_the_lease_on_sigterm() -> Result<()> {
-    let emu = KubeEmu::start(Config::default()).await?;
-    let client = client_for(&emu).await?;
+    let bed = common::bed("leader").await?;
+    let client = bed.client.clone();
     install_crd(&client).await?;
     let dir = std::env::temp_dir().join(format!("dcs-operator-leader-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, emu.kubeconfig("default"))?;
+    std::fs::write(&kubeconfig, bed.kubeconfig())?;
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0")?;
         l.local_addr()?.port()
@@ -213,7 +210,9 @@ async fn the_binary_leads_and_releases_the_lease_on_sigterm() -> Result<()> {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dcs-operator"))
         .env("KUBECONFIG", &kubeconfig)
         .env("POD_NAME", "operator-0")
-        .env("POD_NAMESPACE", "default")
+        .env("POD_NAMESPACE", &bed.name)
+        // The control plane is shared with the other tests: only this test's namespace.
+        .env("DCS_NAMESPACES", &bed.name)
         .args([
             "--leader-election",
             "--leader-election-lease",
@@ -266,6 +265,5 @@ async fn the_binary_leads_and_releases_the_lease_on_sigterm() -> Result<()> {
     assert_eq!(exit.code(), Some(0));
     assert_eq!(holder(&client).await?, None, "the Lease was not released");
     std::fs::remove_dir_all(&dir)?;
-    emu.shutdown().await;
     Ok(())
 }

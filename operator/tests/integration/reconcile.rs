@@ -1,10 +1,9 @@
-//! The reconciler against kube-emu (in-process API server) and doris-emu (the source).
+//! The reconciler against the test bed's control plane (in-process API server) and doris-emu (the source).
 
 use std::sync::Arc;
 
 use anyhow::Result;
 use dcs_crds::{DorisChangelogSync, Phase, conditions::get_condition};
-use dcs_kube_emu::{Config, KubeEmu};
 use dcs_operator::reconcile::{Context, reconcile};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
 use kube::{
@@ -14,14 +13,14 @@ use kube::{
 
 use crate::common;
 
-use common::{client_for, create_doris_secret, doris_with_tables, install_crd};
+use common::{create_doris_secret, doris_with_tables, install_crd};
 
 fn sync_yaml(name: &str, fe_http: u16, query: u16, table: &str) -> String {
     format!(
         r#"
 apiVersion: dcs.dev/v1alpha1
 kind: DorisChangelogSync
-metadata: {{name: {name}, namespace: default}}
+metadata: {{name: {name}}}
 spec:
   source:
     feNodes: ["127.0.0.1:{fe_http}"]
@@ -51,8 +50,8 @@ async fn reconcile_a_few(
 
 #[tokio::test]
 async fn blocked_then_launched_then_suspended() -> Result<()> {
-    let emu = KubeEmu::start(Config::default()).await?;
-    let client = client_for(&emu).await?;
+    let bed = common::bed("reconcile").await?;
+    let client = bed.client.clone();
     install_crd(&client).await?;
 
     let doris = doris_with_tables(&[
@@ -66,10 +65,10 @@ async fn blocked_then_launched_then_suspended() -> Result<()> {
 
     create_doris_secret(&client).await?;
 
-    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
+    let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
     let ctx = Arc::new(Context::new(client.clone(), Some("dcs-runner:test".into())));
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+    let configmaps: Api<ConfigMap> = Api::default_namespaced(client.clone());
 
     // Too short a TTL: blocked with the numbers, no runner.
     let short: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
@@ -98,7 +97,7 @@ async fn blocked_then_launched_then_suspended() -> Result<()> {
         Some(dcs_crds::Clock::Doris)
     );
     assert!(deployments.get_opt("short-runner").await?.is_none());
-    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), "default")
+    let events = Api::<k8s_openapi::api::events::v1::Event>::default_namespaced(client.clone())
         .list(&Default::default())
         .await?;
     let warning = events
@@ -168,12 +167,11 @@ async fn blocked_then_launched_then_suspended() -> Result<()> {
     assert!(configmaps.get("good-checkpoint").await?.data.is_some());
 
     drop(doris);
-    emu.shutdown().await;
     Ok(())
 }
 
 /// Reconciles until the status has `phase` (a re-initialisation first waits for the runner's pods,
-/// which kube-emu's garbage collector deletes after the Deployment); the last status.
+/// which the test bed's control plane's garbage collector deletes after the Deployment); the last status.
 async fn reconcile_until_phase(
     api: &Api<DorisChangelogSync>,
     name: &str,
@@ -194,8 +192,8 @@ async fn reconcile_until_phase(
 
 #[tokio::test]
 async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
-    let emu = KubeEmu::start(Config::default()).await?;
-    let client = client_for(&emu).await?;
+    let bed = common::bed("reconcile").await?;
+    let client = bed.client.clone();
     install_crd(&client).await?;
     let doris = doris_with_tables(&[
         "CREATE TABLE db.t (id INT, v STRING) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
@@ -204,10 +202,10 @@ async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
     .await?;
     let ports = doris.ports();
     create_doris_secret(&client).await?;
-    let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), "default");
+    let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
     let ctx = Arc::new(Context::new(client.clone(), None));
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let configmaps: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
 
     let sync: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
         "s",
@@ -294,6 +292,5 @@ async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
     assert_eq!(status.consumer_id.as_deref(), Some("s-r2"));
 
     drop(doris);
-    emu.shutdown().await;
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! The ConfigMap checkpoint store against the Kubernetes API emulator (kube-emu), in-process:
+//! The ConfigMap checkpoint store against the test bed's control plane (genuine Kubernetes):
 //! round trips, fencing by resourceVersion, creation races, and `dcs-runner run` with
 //! `DCS_CHECKPOINT_CONFIGMAP`.
 
@@ -38,7 +38,7 @@ pub(crate) fn cp(id: u64) -> Checkpoint {
 }
 
 async fn resource_version(client: &Client) -> String {
-    Api::<ConfigMap>::namespaced(client.clone(), "default")
+    Api::<ConfigMap>::default_namespaced(client.clone())
         .get("student-sync-checkpoint")
         .await
         .unwrap()
@@ -48,12 +48,16 @@ async fn resource_version(client: &Client) -> String {
 }
 
 fn store(client: &Client) -> ConfigMapStore {
-    ConfigMapStore::new(client.clone(), "default", "student-sync-checkpoint")
+    ConfigMapStore::new(
+        client.clone(),
+        client.default_namespace(),
+        "student-sync-checkpoint",
+    )
 }
 
 #[tokio::test]
 async fn saves_and_loads_through_a_configmap() {
-    let (emu, client) = source_support::kube_emu().await;
+    let client = source_support::kube_bed().await;
     let mut a = store(&client);
     assert_eq!(a.load().await.unwrap(), None);
     a.save(&cp(1)).await.unwrap();
@@ -61,7 +65,7 @@ async fn saves_and_loads_through_a_configmap() {
     let mut b = store(&client);
     assert_eq!(b.load().await.unwrap(), Some(cp(2)));
     // The JSON is readable in the ConfigMap, as the operator reads it.
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), "default")
+    let cm = Api::<ConfigMap>::default_namespaced(client.clone())
         .get("student-sync-checkpoint")
         .await
         .unwrap();
@@ -69,12 +73,11 @@ async fn saves_and_loads_through_a_configmap() {
     assert_eq!(dcs_runner::checkpoint::parse("test", json).unwrap(), cp(2));
     // The one that loaded last may save.
     b.save(&cp(3)).await.unwrap();
-    emu.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_stale_second_store_is_fenced() {
-    let (emu, client) = source_support::kube_emu().await;
+    let client = source_support::kube_bed().await;
     let mut first = store(&client);
     first.load().await.unwrap();
     first.save(&cp(1)).await.unwrap();
@@ -98,12 +101,11 @@ async fn a_stale_second_store_is_fenced() {
     assert_eq!(err.exit_code(), 4);
     // Nothing was written by the fenced save.
     assert_eq!(store(&client).load().await.unwrap(), Some(cp(2)));
-    emu.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_fresh_store_is_fenced_until_it_reloads() {
-    let (emu, client) = source_support::kube_emu().await;
+    let client = source_support::kube_bed().await;
     let mut other = store(&client);
     other.save(&cp(5)).await.unwrap();
     // Never loaded: a save would create, and the ConfigMap exists.
@@ -126,19 +128,18 @@ async fn a_fresh_store_is_fenced_until_it_reloads() {
         other.save(&cp(6)).await.unwrap_err(),
         Error::Fenced { .. }
     ));
-    emu.shutdown().await;
 }
 
 #[tokio::test]
 async fn an_operator_fence_names_both_resource_versions() {
-    let (emu, client) = source_support::kube_emu().await;
+    let client = source_support::kube_bed().await;
     let mut s = store(&client);
     s.load().await.unwrap();
     s.save(&cp(3)).await.unwrap();
     let saved = resource_version(&client).await;
     // The operator fences a deleted sync's runner with an annotation: the checkpoint id stays 3,
     // only the resourceVersion moves.
-    Api::<ConfigMap>::namespaced(client.clone(), "default")
+    Api::<ConfigMap>::default_namespaced(client.clone())
         .patch(
             "student-sync-checkpoint",
             &kube::api::PatchParams::default(),
@@ -157,12 +158,11 @@ async fn an_operator_fence_names_both_resource_versions() {
         )
     );
     assert_ne!(saved, fenced);
-    emu.shutdown().await;
 }
 
 #[tokio::test]
 async fn two_stores_creating_at_once_leave_one_owner() {
-    let (emu, client) = source_support::kube_emu().await;
+    let client = source_support::kube_bed().await;
     let mut a = store(&client);
     let mut b = store(&client);
     assert_eq!(a.load().await.unwrap(), None);
@@ -172,13 +172,12 @@ async fn two_stores_creating_at_once_leave_one_owner() {
         b.save(&cp(1)).await.unwrap_err(),
         Error::Fenced { .. }
     ));
-    emu.shutdown().await;
 }
 
 #[tokio::test]
 async fn an_operator_made_configmap_keeps_its_labels_and_keys() {
-    let (emu, client) = source_support::kube_emu().await;
-    let api = Api::<ConfigMap>::namespaced(client.clone(), "default");
+    let client = source_support::kube_bed().await;
+    let api = Api::<ConfigMap>::default_namespaced(client.clone());
     api.create(
         &PostParams::default(),
         &ConfigMap {
@@ -209,12 +208,11 @@ async fn an_operator_made_configmap_keeps_its_labels_and_keys() {
         s.save(&cp(2)).await.unwrap_err(),
         Error::Fenced { .. }
     ));
-    emu.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn run_keeps_its_checkpoint_in_the_configmap_named_by_the_environment() {
-    let (emu, client) = source_support::kube_emu().await;
+    let client = source_support::kube_bed().await;
     let doris = source_support::emu().await;
     source_support::exec(
         &doris,
@@ -227,7 +225,9 @@ async fn run_keeps_its_checkpoint_in_the_configmap_named_by_the_environment() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, emu.kubeconfig("team-a")).unwrap();
+    let cp = dcs_kube_bed::shared().await.unwrap();
+    std::fs::write(&kubeconfig, cp.kubeconfig("team-a")).unwrap();
+    let namespace = client.default_namespace().to_string();
     let manifest = dir.path().join("sync.yaml");
     std::fs::write(
         &manifest,
@@ -245,26 +245,26 @@ spec:
         ),
     )
     .unwrap();
-    let run = |manifest: std::path::PathBuf, kubeconfig: std::path::PathBuf| {
+    let run = |manifest: std::path::PathBuf, kubeconfig: std::path::PathBuf, namespace: String| {
         std::process::Command::new(env!("CARGO_BIN_EXE_dcs-runner"))
             .args(["run", "--metrics-addr", "127.0.0.1:0", "-f"])
             .arg(manifest)
             .env("DCS_CHECKPOINT_CONFIGMAP", "s-checkpoint")
-            .env("POD_NAMESPACE", "default")
+            .env("POD_NAMESPACE", &namespace)
             .env("KUBECONFIG", kubeconfig)
             .env("DCS_SOURCE_USERNAME", "root")
             .env_remove("KUBERNETES_SERVICE_HOST")
             .output()
             .unwrap()
     };
-    let (m, k) = (manifest.clone(), kubeconfig.clone());
-    let out = tokio::task::spawn_blocking(move || run(m, k))
+    let (m, k, n) = (manifest.clone(), kubeconfig.clone(), namespace.clone());
+    let out = tokio::task::spawn_blocking(move || run(m, k, n))
         .await
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
     // POD_NAMESPACE wins over the kubeconfig's namespace.
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), "default")
+    let cm = Api::<ConfigMap>::default_namespaced(client.clone())
         .get("s-checkpoint")
         .await
         .unwrap();
@@ -272,10 +272,9 @@ spec:
     assert_eq!(cp.position, Position::Done);
     assert_eq!(cp.consumer_id, "s");
     // A second run finds the finished checkpoint and reads nothing.
-    let out = tokio::task::spawn_blocking(move || run(manifest, kubeconfig))
+    let out = tokio::task::spawn_blocking(move || run(manifest, kubeconfig, namespace))
         .await
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 0);
-    emu.shutdown().await;
 }

@@ -17,12 +17,12 @@ use source_support::{config, exec, manifest, mysql_rows};
 use crate::checkpoint_configmap::cp;
 
 fn store(client: &Client) -> ConfigMapStore {
-    ConfigMapStore::new(client.clone(), "default", "s-checkpoint")
+    ConfigMapStore::new(client.clone(), client.default_namespace(), "s-checkpoint")
 }
 
 #[tokio::test]
 async fn a_starting_runner_claims_the_store_and_the_old_one_can_no_longer_save() {
-    let (emu, client) = source_support::kube_emu().await;
+    let client = source_support::kube_bed().await;
     let mut old = store(&client);
     assert_eq!(old.load().await.unwrap(), None);
     old.save(&cp(1)).await.unwrap();
@@ -31,7 +31,7 @@ async fn a_starting_runner_claims_the_store_and_the_old_one_can_no_longer_save()
     let mut new = store(&client);
     assert_eq!(new.load().await.unwrap(), Some(cp(1)));
     new.claim().await.unwrap();
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), "default")
+    let cm = Api::<ConfigMap>::default_namespaced(client.clone())
         .get("s-checkpoint")
         .await
         .unwrap();
@@ -49,12 +49,11 @@ async fn a_starting_runner_claims_the_store_and_the_old_one_can_no_longer_save()
     late.load().await.unwrap();
     new.save(&cp(3)).await.unwrap();
     assert!(matches!(late.claim().await, Err(Error::Fenced { .. })));
-    emu.shutdown().await;
 }
 
 #[tokio::test]
 async fn claiming_a_missing_configmap_creates_it_once() {
-    let (emu, client) = source_support::kube_emu().await;
+    let client = source_support::kube_bed().await;
     let mut first = store(&client);
     let mut second = store(&client);
     assert_eq!(first.load().await.unwrap(), None);
@@ -64,7 +63,6 @@ async fn claiming_a_missing_configmap_creates_it_once() {
     // The claim holds no checkpoint: a fresh load finds none, and the claimer saves over it.
     assert_eq!(store(&client).load().await.unwrap(), None);
     first.save(&cp(1)).await.unwrap();
-    emu.shutdown().await;
 }
 
 fn rows(names: &[&str]) -> Bytes {

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# kubectl against kube-emu: the commands users and GitOps tools run, checked one by one.
+# kubectl against the test bed: the commands users and GitOps tools run, checked one by one,
+# on the genuine control plane with the process kubelet running the pods (logs, exit codes,
+# restarts, deletion, workloads of the real controllers).
 #
 # Uses the server of $KUBECONFIG (which must run the process kubelet for the pod checks); when
-# KUBECONFIG is unset it starts its own `dcs-kube-emu --kubelet` ($KUBE_EMU_BIN, default
-# target/debug/dcs-kube-emu) and stops it at the end. Prints "N passed, N failed" and exits
+# KUBECONFIG is unset it starts its own `dcs-kube-bed --kubelet` ($KUBE_BED_BIN, default
+# target/debug/dcs-kube-bed) and stops it at the end. Prints "N passed, N failed" and exits
 # non-zero when a check failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,7 +16,7 @@ emu_pid=""
 cleanup() {
     if [ -n "$emu_pid" ]; then
         kill -TERM "$emu_pid" 2>/dev/null
-        for _ in $(seq 1 50); do kill -0 "$emu_pid" 2>/dev/null || break; sleep 0.1; done
+        for _ in $(seq 1 300); do kill -0 "$emu_pid" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$emu_pid" 2>/dev/null
     fi
     rm -rf "$tmp"
@@ -22,12 +24,12 @@ cleanup() {
 trap cleanup EXIT
 
 if [ -z "${KUBECONFIG:-}" ]; then
-    bin=${KUBE_EMU_BIN:-$here/../../../target/debug/dcs-kube-emu}
-    "$bin" --kubelet --authorize --kubeconfig "$tmp/kubeconfig" --work-dir "$tmp/work" >"$tmp/emu.out" 2>"$tmp/emu.err" &
+    bin=${KUBE_BED_BIN:-$here/../../../target/debug/dcs-kube-bed}
+    "$bin" --kubelet --kubeconfig "$tmp/kubeconfig" --dir "$tmp/bed" >"$tmp/emu.out" 2>"$tmp/emu.err" &
     emu_pid=$!
-    for _ in $(seq 1 100); do [ -s "$tmp/emu.out" ] && break; sleep 0.1; done
+    for _ in $(seq 1 3000); do [ -s "$tmp/emu.out" ] && break; kill -0 "$emu_pid" 2>/dev/null || break; sleep 0.1; done
     if [ ! -s "$tmp/emu.out" ]; then
-        echo "kube-emu did not start:"; cat "$tmp/emu.err"; echo "0 passed, 1 failed"; exit 1
+        echo "the test bed did not start:"; tail -n 30 "$tmp/emu.err"; echo "0 passed, 1 failed"; exit 1
     fi
     export KUBECONFIG=$tmp/kubeconfig
 fi

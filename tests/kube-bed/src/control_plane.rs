@@ -93,9 +93,15 @@ impl std::fmt::Debug for ControlPlane {
     }
 }
 
+/// Writes `dir/name`; private keys and kubeconfigs (which hold one) readable by the owner only:
+/// pods run as other users on this machine.
 fn write(dir: &Path, name: &str, data: &str) -> Result<PathBuf, Error> {
+    use std::os::unix::fs::PermissionsExt;
     let path = dir.join(name);
     std::fs::write(&path, data)?;
+    if name.ends_with(".key") || name.ends_with(".kubeconfig") {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    }
     Ok(path)
 }
 

@@ -1,10 +1,12 @@
-//! Shared set-up of the operator tests: a kube-emu client with the CRD installed, a doris-emu
-//! with tables, and the credentials Secret the syncs reference.
+//! Shared set-up of the operator tests: a namespace of the test bed's control plane (one per
+//! test binary, genuine Kubernetes) with the CRD installed, a doris-emu with tables, and the
+//! credentials Secret the syncs reference. Each test works in its own namespace: the clients
+//! here default to it, so `Api::default_namespaced` is the test's namespace.
 #![allow(dead_code)]
 
 use anyhow::Result;
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
-use dcs_kube_emu::KubeEmu;
+use dcs_kube_bed::TestNamespace;
 use k8s_openapi::{
     api::core::v1::Secret,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -12,26 +14,63 @@ use k8s_openapi::{
 use kube::{Api, Client, api::PostParams};
 use mysql_async::prelude::Queryable;
 
-/// A client for `emu` from its kubeconfig.
-pub async fn client_for(emu: &KubeEmu) -> Result<Client> {
-    let kc = kube::config::Kubeconfig::from_yaml(&emu.kubeconfig("default"))?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(Client::try_from(config)?)
+/// A fresh namespace `<prefix>-<random>` of the shared control plane, for one test.
+pub async fn bed(prefix: &str) -> Result<TestNamespace> {
+    Ok(dcs_kube_bed::namespace(prefix).await?)
 }
 
-/// Apply the chart's generated CRD.
-pub async fn install_crd(client: &Client) -> Result<()> {
+/// A control plane of the test's own, for tests that change what is cluster-wide (the CRD) and
+/// so cannot share one; stopped when dropped.
+pub async fn private_control_plane() -> Result<(dcs_kube_bed::ControlPlane, Client)> {
+    let cp = tokio::task::spawn_blocking(|| dcs_kube_bed::ControlPlane::start(None)).await??;
+    let client = cp.client("default").await?;
+    Ok((cp, client))
+}
+
+/// The chart's generated CRD.
+pub fn chart_crd() -> Result<serde_json::Value> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../charts/dcs-operator/crds/dorischangelogsyncs.yaml"
     );
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&std::fs::read_to_string(path)?)?;
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await?;
-    Ok(())
+    Ok(serde_yaml::from_str(&std::fs::read_to_string(path)?)?)
+}
+
+/// Apply `crd` (created, or left as it is when it exists) and wait until it is Established.
+pub async fn apply_crd(client: &Client, crd: serde_json::Value) -> Result<()> {
+    let crd: CustomResourceDefinition = serde_json::from_value(crd)?;
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    match api.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let established = api
+            .get(&name)
+            .await?
+            .status
+            .and_then(|s| s.conditions)
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+        if established {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "CRD {name} not Established after 30 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Apply the chart's generated CRD (shared by every test of the control plane).
+pub async fn install_crd(client: &Client) -> Result<()> {
+    apply_crd(client, chart_crd()?).await
 }
 
 /// A Doris emulator on free ports with database `db` and the given CREATE TABLE statements run.
@@ -51,14 +90,14 @@ pub async fn doris_with_tables(ddls: &[&str]) -> Result<RunningEmulator> {
     Ok(doris)
 }
 
-/// The Secret `default/doris` (root, empty password) that test syncs name.
+/// The Secret `doris` (root, empty password) that test syncs name, in the client's namespace.
 pub async fn create_doris_secret(client: &Client) -> Result<()> {
     let secret: Secret = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "doris", "namespace": "default"},
+        "metadata": {"name": "doris"},
         "stringData": {"username": "root", "password": ""},
     }))?;
-    Api::<Secret>::namespaced(client.clone(), "default")
+    Api::<Secret>::default_namespaced(client.clone())
         .create(&PostParams::default(), &secret)
         .await?;
     Ok(())
@@ -74,22 +113,30 @@ pub async fn mysql(doris: &RunningEmulator) -> Result<mysql_async::Conn> {
     Ok(mysql_async::Conn::new(opts).await?)
 }
 
-/// The events about object `name` with `reason`, as (type, note).
+/// The events about object `name` with `reason` in the client's namespace, as (type, note).
+/// Waits up to 10 s for the first: the API server may show a just-recorded event a moment later.
 pub async fn events_about(
     client: &Client,
     name: &str,
     reason: &str,
 ) -> Result<Vec<(String, String)>> {
-    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), "default")
-        .list(&Default::default())
-        .await?;
-    Ok(events
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                && e.reason.as_deref() == Some(reason)
-        })
-        .map(|e| (e.type_.unwrap_or_default(), e.note.unwrap_or_default()))
-        .collect())
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let events = Api::<k8s_openapi::api::events::v1::Event>::default_namespaced(client.clone())
+            .list(&Default::default())
+            .await?;
+        let found: Vec<(String, String)> = events
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    && e.reason.as_deref() == Some(reason)
+            })
+            .map(|e| (e.type_.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect();
+        if !found.is_empty() || tokio::time::Instant::now() > deadline {
+            return Ok(found);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }

@@ -257,15 +257,11 @@ pub async fn window_past(handle: &mut ControlHandle, after_ms: i64, wait: Durati
     .unwrap_or(false)
 }
 
-/// kube-emu in-process, and a kube-rs client for it.
-pub async fn kube_emu() -> (dcs_kube_emu::KubeEmu, kube::Client) {
-    let emu = dcs_kube_emu::KubeEmu::start(dcs_kube_emu::Config::default())
+/// A client for a fresh namespace of the test bed's control plane (genuine Kubernetes, one per
+/// test binary); the namespace is the client's default.
+pub async fn kube_bed() -> kube::Client {
+    dcs_kube_bed::namespace("runner")
         .await
-        .expect("kube-emu starts");
-    let kc = kube::config::Kubeconfig::from_yaml(&emu.kubeconfig("default")).unwrap();
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .unwrap();
-    (emu, kube::Client::try_from(config).unwrap())
+        .expect("the test bed's control plane starts")
+        .client
 }

@@ -111,6 +111,11 @@ impl Kubelet {
     /// Node is Ready.
     pub async fn start(cp: &ControlPlane, cfg: KubeletConfig) -> Result<Self, Error> {
         std::fs::create_dir_all(&cfg.work_dir)?;
+        {
+            // Pods run as their runAsUser: their volumes below must be reachable.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&cfg.work_dir, std::fs::Permissions::from_mode(0o755))?;
+        }
         let can_mount = can_unshare_mounts();
         if !can_mount {
             tracing::warn!(
