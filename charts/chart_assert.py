@@ -3,7 +3,7 @@
 
     python3 charts/chart_assert.py FILE EXPR
 
-FILE holds `helm.py render` output. Every document must parse as YAML and be an object with
+FILE holds `helm template` output. Every document must parse as YAML and be an object with
 apiVersion, kind and metadata.name (this is checked before EXPR). EXPR is a Python expression
 evaluated with:
 

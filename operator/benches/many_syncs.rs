@@ -1,6 +1,8 @@
 //! Many syncs: `DCS_BENCH_SYNCS` DorisChangelogSyncs (default 1 000) reconciled by the real
-//! `dcs-operator` binary, run as a child process against kube-emu in this process (no kubelet:
-//! runner pods never start) with one doris-emu source table. The runners are stubbed by the
+//! `dcs-operator` binary, run as a child process against a control plane of the bench's own
+//! (the test bed's genuine etcd, kube-apiserver, kube-controller-manager and kube-scheduler; no
+//! kubelet: runner pods are created by the real ReplicaSet controller and stay Pending) with one
+//! doris-emu source table. The runners are stubbed by the
 //! bench: once a sync's runner Deployment appears, the bench writes a streaming checkpoint
 //! (crds/src/checkpoint.rs, offset 10 s behind Doris's clock) into its checkpoint ConfigMap, which
 //! is what a started runner does first, and the operator turns it into `Ready=True`/`Streaming`.
@@ -12,11 +14,13 @@
 //! - the API writes during an idle window (`DCS_BENCH_IDLE_SECS`, default 75 s: longer than the
 //!   operator's 60 s requeue, so every sync is reconciled at least once in it). Doris's clock
 //!   stands still for the whole run, as for runners that keep up, so nothing the operator
-//!   reports changes: kube-emu's global resourceVersion counts every write exactly; its event stream
-//!   breaks them down by resource, and status writes that only move lagSeconds and
+//!   reports changes: etcd's revision (a list's resourceVersion) counts every write of the whole
+//!   cluster (the controllers' too); watches of the namespace's syncs, ConfigMaps, Deployments,
+//!   ReplicaSets, Pods and Events break them down by resource, and status writes that only move lagSeconds and
 //!   ttlHeadroomSeconds are told apart from any other write (target: no write at all);
 //! - the operator's memory: VmHWM and VmRSS from `/proc/<child pid>/status` (the operator is a
-//!   separate process; the emulators and the stubs live in the bench process, reported apart).
+//!   separate process), and the same of etcd, kube-apiserver, kube-controller-manager and
+//!   kube-scheduler; doris-emu and the stubs live in the bench process, reported apart.
 //!
 //! `cargo bench -p dcs-operator --bench many_syncs` measures; without `--bench` (as `cargo test
 //! --all-targets` runs it) it runs 10 syncs with a 3 s idle window as a smoke test, which fails
@@ -38,7 +42,6 @@ mod common;
 use anyhow::{Context as _, Result, bail};
 use dcs_crds::DorisChangelogSync;
 use dcs_doris_emu::{RunningEmulator, clock::Clock};
-use dcs_kube_emu::{Config, KubeEmu};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
 use kube::{
@@ -76,12 +79,12 @@ fn mib(kib: Option<u64>) -> String {
     )
 }
 
-async fn client_for(emu: &KubeEmu) -> Result<Client> {
-    let kc = kube::config::Kubeconfig::from_yaml(&emu.kubeconfig(NS))?;
+async fn client_for(cp: &dcs_kube_bed::ControlPlane) -> Result<Client> {
+    let kc = kube::config::Kubeconfig::from_yaml(&cp.kubeconfig(NS))?;
     let mut config =
         kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
             .await?;
-    // The emulator shares two cores with the operator: be patient (the operator keeps kube's
+    // The control plane shares two cores with the operator: be patient (the operator keeps kube's
     // defaults).
     config.connect_timeout = Some(Duration::from_secs(300));
     config.read_timeout = None;
@@ -256,57 +259,181 @@ fn without_refresh_fields(v: &Value) -> Value {
     v
 }
 
-async fn watch_writes(
-    mut rx: tokio::sync::broadcast::Receiver<Arc<dcs_kube_emu::store::Event>>,
+/// etcd's revision: the resourceVersion of a list, which counts every write in the cluster.
+async fn revision(client: &Client) -> Result<u64> {
+    let list = Api::<ConfigMap>::namespaced(client.clone(), NS)
+        .list_metadata(&ListParams::default().limit(1))
+        .await?;
+    Ok(list
+        .metadata
+        .resource_version
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0))
+}
+
+/// Counts the writes to `K` in the namespace from a watch, keeping each object's previous state
+/// to classify sync writes. Returns once the watch has listed what exists (which is not counted).
+async fn count_writes<K>(
+    api: Api<K>,
+    what: &'static str,
     writes: Arc<Mutex<Writes>>,
-) {
-    use tokio::sync::broadcast::error::RecvError;
-    loop {
-        match rx.recv().await {
-            Ok(ev) => {
-                let mut w = writes.lock().expect("writes lock");
-                *w.by_kind
-                    .entry(format!("{} {}", ev.key.gr, ev.kind.as_str()))
-                    .or_default() += 1;
-                if ev.key.gr == "dorischangelogsyncs.dcs.dev" && ev.key.name == "s0000" {
-                    w.trace.push(format!(
-                        "{} rv {} lag {} ready.ltt {} snapshot.startedAt {} (before: lag {} ready.ltt {})",
-                        jiff::Timestamp::now(),
-                        ev.rv,
-                        ev.object.pointer("/status/lagSeconds").unwrap_or(&Value::Null),
-                        ev.object.pointer("/status/conditions/0/lastTransitionTime").unwrap_or(&Value::Null),
-                        ev.object.pointer("/status/snapshot/startedAt").unwrap_or(&Value::Null),
-                        ev.previous.as_ref().and_then(|p| p.pointer("/status/lagSeconds")).unwrap_or(&Value::Null),
-                        ev.previous.as_ref().and_then(|p| p.pointer("/status/conditions/0/lastTransitionTime")).unwrap_or(&Value::Null),
-                    ));
+) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + Send
+        + Sync
+        + 'static,
+{
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let mut ready = Some(ready_tx);
+        let mut known: BTreeMap<String, Value> = BTreeMap::new();
+        let mut stream = watcher(api, watcher::Config::default()).boxed();
+        while let Some(ev) = stream.next().await {
+            let Ok(ev) = ev else {
+                writes.lock().expect("writes lock").missed += 1;
+                continue;
+            };
+            match ev {
+                watcher::Event::InitApply(o) => {
+                    known.insert(o.name_any(), serde_json::to_value(&o).unwrap_or_default());
                 }
-                if ev.key.gr == "dorischangelogsyncs.dcs.dev" {
-                    let same = ev.previous.as_ref().is_some_and(|p| {
-                        without_refresh_fields(p) == without_refresh_fields(&ev.object)
-                    });
-                    if same {
-                        w.lag_refreshes += 1;
-                    } else {
-                        w.other_sync_writes.push(ev.key.name.clone());
-                        let mut paths = Vec::new();
-                        if let Some(p) = &ev.previous {
-                            diff_paths(
-                                &without_refresh_fields(p),
-                                &without_refresh_fields(&ev.object),
-                                "",
-                                &mut paths,
-                            );
-                        }
-                        for path in paths {
-                            *w.other_changes.entry(path).or_default() += 1;
-                        }
+                watcher::Event::Init => {}
+                watcher::Event::InitDone => {
+                    if let Some(tx) = ready.take() {
+                        let _ = tx.send(());
                     }
                 }
+                watcher::Event::Delete(o) => {
+                    known.remove(&o.name_any());
+                    *writes
+                        .lock()
+                        .expect("writes lock")
+                        .by_kind
+                        .entry(format!("{what} DELETED"))
+                        .or_default() += 1;
+                }
+                watcher::Event::Apply(o) => {
+                    let name = o.name_any();
+                    let object = serde_json::to_value(&o).unwrap_or_default();
+                    let previous = known.insert(name.clone(), object.clone());
+                    classify(&writes, what, &name, &object, previous.as_ref());
+                }
             }
-            Err(RecvError::Lagged(n)) => writes.lock().expect("writes lock").missed += n,
-            Err(RecvError::Closed) => return,
+        }
+    });
+    let _ = ready_rx.await;
+    task
+}
+
+fn classify(
+    writes: &Mutex<Writes>,
+    what: &str,
+    name: &str,
+    object: &Value,
+    previous: Option<&Value>,
+) {
+    let mut w = writes.lock().expect("writes lock");
+    let kind = if previous.is_some() {
+        "MODIFIED"
+    } else {
+        "ADDED"
+    };
+    *w.by_kind.entry(format!("{what} {kind}")).or_default() += 1;
+    if what != "dorischangelogsyncs.dcs.dev" {
+        return;
+    }
+    if name == "s0000" {
+        w.trace.push(format!(
+            "{} rv {} lag {} ready.ltt {} snapshot.startedAt {} (before: lag {} ready.ltt {})",
+            jiff::Timestamp::now(),
+            object
+                .pointer("/metadata/resourceVersion")
+                .unwrap_or(&Value::Null),
+            object.pointer("/status/lagSeconds").unwrap_or(&Value::Null),
+            object
+                .pointer("/status/conditions/0/lastTransitionTime")
+                .unwrap_or(&Value::Null),
+            object
+                .pointer("/status/snapshot/startedAt")
+                .unwrap_or(&Value::Null),
+            previous
+                .and_then(|p| p.pointer("/status/lagSeconds"))
+                .unwrap_or(&Value::Null),
+            previous
+                .and_then(|p| p.pointer("/status/conditions/0/lastTransitionTime"))
+                .unwrap_or(&Value::Null),
+        ));
+    }
+    let same =
+        previous.is_some_and(|p| without_refresh_fields(p) == without_refresh_fields(object));
+    if same {
+        w.lag_refreshes += 1;
+    } else {
+        w.other_sync_writes.push(name.to_owned());
+        let mut paths = Vec::new();
+        if let Some(p) = previous {
+            diff_paths(
+                &without_refresh_fields(p),
+                &without_refresh_fields(object),
+                "",
+                &mut paths,
+            );
+        }
+        for path in paths {
+            *w.other_changes.entry(path).or_default() += 1;
         }
     }
+}
+
+/// Watches every kind the operator (or the controllers acting on its objects) writes here.
+async fn watch_writes(
+    client: &Client,
+    writes: Arc<Mutex<Writes>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    use k8s_openapi::api::{apps::v1::ReplicaSet, core::v1::Pod, events::v1::Event};
+    vec![
+        count_writes(
+            Api::<DorisChangelogSync>::namespaced(client.clone(), NS),
+            "dorischangelogsyncs.dcs.dev",
+            writes.clone(),
+        )
+        .await,
+        count_writes(
+            Api::<ConfigMap>::namespaced(client.clone(), NS),
+            "configmaps",
+            writes.clone(),
+        )
+        .await,
+        count_writes(
+            Api::<Deployment>::namespaced(client.clone(), NS),
+            "deployments.apps",
+            writes.clone(),
+        )
+        .await,
+        count_writes(
+            Api::<ReplicaSet>::namespaced(client.clone(), NS),
+            "replicasets.apps",
+            writes.clone(),
+        )
+        .await,
+        count_writes(
+            Api::<Pod>::namespaced(client.clone(), NS),
+            "pods",
+            writes.clone(),
+        )
+        .await,
+        count_writes(
+            Api::<Event>::namespaced(client.clone(), NS),
+            "events.events.k8s.io",
+            writes,
+        )
+        .await,
+    ]
 }
 
 #[tokio::main]
@@ -319,8 +446,8 @@ async fn main() -> Result<()> {
     ));
     let timeout = Duration::from_secs(env_u64("DCS_BENCH_TIMEOUT_SECS", 900));
 
-    let emu = KubeEmu::start(Config::default()).await?;
-    let client = client_for(&emu).await?;
+    let cp = tokio::task::spawn_blocking(|| dcs_kube_bed::ControlPlane::start(None)).await??;
+    let client = client_for(&cp).await?;
     let doris = set_up(&client).await?;
     let ports = doris.ports();
     // Doris's time stands still for the whole run, as for runners that keep up (their offset
@@ -331,7 +458,7 @@ async fn main() -> Result<()> {
     doris.doris.clock.freeze();
 
     // The syncs exist before the operator starts (an operator restart or upgrade over 1 000
-    // syncs): creating them while it runs measures the emulator's saturation more than the
+    // syncs): creating them while it runs measures the API server's saturation more than the
     // operator.
     let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), NS);
     let c0 = Instant::now();
@@ -348,15 +475,15 @@ async fn main() -> Result<()> {
         .try_collect::<Vec<_>>()
         .await?;
     println!(
-        "many_syncs: {n} syncs created in {:.2} s, in one namespace; kube-emu and doris-emu in this \
-         process (no kubelet); runners stubbed by the bench",
+        "many_syncs: {n} syncs created in {:.2} s, in one namespace; a genuine control plane (no \
+         kubelet) and doris-emu in this process; runners stubbed by the bench",
         c0.elapsed().as_secs_f64()
     );
 
     let dir = std::env::temp_dir().join(format!("dcs-many-syncs-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, emu.kubeconfig(NS))?;
+    std::fs::write(&kubeconfig, cp.kubeconfig(NS))?;
     let log_path = dir.join("operator.log");
     let log = std::fs::File::create(&log_path)?;
     let metrics_port = free_port()?;
@@ -410,7 +537,7 @@ async fn main() -> Result<()> {
         if all_started.is_none() && started.load(Ordering::Relaxed) >= n {
             all_started = Some(t0.elapsed());
         }
-        // The emulators share this process's two cores with the stubs: a list may fail to
+        // The control plane shares the two cores with the operator and the stubs: a list may fail to
         // connect while the API server is saturated; that is not the operator's doing.
         let ready = match api.list(&ListParams::default()).await {
             Ok(list) => list.items.iter().filter(|s| is_ready(s)).count(),
@@ -467,17 +594,16 @@ async fn main() -> Result<()> {
     }
     if list_errors > 0 {
         println!(
-            "(the bench's own list of the syncs failed {list_errors} times on the saturated emulator)"
+            "(the bench's own list of the syncs failed {list_errors} times on the saturated API server)"
         );
     }
 
     // Settle: the last transitions' events and status writes; then nothing should move.
-    let store = &emu.cluster.store;
     let settle_start = Instant::now();
-    let mut last = store.current_rv();
+    let mut last = revision(&client).await?;
     loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let now = store.current_rv();
+        let now = revision(&client).await?;
         if now == last || settle_start.elapsed() > Duration::from_secs(30) {
             break;
         }
@@ -485,17 +611,19 @@ async fn main() -> Result<()> {
     }
 
     let writes = Arc::new(Mutex::new(Writes::default()));
-    let counter = tokio::spawn(watch_writes(store.subscribe(), writes.clone()));
-    let rv0 = store.current_rv();
+    let counter = watch_writes(&client, writes.clone()).await;
+    let rv0 = revision(&client).await?;
     let counts0 = reconcile_counts(&http, metrics_port).await;
     tokio::time::sleep(idle).await;
-    let rv1 = store.current_rv();
+    let rv1 = revision(&client).await?;
     let counts1 = reconcile_counts(&http, metrics_port).await;
-    counter.abort();
+    for c in counter {
+        c.abort();
+    }
     {
         let w = writes.lock().expect("writes lock");
         println!(
-            "idle window {:.0} s (after {:.1} s settling): {} API writes (resourceVersion {rv0} -> {rv1})",
+            "idle window {:.0} s (after {:.1} s settling): {} writes in the whole cluster (etcd revision {rv0} -> {rv1})",
             idle.as_secs_f64(),
             settle_start.elapsed().as_secs_f64() - idle.as_secs_f64(),
             rv1 - rv0
@@ -549,9 +677,17 @@ async fn main() -> Result<()> {
         mib(rss_ready),
         mib(proc_status_kib(&pid, "VmRSS:")),
     );
+    for (name, pid) in cp.pids() {
+        let pid = pid.to_string();
+        println!(
+            "{name} memory: VmHWM {}, VmRSS {}",
+            mib(proc_status_kib(&pid, "VmHWM:")),
+            mib(proc_status_kib(&pid, "VmRSS:"))
+        );
+    }
     let me = std::process::id().to_string();
     println!(
-        "bench process (kube-emu + doris-emu + stubs, not the operator): VmHWM {}",
+        "bench process (doris-emu + stubs, not the operator): VmHWM {}",
         mib(proc_status_kib(&me, "VmHWM:"))
     );
 
@@ -569,7 +705,7 @@ async fn main() -> Result<()> {
     operator.start_kill()?;
     let _ = operator.wait().await;
     drop(doris);
-    emu.shutdown().await;
+    tokio::task::spawn_blocking(move || cp.stop()).await?;
     if std::env::var_os("DCS_BENCH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     } else {
