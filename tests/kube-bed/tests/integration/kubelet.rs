@@ -23,6 +23,24 @@ async fn logs(pods: &Api<Pod>, name: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Lets the namespace's `default` ServiceAccount read ConfigMaps there (the API server enforces
+/// RBAC: without this, kubectl in the pod is refused).
+async fn allow_reading_configmaps(client: &kube::Client, ns: &str) -> Result<()> {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let role: Role = serde_json::from_value(json!({"metadata": {"name": "read-cm"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}))?;
+    Api::<Role>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &role)
+        .await?;
+    let binding: RoleBinding = serde_json::from_value(json!({"metadata": {"name": "read-cm"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-cm"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}]}))?;
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await?;
+    Ok(())
+}
+
 fn pod(v: serde_json::Value) -> Pod {
     serde_json::from_value(v).expect("valid pod")
 }
@@ -33,6 +51,7 @@ async fn pod_gets_env_volumes_and_service_account() -> Result<()> {
     let bed = dcs_kube_bed::kubelet_namespace("kubelet").await?;
     let client = bed.client.clone();
     let ns = bed.name.as_str();
+    allow_reading_configmaps(&client, ns).await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -96,7 +115,7 @@ echo KUBECTL=$(/usr/bin/kubectl get configmap cfg -o jsonpath='{.data.key}' 2>&1
     for want in [
         "CM=from-configmap".to_string(),
         "SEC=s3cret".into(),
-        "NS=default".into(),
+        format!("NS={ns}"),
         "ENV=plain,s3cret,from-configmap,plain-expanded".into(),
         format!("IP={ip}"),
         format!("API={}", bed.cp.address),
@@ -160,6 +179,17 @@ async fn killed_child_is_restarted_and_exit_codes_are_reported() -> Result<()> {
     .await?;
     let second: i32 = std::fs::read_to_string(&pidfile)?.trim().parse()?;
     assert_ne!(first, second);
+    // The status write follows the restart a moment later.
+    eventually("restartCount 1 and running again", || async {
+        pods.get("victim")
+            .await
+            .ok()
+            .and_then(|p| p.status?.container_statuses)
+            .is_some_and(|c| {
+                c[0].restart_count == 1 && c[0].state.as_ref().is_some_and(|s| s.running.is_some())
+            })
+    })
+    .await?;
     let p = pods.get("victim").await?;
     let cs = &p.status.unwrap().container_statuses.unwrap()[0];
     assert_eq!(cs.restart_count, 1);
@@ -176,7 +206,13 @@ async fn killed_child_is_restarted_and_exit_codes_are_reported() -> Result<()> {
         .list(&kube::api::ListParams::default().fields("involvedObject.name=victim"))
         .await?
         .items;
-    // Reported as a kubelet does: the component, from its node.
+    // Reported as a kubelet does: the component, from its node (the scheduler's Scheduled
+    // event is the scheduler's).
+    let victim_events: Vec<_> = victim_events
+        .into_iter()
+        .filter(|e| e.reporting_component.as_deref() != Some("default-scheduler"))
+        .collect();
+    assert!(!victim_events.is_empty());
     for e in &victim_events {
         let source = e.source.as_ref().expect("event source");
         assert_eq!(source.component.as_deref(), Some("kubelet"), "{e:?}");
@@ -248,7 +284,12 @@ async fn killed_child_is_restarted_and_exit_codes_are_reported() -> Result<()> {
             .is_some_and(|p| p == "Succeeded")
     })
     .await?;
-    assert!(!alive(second), "shutdown must stop pod processes");
+    // Deleting the pod stops its process (the kubelet is shared: it does not stop with the test).
+    pods.delete("victim", &DeleteParams::default()).await?;
+    eventually("the victim's process to be stopped", || async {
+        !alive(second)
+    })
+    .await?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
@@ -505,6 +546,7 @@ async fn an_empty_dir_over_tmp_hides_neither_volume_sources_nor_the_program() ->
     std::fs::copy("/bin/sh", &shell)?;
     let bed = dcs_kube_bed::kubelet_namespace("kubelet").await?;
     let client = bed.client.clone();
+    allow_reading_configmaps(&client, &bed.name).await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &bed.name);
     cms.create(
         &PostParams::default(),

@@ -61,7 +61,8 @@ async fn deployment_recreates_pods_one_generation_at_a_time() -> Result<()> {
         .await?
         .items
     {
-        assert_eq!(p.owner_references()[0].kind, "Deployment");
+        // The real Deployment controller owns its pods through a ReplicaSet.
+        assert_eq!(p.owner_references()[0].kind, "ReplicaSet");
     }
 
     // A template change: every old pod is gone before a new one exists.
