@@ -1,4 +1,4 @@
-//! Integration tests of dcs-operator against kube-emu and doris-emu.
+//! Integration tests of dcs-operator against the test bed's genuine control plane and doris-emu.
 //!
 //! One test binary per crate: every file here is a module of it, so the workspace links one
 //! executable per crate instead of one per file (link time and disk on CI). Run one file's tests

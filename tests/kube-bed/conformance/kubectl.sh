@@ -93,9 +93,9 @@ check "secret data is base64" "cHc=" k get secret creds -o 'jsonpath={.data.pass
 check "create configmap" "created" k create configmap settings --from-literal=mode=fast
 
 # CRD and custom resources, client-side and server-side apply.
-check "apply CRD" "widgets.test.kube-emu.dev" k apply -f "$here/widget-crd.yaml"
-check "CRD established" "condition met" k wait --for=condition=Established crd/widgets.test.kube-emu.dev --timeout=10s
-check "apply custom resource" "widget.test.kube-emu.dev/w1 created" k apply -f "$here/widget.yaml"
+check "apply CRD" "widgets.test.kube-bed.dev" k apply -f "$here/widget-crd.yaml"
+check "CRD established" "condition met" k wait --for=condition=Established crd/widgets.test.kube-bed.dev --timeout=10s
+check "apply custom resource" "widget.test.kube-bed.dev/w1 created" k apply -f "$here/widget.yaml"
 check "re-apply unchanged" "unchanged" k apply -f "$here/widget.yaml"
 check "apply a change" "configured" bash -c "sed 's/size: 3/size: 5/' '$here/widget.yaml' | timeout 30 kubectl -n $ns apply -f -"
 check "server-side apply" "serverside-applied" bash -c "sed 's/name: w1/name: w2/' '$here/widget.yaml' | timeout 30 kubectl -n $ns apply --server-side -f -"
@@ -123,7 +123,7 @@ check "wait --for=jsonpath" "condition met" k wait --for=jsonpath='{.status.phas
 check "spec patch ignores status" "Running" bash -c "timeout 30 kubectl -n $ns patch wd w1 --type=merge -p '{\"spec\":{\"size\":6},\"status\":{\"phase\":\"Nope\"}}' >/dev/null && timeout 30 kubectl -n $ns get wd w1 -o jsonpath='{.status.phase}'"
 
 # Finalizers.
-check "add finalizer" "patched" k patch wd w2 --type=merge -p '{"metadata":{"finalizers":["test.kube-emu.dev/hold"]}}'
+check "add finalizer" "patched" k patch wd w2 --type=merge -p '{"metadata":{"finalizers":["test.kube-bed.dev/hold"]}}'
 check "delete held by finalizer" "deleted" k delete wd w2 --wait=false
 check "deletionTimestamp set" "T" k get wd w2 -o 'jsonpath={.metadata.deletionTimestamp}'
 check "release finalizer" "patched" k patch wd w2 --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]'
@@ -131,10 +131,10 @@ refuse "gone after release" "NotFound" k get wd w2
 
 # Garbage collection of owned objects.
 uid=$(k get wd w1 -o 'jsonpath={.metadata.uid}')
-check "create owned ConfigMap" "created" bash -c "printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owned\n  ownerReferences:\n  - apiVersion: test.kube-emu.dev/v1\n    kind: Widget\n    name: w1\n    uid: $uid\ndata:\n  a: b\n' | timeout 30 kubectl -n $ns apply -f -"
+check "create owned ConfigMap" "created" bash -c "printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owned\n  ownerReferences:\n  - apiVersion: test.kube-bed.dev/v1\n    kind: Widget\n    name: w1\n    uid: $uid\ndata:\n  a: b\n' | timeout 30 kubectl -n $ns apply -f -"
 check "delete owner" "deleted" k delete wd w1
 gone "owned ConfigMap collected" k get cm owned
-owned_by() { printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  ownerReferences:\n  - apiVersion: test.kube-emu.dev/v1\n    kind: Widget\n    name: %s\n    uid: %s\ndata:\n  a: b\n' "$1" "$2" "$3"; }
+owned_by() { printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  ownerReferences:\n  - apiVersion: test.kube-bed.dev/v1\n    kind: Widget\n    name: %s\n    uid: %s\ndata:\n  a: b\n' "$1" "$2" "$3"; }
 check "owner for orphaning" "created" bash -c "sed 's/name: w1/name: w3/' '$here/widget.yaml' | timeout 30 kubectl -n $ns apply -f -"
 uid3=$(k get wd w3 -o 'jsonpath={.metadata.uid}')
 check "owned by w3" "created" bash -c "$(declare -f owned_by); owned_by orphan w3 $uid3 | timeout 30 kubectl -n $ns apply -f -"
@@ -179,7 +179,7 @@ fi
 # Namespace deletion takes its content along.
 check "delete namespace" "deleted" timeout 60 kubectl delete namespace "$ns" --timeout=30s
 refuse "namespace gone" "NotFound" timeout 30 kubectl get namespace "$ns"
-check "delete CRD" "deleted" timeout 30 kubectl delete crd widgets.test.kube-emu.dev
+check "delete CRD" "deleted" timeout 30 kubectl delete crd widgets.test.kube-bed.dev
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -29,6 +29,8 @@ pub(super) struct Prepared {
 /// thread it is tied to.
 pub(super) struct Proc {
     child: tokio::process::Child,
+    /// The process (and process group) id, kept: the child forgets it once it has exited.
+    pid: Option<u32>,
     pumps: Vec<tokio::task::JoinHandle<()>>,
     log: Arc<LogBuf>,
     _tie: Tie,
@@ -41,14 +43,14 @@ impl Proc {
         let code = self.child.wait().await.map(exit_code).unwrap_or(1);
         // As when a container's first process ends, nothing else of it lives on (and what did
         // would hold the log pipes open).
-        if let Some(pid) = self.child.id() {
+        if let Some(pid) = self.pid {
             let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
         }
         for p in self.pumps.drain(..) {
             let _ = p.await;
         }
         self.log.close();
-        if let Some(pid) = self.child.id() {
+        if let Some(pid) = self.pid {
             lifeline::forget_group(pid);
         }
         code
@@ -334,7 +336,8 @@ pub(super) fn spawn(ctx: &PodCtx, p: &Prepared, log_key: &str) -> std::io::Resul
         p.program.clone(),
         start,
     )?;
-    if let Some(pid) = child.id() {
+    let pid = child.id();
+    if let Some(pid) = pid {
         lifeline::kill_group_at_exit(pid);
     }
     let log = Arc::new(LogBuf::default());
@@ -351,6 +354,7 @@ pub(super) fn spawn(ctx: &PodCtx, p: &Prepared, log_key: &str) -> std::io::Resul
     }
     Ok(Proc {
         child,
+        pid,
         pumps,
         log,
         _tie: tie,
@@ -369,7 +373,7 @@ pub(super) async fn pump(mut r: impl AsyncRead + Unpin, buf: Arc<LogBuf>) {
 
 /// SIGTERM to the container's process group, SIGKILL after `grace`.
 pub(super) async fn terminate(proc: &mut Proc, grace: Duration) -> i32 {
-    if let Some(pid) = proc.child.id() {
+    if let Some(pid) = proc.pid {
         let pg = Pid::from_raw(pid as i32);
         if !grace.is_zero() {
             let _ = killpg(pg, Signal::SIGTERM);

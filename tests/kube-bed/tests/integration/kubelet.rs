@@ -474,13 +474,21 @@ async fn probes_resolve_named_ports_against_the_container_ports() -> Result<()> 
         p["failureThreshold"] = json!(1);
         p
     };
+    // Liveness tolerates a slow start (python on a loaded machine) but not a port that never
+    // answers: five failures in a row, a second apart.
+    let patient = |p: serde_json::Value| {
+        let mut p = p;
+        p["periodSeconds"] = json!(1);
+        p["failureThreshold"] = json!(5);
+        p
+    };
     pods.create(
         &PostParams::default(),
         &server(
             "http-ready",
             free_port()?,
             fast(json!({"httpGet": {"path": "/", "port": "web"}})),
-            fast(json!({"tcpSocket": {"port": "web"}, "initialDelaySeconds": 1})),
+            patient(json!({"tcpSocket": {"port": "web"}, "initialDelaySeconds": 1})),
         ),
     )
     .await?;
@@ -490,7 +498,7 @@ async fn probes_resolve_named_ports_against_the_container_ports() -> Result<()> 
             "tcp-ready",
             free_port()?,
             fast(json!({"tcpSocket": {"port": "web"}})),
-            fast(json!({"httpGet": {"path": "/", "port": "web"}, "initialDelaySeconds": 1})),
+            patient(json!({"httpGet": {"path": "/", "port": "web"}, "initialDelaySeconds": 1})),
         ),
     )
     .await?;
@@ -509,8 +517,8 @@ async fn probes_resolve_named_ports_against_the_container_ports() -> Result<()> 
         is_ready(&pods, "http-ready").await && is_ready(&pods, "tcp-ready").await
     })
     .await?;
-    // Several liveness periods: no restart, still ready.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // More liveness periods than the failure threshold: no restart, still ready.
+    tokio::time::sleep(Duration::from_secs(8)).await;
     for name in ["http-ready", "tcp-ready"] {
         assert_eq!(restarts(&pods, name).await, 0, "{name} restarted");
         assert!(is_ready(&pods, name).await, "{name} not ready");
