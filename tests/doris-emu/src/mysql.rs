@@ -91,13 +91,32 @@ impl Connection {
                 results
                     .completed(OkResponse {
                         affected_rows,
-                        info,
+                        info: doris_ok_info(info),
                         ..Default::default()
                     })
                     .await
             }
             Err(e) => write_error(results, &e).await,
         }
+    }
+}
+
+/// The info of an OK packet as Doris writes it: a length-encoded string even when the client did
+/// not negotiate `CLIENT_SESSION_TRACK` (fe `MysqlOkPacket.writeTo`: "in datasheet, use EOF
+/// string, but in the code, mysql use length encoded string"), and nothing when empty. MySQL
+/// Connector/J reads it that way and fails on a bare string (`Buffer length is less than expected
+/// payload length`). opensrv-mysql writes the info as the rest of the packet, so the length byte
+/// is put in front here; an info of 128 bytes or more (never written by the emulator, whose
+/// longest is the INSERT label line) cannot carry a one-byte prefix in a `String` and stays bare.
+fn doris_ok_info(info: String) -> String {
+    match u8::try_from(info.len()) {
+        Ok(n @ 1..=127) => {
+            let mut out = String::with_capacity(info.len() + 1);
+            out.push(char::from(n));
+            out.push_str(&info);
+            out
+        }
+        _ => info,
     }
 }
 
@@ -379,6 +398,15 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ok_info_is_length_encoded_as_doris_writes_it() {
+        let info = "{'label':'insert_1', 'status':'VISIBLE', 'txnId':'7'}".to_string();
+        let wire = doris_ok_info(info.clone());
+        assert_eq!(wire.as_bytes()[0] as usize, info.len());
+        assert_eq!(&wire[1..], info);
+        assert_eq!(doris_ok_info(String::new()), "");
+    }
 
     #[test]
     fn binds_placeholders_outside_quotes_only() {

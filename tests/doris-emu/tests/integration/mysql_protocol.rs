@@ -263,3 +263,21 @@ async fn a_timed_refusal_disarms_by_itself() {
     );
     assert_eq!(emu.doris.faults.get().refuse_connections_ms, None);
 }
+
+#[tokio::test]
+async fn an_ok_packet_carries_its_info_length_encoded_as_doris_writes_it() {
+    let emu = common::emu().await;
+    let mut c = conn(emu.ports().query_port).await;
+    c.query_drop("CREATE DATABASE test").await.unwrap();
+    c.query_drop(common::STUDENT_DDL).await.unwrap();
+    c.query_drop("INSERT INTO test.student VALUES (1, 'ann', 20, 90.5, NULL)")
+        .await
+        .unwrap();
+    // Doris writes the info as a length-encoded string even without CLIENT_SESSION_TRACK, and
+    // clients (mysql_async here, MySQL Connector/J) read it so: a bare string loses its first
+    // byte to the length (mysql_async) or fails the statement (Connector/J).
+    let info = c.info().into_owned();
+    assert!(info.starts_with("{'label':'insert_"), "{info:?}");
+    assert!(info.ends_with("'}"), "{info:?}");
+    assert!(info.contains("'status':'VISIBLE', 'txnId':'"), "{info:?}");
+}
