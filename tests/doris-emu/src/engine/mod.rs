@@ -268,6 +268,7 @@ pub struct IncrRequest {
     pub visible_timeout_ms: i64,
 }
 
+pub mod fe_config;
 mod incr;
 mod key;
 mod props;
@@ -360,6 +361,8 @@ enum Lookup {
 
 #[derive(Debug)]
 struct Database {
+    /// Catalog id (Doris names databases by id in transaction messages).
+    id: i64,
     tables: BTreeMap<String, Table>,
 }
 
@@ -372,9 +375,26 @@ struct Txn {
     /// Validated rows, against the column list in `cols`.
     writes: Vec<NormWrite>,
     cols: Vec<String>,
+    /// Emulated time the load began.
+    prepare_ms: i64,
+    /// How long the load may stay PREPARE (its `timeout`, else the FE default).
+    timeout_ms: i64,
     /// Emulated time of the pre-commit.
     precommit_ms: Option<i64>,
     reason: String,
+}
+
+impl Txn {
+    /// Whether Doris's transaction manager aborts it at `now_ms` (`TransactionState.isTimeout`).
+    fn timed_out(&self, now_ms: i64, precommit_timeout_ms: i64) -> bool {
+        match self.state {
+            TxnState::Prepare => now_ms - self.prepare_ms > self.timeout_ms,
+            TxnState::PreCommitted => self
+                .precommit_ms
+                .is_some_and(|at| now_ms - at > precommit_timeout_ms),
+            TxnState::Visible | TxnState::Aborted => false,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -460,6 +480,8 @@ impl State {
 pub struct Engine {
     clock: Arc<Clock>,
     feature_changelog: bool,
+    /// The FE settings of transactions (timeouts, the running-transaction limit).
+    pub fe_config: fe_config::FeConfig,
     state: RwLock<State>,
 }
 
@@ -469,6 +491,7 @@ impl Engine {
         Self {
             clock,
             feature_changelog,
+            fe_config: fe_config::FeConfig::default(),
             state: RwLock::new(State {
                 dbs: BTreeMap::new(),
                 next_id: FIRST_CATALOG_ID,
@@ -510,10 +533,11 @@ impl Engine {
                 ),
             ));
         }
-        st.alloc_id();
+        let id = st.alloc_id();
         st.dbs.insert(
             name.to_string(),
             Database {
+                id,
                 tables: BTreeMap::new(),
             },
         );
@@ -913,9 +937,25 @@ impl Engine {
 
     // === stream load transactions ===
 
-    /// Begin a load transaction under `label` (labels of aborted transactions may be reused).
+    /// Begin a load transaction under `label` (labels of aborted transactions may be reused), with
+    /// the FE's default load timeout.
     pub fn begin_txn(&self, db: &str, table: &str, label: &str) -> Result<i64, BeginError> {
+        self.begin_txn_with_timeout(db, table, label, None)
+    }
+
+    /// Begin a load transaction under `label` that may stay PREPARE for `timeout_s` seconds (the
+    /// load's `timeout` header; `None`: `stream_load_default_timeout_second`). Refused when the
+    /// database already runs `max_running_txn_num_per_db` transactions.
+    pub fn begin_txn_with_timeout(
+        &self,
+        db: &str,
+        table: &str,
+        label: &str,
+        timeout_s: Option<i64>,
+    ) -> Result<i64, BeginError> {
         let mut st = self.state.write();
+        let now = self.clock.now_ms();
+        self.expire_txns(&mut st, now);
         let t = st
             .table(db, table, Lookup::Ddl)
             .map_err(BeginError::Other)?;
@@ -931,6 +971,21 @@ impl Engine {
                 state: txn.state,
             });
         }
+        let running = st
+            .txns
+            .values()
+            .filter(|x| x.db == db && matches!(x.state, TxnState::Prepare | TxnState::PreCommitted))
+            .count() as i64;
+        let limit = self.fe_config.max_running_txn_num_per_db();
+        if running >= limit {
+            let db_id = st.dbs.get(db).map_or(0, |d| d.id);
+            return Err(BeginError::Other(DorisError::analysis(format!(
+                "current running txns on db {db_id} is {running}, larger than limit {limit}"
+            ))));
+        }
+        let timeout_ms = timeout_s
+            .map(|s| s.saturating_mul(1000))
+            .unwrap_or_else(|| self.fe_config.default_load_timeout_ms());
         let id = st.next_txn_id;
         st.next_txn_id += 1;
         st.txns.insert(
@@ -942,11 +997,27 @@ impl Engine {
                 state: TxnState::Prepare,
                 writes: Vec::new(),
                 cols: Vec::new(),
+                prepare_ms: now,
+                timeout_ms,
                 precommit_ms: None,
                 reason: String::new(),
             },
         );
         Ok(id)
+    }
+
+    /// Doris's transaction manager: abort every transaction past its timeout at `now_ms` (by the
+    /// emulated clock, so a clock jump times transactions out as Doris's would). Run before every
+    /// decision that depends on a transaction's state.
+    fn expire_txns(&self, st: &mut State, now_ms: i64) {
+        let precommit_timeout = self.fe_config.precommit_timeout_ms();
+        for txn in st.txns.values_mut() {
+            if txn.timed_out(now_ms, precommit_timeout) {
+                txn.state = TxnState::Aborted;
+                txn.reason = fe_config::TIMEOUT_REASON.to_string();
+                txn.writes = Vec::new();
+            }
+        }
     }
 
     /// Attach the load's rows and pre-commit (two-phase) or commit at once. Returns the new state.
@@ -960,6 +1031,7 @@ impl Engine {
         two_phase: bool,
     ) -> Result<TxnState> {
         let mut st = self.state.write();
+        self.expire_txns(&mut st, self.clock.now_ms());
         let (db, table_id, state) = match st.txns.get(&txn_id) {
             Some(t) => (t.db.clone(), t.table_id, t.state),
             None => {
@@ -1048,6 +1120,7 @@ impl Engine {
     ) -> std::result::Result<String, String> {
         let e = |m: String| format!("errCode = 2, detailMessage = {m}");
         let mut st = self.state.write();
+        self.expire_txns(&mut st, self.clock.now_ms());
         if !st.dbs.contains_key(db) {
             return Err(e(format!("unknown database, database={db}")));
         }
@@ -1143,7 +1216,18 @@ impl Engine {
 
     /// State of a transaction, for tests and the control API.
     pub fn txn_state(&self, txn_id: i64) -> Option<TxnState> {
-        self.state.read().txns.get(&txn_id).map(|t| t.state)
+        let mut st = self.state.write();
+        self.expire_txns(&mut st, self.clock.now_ms());
+        st.txns.get(&txn_id).map(|t| t.state)
+    }
+
+    /// Why a transaction was aborted (empty while it is not).
+    pub fn txn_reason(&self, txn_id: i64) -> Option<String> {
+        self.state
+            .read()
+            .txns
+            .get(&txn_id)
+            .map(|t| t.reason.clone())
     }
 
     /// Label of a transaction.
@@ -1179,7 +1263,8 @@ impl Engine {
             let deadline = Instant::now() + Duration::from_millis(req.visible_timeout_ms as u64);
             loop {
                 let pending = {
-                    let st = self.state.read();
+                    let mut st = self.state.write();
+                    self.expire_txns(&mut st, self.clock.now_ms());
                     st.txns.values().any(|x| {
                         x.db == req.db
                             && x.table_id == table_id

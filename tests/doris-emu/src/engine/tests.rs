@@ -1565,3 +1565,74 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_pre_committed_load_is_aborted_by_the_precommit_timeout_on_dorises_clock() {
+    let e = setup(KeysType::Unique, CL_HIST);
+    e.fe_config
+        .set_named("stream_load_default_precommit_timeout_second", "60")
+        .unwrap();
+    let txn = e.begin_txn("d", "t", "l1").unwrap();
+    e.finish_txn(txn, vec![up(1, "a")], true).unwrap();
+    e.clock().advance_ms(59_000);
+    assert_eq!(e.txn_state(txn), Some(TxnState::PreCommitted));
+    e.clock().advance_ms(1_001);
+    assert_eq!(e.txn_state(txn), Some(TxnState::Aborted));
+    assert_eq!(
+        e.two_phase("d", &TxnRef::Id(txn), TxnOperation::Commit)
+            .unwrap_err(),
+        format!(
+            "errCode = 2, detailMessage = transaction [{txn}] is already aborted. abort reason: timeout by txn manager"
+        )
+    );
+    // The label is free again, and nothing was written.
+    let again = e.begin_txn("d", "t", "l1").unwrap();
+    assert_ne!(again, txn);
+}
+
+#[test]
+fn a_load_timeout_bounds_the_prepare_state_only() {
+    let e = setup(KeysType::Unique, CL_HIST);
+    let slow = e
+        .begin_txn_with_timeout("d", "t", "slow", Some(10))
+        .unwrap();
+    e.clock().advance_ms(10_001);
+    assert_eq!(e.txn_state(slow), Some(TxnState::Aborted));
+    assert!(e.finish_txn(slow, vec![up(1, "a")], true).is_err());
+    // Pre-committed in time, the load outlives its own timeout (the pre-commit timeout applies).
+    let quick = e
+        .begin_txn_with_timeout("d", "t", "quick", Some(10))
+        .unwrap();
+    e.finish_txn(quick, vec![up(1, "a")], true).unwrap();
+    e.clock().advance_ms(20_000);
+    assert_eq!(e.txn_state(quick), Some(TxnState::PreCommitted));
+}
+
+#[test]
+fn running_transactions_per_database_are_limited() {
+    let e = setup(KeysType::Unique, CL_HIST);
+    e.fe_config
+        .set_named("max_running_txn_num_per_db", "2")
+        .unwrap();
+    let a = e.begin_txn("d", "t", "a").unwrap();
+    e.finish_txn(a, vec![up(1, "a")], true).unwrap();
+    let _b = e.begin_txn("d", "t", "b").unwrap();
+    let Err(BeginError::Other(err)) = e.begin_txn("d", "t", "c") else {
+        panic!("the third running transaction must be refused");
+    };
+    assert!(
+        err.message
+            .starts_with("errCode = 2, detailMessage = current running txns on db "),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.ends_with(" is 2, larger than limit 2"),
+        "{}",
+        err.message
+    );
+    // A commit frees a place.
+    e.two_phase("d", &TxnRef::Id(a), TxnOperation::Commit)
+        .unwrap();
+    e.begin_txn("d", "t", "c").unwrap();
+}

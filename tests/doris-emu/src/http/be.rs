@@ -118,7 +118,11 @@ async fn stream_load(
 
     // Begin the transaction (label dedup).
     let begin = Instant::now();
-    let txn_id = match ctx.doris.engine.begin_txn(&db, &table, &label) {
+    let txn_id = match ctx
+        .doris
+        .engine
+        .begin_txn_with_timeout(&db, &table, &label, opts.timeout_s)
+    {
         Ok(id) => id,
         Err(BeginError::LabelExists { txn_id, state }) => {
             let mut r = fail(

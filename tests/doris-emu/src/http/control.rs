@@ -24,6 +24,26 @@ pub(super) fn router() -> Router<Ctx> {
         )
         .route("/_emu/counters", get(get_counters).delete(delete_counters))
         .route("/_emu/txns", get(txns))
+        .route("/_emu/config", get(get_config).put(put_config))
+}
+
+fn config_body(ctx: &Ctx) -> String {
+    serde_json::to_string(&ctx.doris.engine.fe_config.values()).unwrap_or_else(|_| "{}".into())
+}
+
+async fn get_config(State(ctx): State<Ctx>) -> Response {
+    ok_json(config_body(&ctx))
+}
+
+async fn put_config(State(ctx): State<Ctx>, body: Bytes) -> Response {
+    let values: crate::engine::fe_config::FeConfigValues = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return bad(&format!("invalid FE config: {e}")),
+    };
+    match ctx.doris.engine.fe_config.set(values) {
+        Ok(()) => ok_json(config_body(&ctx)),
+        Err(m) => bad(&m),
+    }
 }
 
 fn ok_json(body: String) -> Response {
@@ -140,6 +160,10 @@ async fn txns(State(ctx): State<Ctx>) -> Response {
                     state
                         .map(|s| jstr(job_status(s)))
                         .unwrap_or_else(|| "null".into()),
+                )
+                .s(
+                    "reason",
+                    &ctx.doris.engine.txn_reason(t.txn_id).unwrap_or_default(),
                 )
                 .compact()
         })
