@@ -181,8 +181,9 @@ pub async fn run<S: CheckpointStore>(
         let mut flow = Flow::new(&config, store, control.progress, control.hooks);
         let mut shutdown = control.shutdown;
         let result = flow.run(&mut shutdown).await;
-        if let Err(e) = &result {
-            flow.record_error(e).await;
+        match &result {
+            Ok(_) => flow.late_sweep(true).await,
+            Err(e) => flow.record_error(e).await,
         }
         if let Some(offsets) = flow.offsets.take() {
             offsets.finish(OFFSET_TABLE_FINISH).await;
@@ -227,6 +228,15 @@ struct Flow<'a, S> {
     known_columns: Option<Vec<String>>,
     /// Writes the offset-table row after changelog checkpoints, when `offsets.table` is set.
     offsets: Option<OffsetPublisher>,
+    /// The previous run's labels, to abort again once its loads in flight must have landed.
+    late_sweep: Option<LateSweep>,
+}
+
+/// A sweep of the labels of one checkpoint id, due at a time.
+#[derive(Debug, Clone, Copy)]
+struct LateSweep {
+    checkpoint_id: u64,
+    due: Instant,
 }
 
 impl<'a, S: CheckpointStore> Flow<'a, S> {
@@ -266,6 +276,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             progress: Progress::default(),
             known_columns: None,
             offsets: None,
+            late_sweep: None,
         }
     }
 
@@ -328,41 +339,145 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             self.config.startup_timestamp_ms,
         );
         tracing::info!(?plan, ?source, "resolved the start point");
-        if source == start::StartSource::OffsetTable {
-            // The checkpoint ids of the run that wrote the row are unknown: take ids no earlier
-            // run can have used (ms since the epoch grow faster than checkpoints), so the 2PC
-            // labels of this run never collide with that run's.
-            self.next_id = self
-                .next_id
-                .max(u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(1));
-        }
         if plan == StartPlan::Done {
             self.progress.phase = Phase::Done;
             self.publish();
             return Ok(Outcome::Done);
         }
         let http = FeHttpClient::new(self.config.source.clone())?;
-        let schema = snapshot::fetch_schema(&http, &self.config.source.table).await?;
-        let columns = snapshot::projection(&schema, self.config.columns.as_deref())?;
-        match plan {
-            StartPlan::Done => unreachable!("handled above"),
-            StartPlan::Snapshot { tablets_done, then } => {
-                self.snapshot_phase(&http, shutdown, &columns, tablets_done, then)
-                    .await
-            }
+        let plan = match plan {
             StartPlan::SnapshotFromNow => {
                 let t0 = tso::current(&http).await?.window_end();
                 tracing::info!(t0 = %t0.timestamp, "took the changelog start point before the snapshot");
-                self.snapshot_phase(&http, shutdown, &columns, Vec::new(), Some(t0))
+                StartPlan::Snapshot {
+                    tablets_done: Vec::new(),
+                    then: Some(t0),
+                }
+            }
+            StartPlan::ChangelogFromNow => StartPlan::Changelog {
+                from: tso::current(&http).await?.window_end(),
+            },
+            other => other,
+        };
+        let first_id = match source {
+            start::StartSource::Checkpoint => None,
+            // The checkpoint ids of the run that wrote the row are unknown: take ids no earlier
+            // run can have used (Doris's milliseconds grow faster than checkpoints, and Doris's
+            // clock, unlike this machine's, never steps back), so this run's labels never collide
+            // with that run's.
+            start::StartSource::OffsetTable => Some(
+                u64::try_from(tso::current(&http).await?.physical_ms)
+                    .unwrap_or(1)
+                    .max(1),
+            ),
+            start::StartSource::StartupMode => Some(1),
+        };
+        self.open_run(&plan, first_id).await?;
+        let schema = snapshot::fetch_schema(&http, &self.config.source.table).await?;
+        let columns = snapshot::projection(&schema, self.config.columns.as_deref())?;
+        match plan {
+            StartPlan::Snapshot { tablets_done, then } => {
+                self.snapshot_phase(&http, shutdown, &columns, tablets_done, then)
                     .await
             }
             StartPlan::Changelog { from } => {
                 self.changelog_phase(http, shutdown, columns, from).await
             }
-            StartPlan::ChangelogFromNow => {
-                let from = tso::current(&http).await?.window_end();
-                self.changelog_phase(http, shutdown, columns, from).await
+            StartPlan::Done | StartPlan::SnapshotFromNow | StartPlan::ChangelogFromNow => {
+                unreachable!("resolved above")
             }
+        }
+    }
+
+    /// Save this run's own checkpoint before its first load, and label every load with a later
+    /// checkpoint id.
+    ///
+    /// A load the previous run had in flight when it died may still land in Doris after this run's
+    /// start swept that run's labels (a slow BE, a request the kernel had already sent). Were this
+    /// run to load under the same checkpoint id, such a load would hold one of its labels: adopted,
+    /// it would commit the dead run's rows under this run's checkpoint (rows twice, or lost). So a
+    /// resumed run first saves the loaded checkpoint again under the next id (its transactions are
+    /// committed by now) and loads above it; a fresh run saves its start point (`first_id`) the
+    /// same way. The dead run's labels are never used again, and they are swept once more later
+    /// ([`Flow::late_sweep`]).
+    async fn open_run(&mut self, plan: &StartPlan, first_id: Option<u64>) -> Result<()> {
+        let (position, start_point) = match plan {
+            StartPlan::Snapshot { tablets_done, then } => (
+                Position::Snapshot {
+                    tablets_done: tablets_done.clone(),
+                    tablets_total: match &self.position {
+                        Position::Snapshot { tablets_total, .. } => *tablets_total,
+                        _ => 0,
+                    },
+                    rows_total: None,
+                },
+                then.clone(),
+            ),
+            StartPlan::Changelog { from } => (
+                Position::Changelog {
+                    offset: from.clone(),
+                },
+                self.start_point.clone(),
+            ),
+            StartPlan::Done | StartPlan::SnapshotFromNow | StartPlan::ChangelogFromNow => {
+                return Ok(());
+            }
+        };
+        let id = match (first_id, &self.saved) {
+            (Some(id), _) => id.max(self.next_id),
+            (None, Some(saved)) => {
+                // Loads under the id after the loaded checkpoint may be in flight still.
+                self.late_sweep = Some(LateSweep {
+                    checkpoint_id: saved.checkpoint_id + 1,
+                    due: Instant::now() + self.late_sweep_delay(),
+                });
+                saved.checkpoint_id + 1
+            }
+            (None, None) => self.next_id,
+        };
+        self.position = position;
+        self.start_point = start_point;
+        self.next_id = id;
+        self.dirty = true;
+        self.checkpoint(true).await
+    }
+
+    /// How long after its start a run sweeps the previous run's labels again: a load that run had
+    /// in flight is answered (or given up) within the Stream Load request timeout.
+    fn late_sweep_delay(&self) -> std::time::Duration {
+        self.config
+            .doris_sink()
+            .map_or(std::time::Duration::ZERO, |d| d.request_timeout)
+    }
+
+    /// Abort, once more, the loads the previous run may have had in flight under the checkpoint id
+    /// this run skipped ([`Flow::open_run`]), once they must have landed (`due`) or when the run
+    /// stops (`now`). Best effort: what is left is never committed and Doris times it out.
+    async fn late_sweep(&mut self, now: bool) {
+        let Some(sweep) = self.late_sweep else {
+            return;
+        };
+        if !now && Instant::now() < sweep.due {
+            return;
+        }
+        self.late_sweep = None;
+        let SinkWriter::Doris(w) = &self.sink else {
+            return;
+        };
+        if !w.two_phase() {
+            return;
+        }
+        match w.abort_checkpoint(sweep.checkpoint_id).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                checkpoint_id = sweep.checkpoint_id,
+                loads = n,
+                "aborted loads of the previous run that landed after this run started"
+            ),
+            Err(e) => tracing::warn!(
+                checkpoint_id = sweep.checkpoint_id,
+                "could not sweep the previous run's labels again: {e}"
+            ),
         }
     }
 
@@ -840,6 +955,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         if let (Some(offsets), Position::Changelog { offset }) = (&self.offsets, &self.position) {
             offsets.publish(offset.clone());
         }
+        self.late_sweep(false).await;
         self.publish();
         Ok(())
     }

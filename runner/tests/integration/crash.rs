@@ -20,39 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use dcs_doris_emu::RunningEmulator;
-use source_support::{exec, mysql_rows};
-
-/// SplitMix64: a small, seedable generator (no dependency needed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `lo..hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo)
-    }
-}
-
-fn seed(test: &str) -> u64 {
-    let seed = std::env::var("DCS_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    println!("{test}: seed {seed} (replay with DCS_TEST_SEED={seed})");
-    seed
-}
+use source_support::{Rng, exec, mysql_rows, seed};
 
 const ROWS: u32 = 6000;
 /// The changelog-mode scenario's table: several Flight batches and many loads per snapshot split,

@@ -15,8 +15,8 @@ use dcs_doris_emu::RunningEmulator;
 use dcs_runner::checkpoint::{CheckpointStore, FileStore};
 use dcs_runner::pipeline::{self, Control, ControlHandle, Outcome, Phase, PipelineConfig};
 use source_support::{
-    SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, manifest,
-    mysql_rows, row_values, window_past,
+    Rng, SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, manifest,
+    mysql_rows, row_values, seed, window_past,
 };
 
 /// Three Flight batches per split (4 tablets), so the splits read at once interleave in the
@@ -132,14 +132,63 @@ async fn a_run_dropped_mid_snapshot_leaves_every_snapshot_row_once_in_a_changelo
     let outcome = tokio::time::timeout(wait, task).await.unwrap().unwrap();
     assert_eq!(outcome.unwrap(), Outcome::Stopped);
 
-    let cp = FileStore::open(dir.path())
-        .unwrap()
-        .load()
+    assert_every_event_once(&emu, dir.path(), snapshot).await;
+}
+
+/// Drops the run again and again at seeded random points of the snapshot (after a random number
+/// of progress updates: batches, loads, checkpoints), each time restarting from what it saved,
+/// then finishes: every interleaving of a drop with the loads and checkpoints in flight must
+/// leave every snapshot row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_dropped_at_random_points_of_the_snapshot_leave_every_row_once() {
+    let seed = seed("whole_splits::random_drops");
+    let mut rng = Rng(seed);
+    let emu = source_support::emu().await;
+    setup(&emu).await;
+    let snapshot = mysql_rows(&emu, "SELECT * FROM demo.student").await;
+    let dir = tempfile::tempdir().unwrap();
+    let wait = Duration::from_secs(60);
+    for _ in 0..12 {
+        let (task, mut handle) = start(sync_config(&emu), dir.path());
+        let updates = rng.range(1, 400);
+        let reached_changelog = tokio::time::timeout(wait, async {
+            for _ in 0..updates {
+                if handle.progress.changed().await.is_err() {
+                    break;
+                }
+                if handle.progress.borrow().phase == Phase::Changelog {
+                    return true;
+                }
+            }
+            false
+        })
         .await
-        .unwrap()
-        .unwrap();
-    let expected = expected_student_events(&emu, snapshot, &cp).await;
-    let mut sink = mysql_rows(&emu, "SELECT * FROM sink.student").await;
+        .expect("progress");
+        task.abort();
+        let _ = task.await;
+        if reached_changelog {
+            break;
+        }
+    }
+    let (task, mut handle) = start(sync_config(&emu), dir.path());
+    let now = emu.doris.clock.now_ms();
+    assert!(window_past(&mut handle, now, wait).await, "seed {seed}");
+    handle.shutdown.send(true).unwrap();
+    let outcome = tokio::time::timeout(wait, task).await.unwrap().unwrap();
+    assert_eq!(outcome.unwrap(), Outcome::Stopped);
+    assert_every_event_once(&emu, dir.path(), snapshot).await;
+}
+
+/// The sink holds every snapshot row once (as an insert at T0) and every changelog event since T0
+/// once, and no load is left pre-committed.
+async fn assert_every_event_once(
+    emu: &RunningEmulator,
+    dir: &std::path::Path,
+    snapshot: Vec<Vec<String>>,
+) {
+    let cp = FileStore::open(dir).unwrap().load().await.unwrap().unwrap();
+    let expected = expected_student_events(emu, snapshot, &cp).await;
+    let mut sink = mysql_rows(emu, "SELECT * FROM sink.student").await;
     sink.sort();
     let snapshot_rows = sink
         .iter()
