@@ -16,6 +16,7 @@
 //!   "pendingTxns": [{"db": "sink_db", "label": "dcs-student-sync-42-0", "txnId": 1017}],
 //!   "counters": {"rowsRead": 5000, "rowsWritten": 4990, "rowsDeleted": 10, "loads": 12, "bytes": 301234},
 //!   "lastError": null,
+//!   "labelScheme": 2,
 //!   "stopped": {"at": "2026-11-29T14:05:00Z", "reason": "OffsetExpired", "exitCode": 3,
 //!               "message": "…"}
 //! }
@@ -59,6 +60,14 @@ pub struct Checkpoint {
     /// (a starting runner clears it with its claim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<Stopped>,
+    /// How the loads of this checkpoint and of the one after it are labelled
+    /// ([`crate::label::LabelScheme`]); absent in checkpoints written before scheme 2: 1.
+    #[serde(default = "label_scheme_v1")]
+    pub label_scheme: u32,
+}
+
+fn label_scheme_v1() -> u32 {
+    crate::label::LabelScheme::V1.number()
 }
 
 /// Where reading resumes.
@@ -189,6 +198,11 @@ impl Checkpoint {
     /// The stored JSON (pretty, so a person can read the ConfigMap).
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("checkpoint serialises")
+    }
+
+    /// The label scheme of this checkpoint's loads.
+    pub fn labels(&self) -> crate::label::LabelScheme {
+        crate::label::LabelScheme::from_number(self.label_scheme)
     }
 
     /// The oldest change the sync still needs: the offset while streaming, T0 while snapshotting.

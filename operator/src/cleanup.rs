@@ -19,7 +19,11 @@
 
 use std::time::Duration;
 
-use dcs_crds::{DorisChangelogSyncSpec, SinkMode, label::load_label, spec::TableRef};
+use dcs_crds::{
+    DorisChangelogSyncSpec, SinkMode,
+    label::{LabelOwner, LabelScheme, load_label},
+    spec::TableRef,
+};
 use dcs_doris_http::{
     Answer, LabelAbort, TxnKey, TxnOperation, TxnOutcome, classify_label_abort, classify_txn,
     two_phase,
@@ -63,18 +67,22 @@ pub struct OffsetRow {
     pub consumer_id: String,
 }
 
-/// Loads pre-committed after the last saved checkpoint, which no checkpoint lists: the labels
-/// `<label_prefix>-<consumer_id>-<id>-<seq>` from `first_checkpoint_id` on.
+/// Loads pre-committed after the last saved checkpoint, which no checkpoint lists: the labels of
+/// the consumer (`dcs_crds::label`) from `first_checkpoint_id` on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LabelSweep {
     /// Sink database.
     pub db: String,
     /// Sink table.
     pub table: String,
+    /// The sync's namespace (part of its labels).
+    pub namespace: String,
     /// `spec.sink.doris.labelPrefix`.
     pub label_prefix: String,
     /// The consumer whose loads they are.
     pub consumer_id: String,
+    /// How they are labelled: the last checkpoint's scheme (the current one without a checkpoint).
+    pub scheme: LabelScheme,
     /// The checkpoint id after the last saved one (1 when none was saved).
     pub first_checkpoint_id: u64,
 }
@@ -82,7 +90,12 @@ pub struct LabelSweep {
 impl LabelSweep {
     /// The label of load `seq` of checkpoint `checkpoint_id`.
     pub fn label(&self, checkpoint_id: u64, seq: u32) -> String {
-        load_label(&self.label_prefix, &self.consumer_id, checkpoint_id, seq)
+        let owner = LabelOwner {
+            namespace: &self.namespace,
+            prefix: &self.label_prefix,
+            consumer_id: &self.consumer_id,
+        };
+        load_label(&owner, self.scheme, None, checkpoint_id, seq)
     }
 
     /// The first checkpoint's labels without the seq, for messages: `dcs-s-4`.
@@ -152,6 +165,7 @@ impl Work {
 
 /// What `why` leaves to remove for this spec, checkpoint and consumer (pure).
 pub fn plan_cleanup(
+    namespace: &str,
     spec: &DorisChangelogSyncSpec,
     checkpoint: Option<&Checkpoint>,
     consumer_id: &str,
@@ -187,14 +201,17 @@ pub fn plan_cleanup(
         });
     let stale_labels = match (sink, &sink_table) {
         (Some(d), Some(table)) if d.enable2pc => {
-            let (consumer, first) = checkpoint.map_or((consumer_id, 1), |cp| {
-                (cp.consumer_id.as_str(), cp.checkpoint_id + 1)
-            });
+            let (consumer, first, scheme) =
+                checkpoint.map_or((consumer_id, 1, LabelScheme::V2), |cp| {
+                    (cp.consumer_id.as_str(), cp.checkpoint_id + 1, cp.labels())
+                });
             Some(LabelSweep {
                 db: table.database.clone(),
                 table: table.table.clone(),
+                namespace: namespace.to_owned(),
                 label_prefix: d.label_prefix.clone(),
                 consumer_id: consumer.to_owned(),
+                scheme,
                 first_checkpoint_id: first,
             })
         }
@@ -652,6 +669,7 @@ mod tests {
             consumer_id: Some("student-sync".into()),
         });
         let work = plan_cleanup(
+            "ns",
             &spec,
             Some(&checkpoint_with_txns()),
             "student-sync-r1",
@@ -678,8 +696,10 @@ mod tests {
             Some(LabelSweep {
                 db: "db".into(),
                 table: "dst".into(),
+                namespace: "ns".into(),
                 label_prefix: "dcs".into(),
                 consumer_id: "orders".into(),
+                scheme: LabelScheme::V1,
                 first_checkpoint_id: 8,
             })
         );
@@ -692,7 +712,7 @@ mod tests {
     #[test]
     fn without_a_checkpoint_the_sweep_starts_at_checkpoint_one_and_needs_2pc() {
         let mut spec = testing::spec();
-        let work = plan_cleanup(&spec, None, "orders-r1", Why::Deleted);
+        let work = plan_cleanup("ns", &spec, None, "orders-r1", Why::Deleted);
         let sweep = work.stale_labels.expect("a sweep");
         assert_eq!(
             (sweep.consumer_id.as_str(), sweep.first_checkpoint_id),
@@ -700,7 +720,7 @@ mod tests {
         );
         assert_eq!(sweep.label(1, 2), "dcs-orders-r1-1-2");
         spec.sink.doris.as_mut().unwrap().enable2pc = false;
-        assert!(plan_cleanup(&spec, None, "orders", Why::Deleted).is_empty());
+        assert!(plan_cleanup("ns", &spec, None, "orders", Why::Deleted).is_empty());
     }
 
     #[test]
@@ -749,7 +769,7 @@ mod tests {
             table: Some("ops.offsets".into()),
             consumer_id: None,
         });
-        let work = plan_cleanup(&spec, None, "orders", Why::Deleted);
+        let work = plan_cleanup("ns", &spec, None, "orders", Why::Deleted);
         let mut report = Report::default();
         assert_eq!(
             cleaned_note(&work, &report),
@@ -761,7 +781,7 @@ mod tests {
             "removed from Doris: offset-table row consumer_id='orders' in ops.offsets; loads pre-committed after the last checkpoint (labels dcs-orders-1-0)"
         );
         spec.offsets = None;
-        let work = plan_cleanup(&spec, None, "orders", Why::Deleted);
+        let work = plan_cleanup("ns", &spec, None, "orders", Why::Deleted);
         assert_eq!(
             cleaned_note(&work, &Report::default()),
             "nothing of the sync was left in Doris (no load pre-committed after its last checkpoint)"
@@ -771,11 +791,11 @@ mod tests {
     #[test]
     fn reinit_truncates_only_in_upsert_mode() {
         let mut spec = testing::spec();
-        let work = plan_cleanup(&spec, None, "orders", Why::Reinitialized);
+        let work = plan_cleanup("ns", &spec, None, "orders", Why::Reinitialized);
         assert_eq!(work.truncate, Some("db.dst".parse().unwrap()));
         assert!(work.aborts.is_empty() && work.offset_row.is_none());
         spec.sink.doris.as_mut().unwrap().mode = SinkMode::Changelog;
-        let work = plan_cleanup(&spec, None, "orders", Why::Reinitialized);
+        let work = plan_cleanup("ns", &spec, None, "orders", Why::Reinitialized);
         assert_eq!(work.truncate, None);
         assert!(work.aborts.is_empty() && work.offset_row.is_none());
     }
@@ -785,6 +805,7 @@ mod tests {
         let mut spec = testing::spec();
         spec.sink = serde_yaml::from_str("stdout: {}").unwrap();
         let work = plan_cleanup(
+            "ns",
             &spec,
             Some(&checkpoint_with_txns()),
             "orders",

@@ -672,6 +672,7 @@ mod tests {
             counters: Counters::default(),
             last_error: None,
             stopped: None,
+            label_scheme: 1,
         }));
         let text = check_report(&i).render();
         assert!(

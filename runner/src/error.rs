@@ -65,6 +65,18 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// A checkpoint write got no answer and reading the store back got none either: whether the
+    /// checkpoint was saved is unknown, so nothing it lists is committed or aborted; the next
+    /// start reads the store and settles it.
+    #[error(
+        "checkpoint {location}: a save got no clear answer and the store could not be read back to find out whether it was applied ({reason}); this runner stops without committing or aborting that checkpoint's loads, and its restart settles them from what was stored"
+    )]
+    CheckpointSaveUnknown {
+        /// The store, e.g. `configmap ns/name`.
+        location: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The offset table cannot be used; the start fails rather than guess (DESIGN.md §3).
     #[error("offset table {table}: {reason}")]
     OffsetTable {
@@ -138,6 +150,28 @@ pub enum Error {
         /// Doris "now", floored to seconds.
         now: String,
     },
+    /// The changelog no longer holds the changes from the offset on, or is about to drop them
+    /// (`source::retention`): reading on would leave a silent gap.
+    #[error(
+        "Changelog offset {offset} has expired according to {ttl_key} ({ttl_seconds} s): Doris's now is {now}, so changes committed at or before {edge} {}; reading on would leave a silent gap in the sink. Re-initialise the sync (a fresh snapshot under a new consumer id): the operator does it when spec.onOffsetExpired is reinitialize; standalone, remove the checkpoint and start again in initial mode",
+        expiry_phrase(*.gone, *.margin_seconds)
+    )]
+    OffsetExpired {
+        /// The offset (`@incr` start) that expired.
+        offset: String,
+        /// `changelog.ttl_seconds` or `binlog.ttl_seconds`.
+        ttl_key: String,
+        /// The TTL when checked.
+        ttl_seconds: u64,
+        /// Doris's now when checked.
+        now: String,
+        /// The retention edge.
+        edge: String,
+        /// Past the edge already, not only within the margin of it.
+        gone: bool,
+        /// The safety margin applied.
+        margin_seconds: u64,
+    },
     /// A changelog row carries an operation this runner does not know.
     #[error("Unsupported Doris binlog operation {op}")]
     UnsupportedOperation {
@@ -178,6 +212,16 @@ pub enum Error {
     },
 }
 
+fn expiry_phrase(gone: bool, margin_seconds: u64) -> String {
+    if gone {
+        "are gone".to_owned()
+    } else {
+        format!(
+            "are about to go (the offset is within the {margin_seconds} s safety margin of that edge)"
+        )
+    }
+}
+
 /// Exit codes of `dcs-runner` (documented in `--help` and runner/README.md).
 pub mod exit_code {
     /// The sync finished (snapshot mode) or stopped on request.
@@ -186,7 +230,7 @@ pub mod exit_code {
     pub const FAILURE: u8 = 1;
     /// The manifest, environment or command line is wrong.
     pub const CONFIG: u8 = 2;
-    /// The changelog offset has expired (minDelta's expiry error).
+    /// The changelog offset has expired: the runner's own retention check, or minDelta's error.
     pub const OFFSET_EXPIRED: u8 = 3;
     /// Another runner owns the checkpoint.
     pub const FENCED: u8 = 4;
@@ -201,7 +245,8 @@ impl Error {
     /// Whether Doris said the changelog offset has expired (`… offset has expired according to
     /// changelog.ttl_seconds`, or the `binlog.*` spelling).
     pub fn is_offset_expired(&self) -> bool {
-        self.to_string().contains("offset has expired according to")
+        matches!(self, Self::OffsetExpired { .. })
+            || self.to_string().contains("offset has expired according to")
     }
 
     /// The process exit code this error stops `dcs-runner` with (see [`exit_code`]).
@@ -225,7 +270,9 @@ impl Error {
             }
             e if e.is_offset_expired() => "OffsetExpired",
             Self::Sink { .. } => "StreamLoadFailed",
-            Self::CheckpointStore { .. } => "CheckpointStoreFailed",
+            Self::CheckpointStore { .. } | Self::CheckpointSaveUnknown { .. } => {
+                "CheckpointStoreFailed"
+            }
             Self::OffsetTable { .. } => "OffsetTableInvalid",
             Self::SourceCredentials { .. } => "SourceCredentials",
             _ => "SourceFailed",

@@ -47,13 +47,16 @@ use start::{StartPlan, plan_start_with_offset_row};
 use crate::checkpoint::offset_table::{self, OffsetPublisher};
 use crate::checkpoint::{
     Checkpoint, CheckpointStore, Counters, FORMAT_VERSION, LastError, Offset, PendingTxn, Position,
+    Stopped,
 };
 use crate::sink::batcher::Batcher;
+use crate::sink::label::LabelScheme;
 use crate::sink::encode::{ChangeColumns, EncodeError};
 use crate::sink::schema;
 use crate::sink::stdout::encode_records;
 use crate::source::changelog::{self, ChangelogEvent, ChangelogReader};
 use crate::source::fe_http::FeHttpClient;
+use crate::source::retention::{RetentionGuard, SAFETY_MARGIN};
 use crate::source::snapshot::{self, SnapshotEvent, SnapshotOptions};
 use crate::source::tso;
 use crate::{Error, Result};
@@ -182,7 +185,10 @@ pub async fn run<S: CheckpointStore>(
         let mut shutdown = control.shutdown;
         let result = flow.run(&mut shutdown).await;
         match &result {
-            Ok(_) => flow.late_sweep(true).await,
+            Ok(outcome) => {
+                flow.late_sweep(true).await;
+                flow.record_stop(*outcome).await;
+            }
             Err(e) => flow.record_error(e).await,
         }
         if let Some(offsets) = flow.offsets.take() {
@@ -236,6 +242,7 @@ struct Flow<'a, S> {
 #[derive(Debug, Clone, Copy)]
 struct LateSweep {
     checkpoint_id: u64,
+    scheme: LabelScheme,
     due: Instant,
 }
 
@@ -250,6 +257,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             SinkConfig::Doris(d) => (
                 SinkWriter::Doris(Box::new(DorisWriter::new(
                     (**d).clone(),
+                    config.namespace.clone(),
                     config.consumer_id.clone(),
                 ))),
                 d.limits,
@@ -347,8 +355,17 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         let http = FeHttpClient::new(self.config.source.clone())?;
         let plan = match plan {
             StartPlan::SnapshotFromNow => {
-                let t0 = tso::current(&http).await?.window_end();
-                tracing::info!(t0 = %t0.timestamp, "took the changelog start point before the snapshot");
+                let t0 = tso::current(&http).await?.start_point();
+                tracing::info!(t0 = %t0.timestamp, tso = t0.tso, "took the changelog start point before the snapshot");
+                let mut barrier = ChangelogReader::new(
+                    http.clone(),
+                    Vec::new(),
+                    self.config.changelog.clone(),
+                )
+                .await?;
+                let waited = barrier.await_visible_through(&t0).await;
+                barrier.close().await;
+                waited?;
                 StartPlan::Snapshot {
                     tablets_done: Vec::new(),
                     then: Some(t0),
@@ -429,6 +446,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                 // Loads under the id after the loaded checkpoint may be in flight still.
                 self.late_sweep = Some(LateSweep {
                     checkpoint_id: saved.checkpoint_id + 1,
+                    scheme: saved.labels(),
                     due: Instant::now() + self.late_sweep_delay(),
                 });
                 saved.checkpoint_id + 1
@@ -467,7 +485,10 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         if !w.two_phase() {
             return;
         }
-        match w.abort_checkpoint(sweep.checkpoint_id).await {
+        match w
+            .abort_checkpoint_in(sweep.scheme, sweep.checkpoint_id)
+            .await
+        {
             Ok(0) => {}
             Ok(n) => tracing::info!(
                 checkpoint_id = sweep.checkpoint_id,
@@ -500,7 +521,8 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             );
         }
         let stale = loaded.map_or(1, |c| c.checkpoint_id + 1);
-        let aborted = w.abort_checkpoint(stale).await?;
+        let scheme = loaded.map_or(LabelScheme::V2, Checkpoint::labels);
+        let aborted = w.abort_checkpoint_in(scheme, stale).await?;
         if aborted > 0 {
             tracing::info!(
                 checkpoint_id = stale,
@@ -533,6 +555,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             retry: self.config.stream_retry,
             hold: bounds.enabled().then_some(hold_rx),
         };
+        let guard = RetentionGuard::new(http.clone());
         let (plan, mut rx, handle) = snapshot::read(http, &options).await?;
         let tablets_total = plan.tablets_total.len();
         self.position = Position::Snapshot {
@@ -589,6 +612,11 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                 () = sleep_until(flush_at) => self.flush().await?,
                 () = tokio::time::sleep_until(self.next_checkpoint) => {
                     self.next_checkpoint = Instant::now() + self.config.checkpoint_interval;
+                    if let Some(t0) = &then {
+                        // The changelog must still hold T0 when the snapshot is done: stop as
+                        // soon as it does not rather than at the snapshot's end.
+                        guard.check(t0, SAFETY_MARGIN).await?;
+                    }
                     bounds.due();
                     self.checkpoint_at_boundary(&mut bounds, &hold_tx).await?;
                 }
@@ -717,7 +745,13 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                     Some(ChangelogEvent::Batch(batch)) => {
                         self.progress.ready = true;
                         mid_window = true;
-                        self.rows(&batch, true).await?;
+                        let batch = match &self.start_point {
+                            Some(t0) => changelog::drop_before_seam(batch, t0.tso)?,
+                            None => Some(batch),
+                        };
+                        if let Some(batch) = batch {
+                            self.rows(&batch, true).await?;
+                        }
                     }
                     Some(ChangelogEvent::WindowDone { window, rows }) => {
                         mid_window = false;
@@ -919,6 +953,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             counters: self.counters.clone(),
             last_error: self.saved.as_ref().and_then(|c| c.last_error.clone()),
             stopped: None,
+            label_scheme: LabelScheme::V2.number(),
         };
         if let Err(e) = self.store.save(&cp).await {
             if matches!(e, Error::Fenced { .. }) {
@@ -986,12 +1021,15 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
     /// is not ours to write.
     async fn record_error(&mut self, error: &Error) {
         tracing::error!(reason = error.reason(), "{error}");
+        // Not ours to write (fenced, a test hook), or unknown whether the last save went through
+        // (its loads may be listed in the store: never abort them blindly).
         if matches!(
             error,
             Error::Fenced { .. }
                 | Error::CheckpointLocked { .. }
                 | Error::LabelInUse { .. }
                 | Error::Injected { .. }
+                | Error::CheckpointSaveUnknown { .. }
         ) {
             return;
         }
@@ -1005,18 +1043,49 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             tracing::warn!("could not abort this run's open loads: {e}");
             return;
         }
+        let at = jiff::Timestamp::now().to_string();
         let cp = Checkpoint {
             checkpoint_id: self.next_id,
-            saved_at: jiff::Timestamp::now().to_string(),
+            saved_at: at.clone(),
             last_error: Some(LastError {
-                at: jiff::Timestamp::now().to_string(),
+                at: at.clone(),
                 reason: error.reason().to_owned(),
+                message: error.to_string(),
+            }),
+            stopped: Some(Stopped {
+                at,
+                reason: error.reason().to_owned(),
+                exit_code: i32::from(error.exit_code()),
                 message: error.to_string(),
             }),
             ..saved
         };
         if let Err(e) = self.store.save(&cp).await {
             tracing::warn!("could not record the error in the checkpoint: {e}");
+        }
+    }
+
+    /// After a graceful end: note in the last checkpoint how the runner stopped (best effort).
+    async fn record_stop(&mut self, outcome: Outcome) {
+        let Some(saved) = self.saved.clone() else {
+            return;
+        };
+        let (reason, message) = match outcome {
+            Outcome::Done => ("Done", "the snapshot is complete; a snapshot-mode sync ends here"),
+            Outcome::Stopped => ("Stopped", "stopped on request after a last checkpoint"),
+        };
+        let cp = Checkpoint {
+            stopped: Some(Stopped {
+                at: jiff::Timestamp::now().to_string(),
+                reason: reason.to_owned(),
+                exit_code: i32::from(crate::error::exit_code::DONE),
+                message: message.to_owned(),
+            }),
+            ..saved
+        };
+        match self.store.save(&cp).await {
+            Ok(()) => self.saved = Some(cp),
+            Err(e) => tracing::warn!("could not record the stop in the checkpoint: {e}"),
         }
     }
 

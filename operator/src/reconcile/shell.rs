@@ -547,6 +547,7 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
             // Before the checkpoint (which lists the pending transactions) is cleared: a failure
             // here leaves everything as it was, and the next pass tries the reinit again.
             let mut work = cleanup::plan_cleanup(
+                &ns,
                 &sync.spec,
                 stored_checkpoint.as_ref(),
                 &r.previous_consumer_id,
@@ -976,7 +977,8 @@ async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Dura
         .as_ref()
         .and_then(|s| s.consumer_id.clone())
         .unwrap_or_else(|| sync.consumer_id());
-    let mut work = cleanup::plan_cleanup(&sync.spec, checkpoint.as_ref(), &consumer, Why::Deleted);
+    let mut work =
+        cleanup::plan_cleanup(&ns, &sync.spec, checkpoint.as_ref(), &consumer, Why::Deleted);
     if checkpoint_cm.is_none() {
         // The checkpoint ConfigMap is created with the first runner: without it none ever ran
         // (e.g. a sync blocked from the start), so no load can be pre-committed.

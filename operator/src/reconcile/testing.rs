@@ -83,5 +83,6 @@ pub fn streaming_checkpoint(consumer: &str, age_s: i64) -> Checkpoint {
         },
         last_error: None,
         stopped: None,
+        label_scheme: 1,
     }
 }

@@ -172,46 +172,103 @@ impl CheckpointStore for ConfigMapStore {
         self.write(|cm| {
             cm.data
                 .get_or_insert_with(BTreeMap::new)
-                .insert(CHECKPOINT_KEY.to_owned(), json);
+                .insert(CHECKPOINT_KEY.to_owned(), json.clone());
         })
         .await
     }
 
     async fn claim(&mut self) -> Result<()> {
         let pod = std::env::var("HOSTNAME").unwrap_or_else(|_| "dcs-runner".to_owned());
+        // Unique per claim (the time has nanoseconds), so a claim read back is known as this one.
         let claim = format!("{pod} at {}", jiff::Timestamp::now());
         self.write(|cm| {
             cm.metadata
                 .annotations
                 .get_or_insert_with(BTreeMap::new)
-                .insert(CLAIM_ANNOTATION.to_owned(), claim);
+                .insert(CLAIM_ANNOTATION.to_owned(), claim.clone());
         })
         .await
     }
 }
 
+/// How often a write whose answer was lost is looked up and tried again.
+const AMBIGUOUS_ATTEMPTS: u32 = 5;
+
 impl ConfigMapStore {
     /// Writes the ConfigMap as last seen, changed by `change`: a replace with the seen
     /// resourceVersion as precondition, or a create when there was none. Anybody else's write in
     /// between (409), or a deletion (404), is [`Error::Fenced`].
-    async fn write(&mut self, change: impl FnOnce(&mut ConfigMap)) -> Result<()> {
+    ///
+    /// An answer that says nothing about the outcome (a timeout, a reset connection, a 5xx: the
+    /// API server may have applied the write and the answer got lost) is never taken for a
+    /// failure: the ConfigMap is read back. Holding this write, it was applied; unchanged since
+    /// the write's precondition, it was not, and the write is tried again (the precondition keeps
+    /// a retry from overwriting anyone); changed by someone else, the store is fenced. When even
+    /// the read-back gets no answer, the result is [`Error::CheckpointSaveUnknown`]: the caller
+    /// must then neither commit nor abort what this checkpoint lists (a restart finds out).
+    async fn write(&mut self, change: impl Fn(&mut ConfigMap)) -> Result<()> {
+        let mut last = String::new();
+        for attempt in 0..AMBIGUOUS_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(200 << attempt.min(4))).await;
+            }
+            let (wanted, result) = self.write_once(&change).await;
+            let e = match result {
+                Ok(cm) => {
+                    self.seen = Seen::Present(Box::new(cm));
+                    return Ok(());
+                }
+                Err(WriteError::Fenced) => return Err(self.fenced().await),
+                Err(WriteError::Refused(e)) => return Err(e),
+                Err(WriteError::Ambiguous(e)) => e,
+            };
+            last = e.to_string();
+            tracing::warn!(attempt, error = %last, "checkpoint write got no clear answer; reading it back");
+            match self.api.get_opt(&self.name).await {
+                Ok(Some(stored)) if holds(&stored, &wanted) => {
+                    tracing::info!("the checkpoint write had been applied");
+                    self.seen = Seen::Present(Box::new(stored));
+                    return Ok(());
+                }
+                Ok(stored) if self.unchanged(stored.as_ref()) => {
+                    // Not applied: try again under the same precondition.
+                }
+                Ok(_) => return Err(self.fenced().await),
+                Err(read) => {
+                    last = format!("{last}; reading it back: {read}");
+                }
+            }
+        }
+        Err(Error::CheckpointSaveUnknown {
+            location: self.location(),
+            reason: last,
+        })
+    }
+
+    /// One write attempt: what the ConfigMap should hold after it, and the answer.
+    async fn write_once(
+        &self,
+        change: &impl Fn(&mut ConfigMap),
+    ) -> (ConfigMap, std::result::Result<ConfigMap, WriteError>) {
         let pp = PostParams {
             field_manager: Some("dcs-runner".into()),
             ..PostParams::default()
         };
-        let written = match &self.seen {
+        match &self.seen {
             Seen::Present(old) => {
                 let mut cm = (**old).clone();
                 change(&mut cm);
                 // `old` carries the resourceVersion: the API server refuses a stale one with 409.
-                match self.api.replace(&self.name, &pp, &cm).await {
-                    Ok(cm) => cm,
+                let result = match self.api.replace(&self.name, &pp, &cm).await {
+                    Ok(cm) => Ok(cm),
                     // 409: someone wrote since; 404: someone deleted it. Either way not ours.
-                    Err(e) if is_status(&e, 409) || is_status(&e, 404) => {
-                        return Err(self.fenced().await);
+                    Err(e) if is_status(&e, 409) || is_status(&e, 404) => Err(WriteError::Fenced),
+                    Err(e) if is_clear_refusal(&e) => {
+                        Err(WriteError::Refused(self.store_error("replacing", &e)))
                     }
-                    Err(e) => return Err(self.store_error("replacing", &e)),
-                }
+                    Err(e) => Err(WriteError::Ambiguous(self.store_error("replacing", &e))),
+                };
+                (cm, result)
             }
             Seen::Unknown | Seen::Absent => {
                 let mut cm = ConfigMap {
@@ -223,16 +280,58 @@ impl ConfigMapStore {
                     ..ConfigMap::default()
                 };
                 change(&mut cm);
-                match self.api.create(&pp, &cm).await {
-                    Ok(cm) => cm,
-                    Err(e) if is_status(&e, 409) => return Err(self.fenced().await),
-                    Err(e) => return Err(self.store_error("creating", &e)),
-                }
+                let result = match self.api.create(&pp, &cm).await {
+                    Ok(cm) => Ok(cm),
+                    Err(e) if is_status(&e, 409) => Err(WriteError::Fenced),
+                    Err(e) if is_clear_refusal(&e) => {
+                        Err(WriteError::Refused(self.store_error("creating", &e)))
+                    }
+                    Err(e) => Err(WriteError::Ambiguous(self.store_error("creating", &e))),
+                };
+                (cm, result)
             }
-        };
-        self.seen = Seen::Present(Box::new(written));
-        Ok(())
+        }
     }
+
+    /// Whether `stored` is still what this store last saw (so a lost write was not applied).
+    fn unchanged(&self, stored: Option<&ConfigMap>) -> bool {
+        match (&self.seen, stored) {
+            (Seen::Present(old), Some(cm)) => {
+                old.metadata.resource_version.is_some()
+                    && old.metadata.resource_version == cm.metadata.resource_version
+            }
+            (Seen::Absent | Seen::Unknown, None) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Why one write attempt did not succeed.
+enum WriteError {
+    /// Someone else wrote or deleted the ConfigMap.
+    Fenced,
+    /// Refused before anything was applied (RBAC, an invalid object).
+    Refused(Error),
+    /// No clear answer: it may or may not have been applied.
+    Ambiguous(Error),
+}
+
+/// A refusal the API server gives before applying anything (a 4xx other than 408/429): the write
+/// was certainly not applied.
+fn is_clear_refusal(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 408 && s.code != 429)
+}
+
+/// Whether `stored` carries the checkpoint and claim of `wanted` (this store's write).
+fn holds(stored: &ConfigMap, wanted: &ConfigMap) -> bool {
+    let claim = |cm: &ConfigMap| {
+        cm.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(CLAIM_ANNOTATION))
+            .cloned()
+    };
+    stored_json(stored) == stored_json(wanted) && claim(stored) == claim(wanted)
 }
 
 #[cfg(test)]

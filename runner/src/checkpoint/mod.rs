@@ -27,7 +27,7 @@ pub use file::FileStore;
 
 pub use dcs_crds::checkpoint::{
     CHECKPOINT_KEY, Checkpoint, CheckpointFormatError, Counters, FORMAT_VERSION, LastError, Offset,
-    PendingTxn, Position,
+    PendingTxn, Position, Stopped,
 };
 
 use crate::Result;
@@ -96,6 +96,7 @@ mod tests {
             },
             last_error: None,
             stopped: None,
+            label_scheme: 1,
         }
     }
 

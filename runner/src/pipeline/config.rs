@@ -164,6 +164,9 @@ pub enum SinkConfig {
 pub struct PipelineConfig {
     /// `metadata.name` of the sync.
     pub sync_name: String,
+    /// `metadata.namespace` of the sync (`default` without one): part of its load labels, so
+    /// syncs of the same name in two namespaces never share one.
+    pub namespace: String,
     /// The consumer progress belongs to.
     pub consumer_id: String,
     /// The source table and how to reach it.
@@ -286,6 +289,12 @@ impl PipelineConfig {
         };
         Ok(Self {
             sync_name: sync.metadata.name.clone().unwrap_or_default(),
+            namespace: sync
+                .metadata
+                .namespace
+                .clone()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "default".to_owned()),
             consumer_id: sync.consumer_id(),
             source,
             columns: spec.source.columns.clone(),

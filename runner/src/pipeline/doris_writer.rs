@@ -1,10 +1,11 @@
 //! Loads into the Doris sink with retries and the 2PC steps around checkpoints (DESIGN.md §3).
 //!
-//! With 2PC, the loads between two checkpoints are labelled `<prefix>-<consumer>-<id>-<seq>`, where
-//! `id` is the checkpoint that will record them; each is pre-committed at once and committed only
-//! after that checkpoint is saved. Without 2PC, loads are visible at once and the labels carry a
-//! run tag as well, so a restart (which re-reads from the last checkpoint) never collides with a
-//! label of the previous run and loads again: at least once, idempotent on UNIQUE KEY sinks.
+//! With 2PC, the loads between two checkpoints are labelled with the id of the checkpoint that will
+//! record them and their sequence number (`dcs_crds::label`); each is pre-committed at once and
+//! committed only after that checkpoint is saved. Without 2PC, loads are visible at once and the
+//! labels carry a random run tag as well, so a restart (which re-reads from the last checkpoint)
+//! never collides with a label of the previous run and loads again: at least once, idempotent on
+//! UNIQUE KEY sinks.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -14,7 +15,7 @@ use dcs_crds::SinkMode;
 use super::config::DorisSinkConfig;
 use crate::checkpoint::PendingTxn;
 use crate::sink::encode::{BodyFormat, DELETE_SIGN_COLUMN};
-use crate::sink::label::load_label;
+use crate::sink::label::{LabelOwner, LabelScheme, load_label};
 use crate::sink::stream_load::{
     LabelAbort, LoadOutcome, LoadRequest, StreamLoadClient, TxnOperation, TxnOutcome,
 };
@@ -36,13 +37,14 @@ pub struct LoadResult {
 pub struct DorisWriter {
     client: StreamLoadClient,
     config: DorisSinkConfig,
+    namespace: String,
     consumer_id: String,
     run_tag: String,
 }
 
 impl DorisWriter {
-    /// A writer for `config` on behalf of `consumer_id`.
-    pub fn new(config: DorisSinkConfig, consumer_id: String) -> Self {
+    /// A writer for `config` on behalf of `consumer_id` of a sync in `namespace`.
+    pub fn new(config: DorisSinkConfig, namespace: String, consumer_id: String) -> Self {
         let client = StreamLoadClient::new(
             config.fe_nodes.clone(),
             config.be_nodes.clone(),
@@ -50,14 +52,13 @@ impl DorisWriter {
             config.password.clone(),
             config.request_timeout,
         );
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
         Self {
             client,
             config,
+            namespace,
             consumer_id,
-            run_tag: format!("r{ms:x}"),
+            // Random, not the clock: a clock that steps back must not repeat an earlier run's tag.
+            run_tag: format!("r{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
         }
     }
 
@@ -83,21 +84,19 @@ impl DorisWriter {
 
     /// The label of load `seq` recorded by checkpoint `checkpoint_id`.
     pub fn label(&self, checkpoint_id: u64, seq: u32) -> String {
-        if self.config.enable_2pc {
-            load_label(
-                &self.config.label_prefix,
-                &self.consumer_id,
-                checkpoint_id,
-                seq,
-            )
-        } else {
-            load_label(
-                &self.config.label_prefix,
-                &format!("{}-{}", self.consumer_id, self.run_tag),
-                checkpoint_id,
-                seq,
-            )
-        }
+        self.label_in(LabelScheme::V2, checkpoint_id, seq)
+    }
+
+    /// The label of load `seq` of checkpoint `checkpoint_id` under `scheme` (an earlier run's
+    /// loads are labelled as its checkpoint says).
+    fn label_in(&self, scheme: LabelScheme, checkpoint_id: u64, seq: u32) -> String {
+        let owner = LabelOwner {
+            namespace: &self.namespace,
+            prefix: &self.config.label_prefix,
+            consumer_id: &self.consumer_id,
+        };
+        let run = (!self.config.enable_2pc).then_some(self.run_tag.as_str());
+        load_label(&owner, scheme, run, checkpoint_id, seq)
     }
 
     /// The Stream Load headers of every load.
@@ -256,9 +255,17 @@ impl DorisWriter {
     /// # Errors
     /// [`Error::Sink`] when an abort fails for good.
     pub async fn abort_checkpoint(&self, checkpoint_id: u64) -> Result<u32> {
+        self.abort_checkpoint_in(LabelScheme::V2, checkpoint_id).await
+    }
+
+    /// [`DorisWriter::abort_checkpoint`] for loads labelled under `scheme`.
+    ///
+    /// # Errors
+    /// As [`DorisWriter::abort_checkpoint`].
+    pub async fn abort_checkpoint_in(&self, scheme: LabelScheme, checkpoint_id: u64) -> Result<u32> {
         let mut seq = 0;
         loop {
-            let label = self.label(checkpoint_id, seq);
+            let label = self.label_in(scheme, checkpoint_id, seq);
             let mut attempt = 0;
             loop {
                 attempt += 1;
@@ -373,10 +380,17 @@ mod tests {
 
     #[test]
     fn labels_are_deterministic_with_2pc_and_per_run_without() {
-        let w = DorisWriter::new(config(true, SinkMode::Upsert), "c1".into());
-        assert_eq!(w.label(3, 0), "dcs-c1-3-0");
-        let w = DorisWriter::new(config(false, SinkMode::Upsert), "c1".into());
+        let w = DorisWriter::new(config(true, SinkMode::Upsert), "ns".into(), "c1".into());
         let l = w.label(3, 0);
-        assert!(l.starts_with("dcs-c1-r") && l.ends_with("-3-0"), "{l}");
+        assert!(l.starts_with("dcs-c1-") && l.ends_with("-3-0"), "{l}");
+        assert_eq!(l, w.label(3, 0));
+        assert_eq!(w.label_in(LabelScheme::V1, 3, 0), "dcs-c1-3-0");
+        let other = DorisWriter::new(config(true, SinkMode::Upsert), "ns2".into(), "c1".into());
+        assert_ne!(other.label(3, 0), l, "another namespace, other labels");
+        let w = DorisWriter::new(config(false, SinkMode::Upsert), "ns".into(), "c1".into());
+        let r = w.label(3, 0);
+        assert!(r.contains("-r") && r.ends_with("-3-0"), "{r}");
+        let again = DorisWriter::new(config(false, SinkMode::Upsert), "ns".into(), "c1".into());
+        assert_ne!(again.label(3, 0), r, "every run without 2PC has its own labels");
     }
 }

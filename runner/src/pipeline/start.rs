@@ -114,6 +114,7 @@ mod tests {
             counters: Counters::default(),
             last_error: None,
             stopped: None,
+            label_scheme: 1,
         }
     }
 

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::fe_http::FeHttpClient;
 use super::flight::{FlightSession, resolve_flight_port};
 use super::resumable::{ReadPlan, read_into};
+use super::retention::{RetentionGuard, SAFETY_MARGIN};
 use super::resume::{Replay, StreamRetry};
 use super::row_kind::row_kinds;
 use super::snapshot::select_list;
@@ -191,6 +192,41 @@ pub enum ChangelogEvent {
     },
 }
 
+/// The rows of `batch` committed at or after `seam_tso` (all of them when none is older, the
+/// common case, without copying).
+///
+/// The first window of an `initial` sync starts at T0's second, so it returns the changes
+/// committed earlier in that second, which the snapshot (read after T0) already holds. They are
+/// dropped by their TSO: every change with a TSO below T0's was committed, and made visible
+/// ([`ChangelogReader::await_visible_through`]), before the snapshot was read.
+///
+/// # Errors
+/// When the batch has no TSO column of the expected type.
+pub fn drop_before_seam(batch: RecordBatch, seam_tso: i64) -> Result<Option<RecordBatch>> {
+    let bad = |reason: String| Error::UnexpectedResult {
+        context: "changelog batch".into(),
+        reason,
+    };
+    let schema = batch.schema();
+    let i = schema
+        .fields()
+        .iter()
+        .position(|f| f.name().eq_ignore_ascii_case(TSO_COLUMN))
+        .ok_or_else(|| bad(format!("no column {TSO_COLUMN}")))?;
+    let tso = batch
+        .column(i)
+        .as_any()
+        .downcast_ref::<arrow_array::Int64Array>()
+        .ok_or_else(|| bad(format!("{TSO_COLUMN} is not Int64")))?;
+    if tso.values().iter().all(|t| *t >= seam_tso) {
+        return Ok(Some(batch));
+    }
+    let keep: arrow_array::BooleanArray = tso.values().iter().map(|t| Some(*t >= seam_tso)).collect();
+    let kept = arrow::compute::filter_record_batch(&batch, &keep)
+        .map_err(|e| bad(format!("filtering at the seam: {e}")))?;
+    Ok((kept.num_rows() > 0).then_some(kept))
+}
+
 /// The increment type a window is read with.
 ///
 /// The snapshot of an `initial` sync is read after T0, so it already holds some changes made
@@ -261,6 +297,9 @@ pub struct WindowStats {
 #[derive(Debug)]
 pub struct ChangelogReader {
     http: FeHttpClient,
+    /// Every window's start is checked against the changelog's retention before and after it is
+    /// read (`super::retention`).
+    guard: RetentionGuard,
     flight_port: u16,
     session: Option<FlightSession>,
     fields: Vec<String>,
@@ -279,6 +318,7 @@ impl ChangelogReader {
     ) -> Result<Self> {
         let flight_port = resolve_flight_port(&http).await?;
         Ok(Self {
+            guard: RetentionGuard::new(http.clone()),
             http,
             flight_port,
             session: None,
@@ -340,11 +380,13 @@ impl ChangelogReader {
     }
 
     /// Read one window, retrying it on visibility errors until `visible_wait_timeout` has passed
-    /// since the first one, and reconnecting once if Doris dropped the session.
+    /// since the first one, and reconnecting once if Doris dropped the session. Before every
+    /// attempt the window's start is checked against the changelog's retention (with the safety
+    /// margin), and again after the read, before the window is reported done (without it).
     ///
     /// # Errors
-    /// The Doris message of the last visibility error once the wait is over, or any other error
-    /// at once.
+    /// [`Error::OffsetExpired`] when the start is past (or near) the retention edge; the Doris
+    /// message of the last visibility error once the wait is over, or any other error at once.
     pub async fn read_window(
         &mut self,
         window: &ChangelogWindow,
@@ -356,6 +398,7 @@ impl ChangelogReader {
         loop {
             attempts += 1;
             let mut sent_any = false;
+            self.guard.check(&window.start, SAFETY_MARGIN).await?;
             match self.try_window(window, tx, &mut sent_any).await {
                 Ok(mut stats) => {
                     stats.attempts = attempts;
@@ -442,12 +485,81 @@ impl ChangelogReader {
         if !streamed.delivered {
             return Ok(stats);
         }
+        // Doris fixed the statement's retention edge when it started; the start still inside the
+        // retention now means it was then, so no change of the window was skipped.
+        self.guard.check(&window.start, Duration::ZERO).await?;
         let done = ChangelogEvent::WindowDone {
             window: window.clone(),
             rows: stats.rows,
         };
         stats.delivered = tx.send(done).await.is_ok();
         Ok(stats)
+    }
+
+    /// Wait until every change committed at or before `t0` is visible, before an `initial` sync
+    /// reads its snapshot: a transaction committed (its TSO taken) just before T0 but published a
+    /// moment later would otherwise be in neither the snapshot nor — dropped at the seam
+    /// ([`drop_before_seam`]) — the changelog.
+    ///
+    /// Doris waits for the committed-not-visible transactions with a commit TSO up to a time-based
+    /// `@incr`'s end before it answers (doris-protocols.md §1.6), so a count over the second
+    /// after T0's is the barrier; its end must not be after Doris's now, so that second is waited
+    /// for first (at most one second). Visibility errors are retried as for any window.
+    ///
+    /// # Errors
+    /// As [`ChangelogReader::read_window`].
+    pub async fn await_visible_through(&mut self, t0: &Offset) -> Result<()> {
+        let window = ChangelogWindow {
+            start: offset_at(t0.epoch_ms),
+            end: offset_at(t0.epoch_ms + 1000),
+        };
+        loop {
+            let now = tso::current(&self.http).await?;
+            if now.physical_ms >= window.end.epoch_ms {
+                break;
+            }
+            let left = u64::try_from(window.end.epoch_ms - now.physical_ms).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(left.clamp(10, 1000))).await;
+        }
+        let settings = self.http.settings().clone();
+        let sql = format!(
+            "SELECT COUNT(*) FROM {}@incr('startTimestamp' = '{}', 'endTimestamp' = '{}', 'incrementType' = 'APPEND_ONLY')",
+            settings.table.quoted(),
+            window.start.timestamp,
+            window.end.timestamp
+        );
+        let mut first_failure: Option<Instant> = None;
+        loop {
+            if self.session.is_none() {
+                self.session = Some(FlightSession::connect(&settings, self.flight_port).await?);
+            }
+            let session = self.session.as_mut().expect("connected above");
+            match session.statement(&sql).await {
+                Ok(()) => return Ok(()),
+                Err(Error::WindowNotReady { code, message }) => {
+                    let first = *first_failure.get_or_insert_with(Instant::now);
+                    let Some(delay) =
+                        visibility_retry_delay(&self.options, first.elapsed(), &message)
+                    else {
+                        return Err(Error::Doris {
+                            context: format!(
+                                "waiting for the changes before T0 {} to become visible (visibleWaitTimeout {:?})",
+                                t0.timestamp, self.options.visible_wait_timeout
+                            ),
+                            message,
+                        });
+                    };
+                    tracing::info!(code, ?delay, "changes before T0 not visible yet; waiting");
+                    tokio::time::sleep(delay).await;
+                }
+                Err(e) => {
+                    if let Some(s) = self.session.take() {
+                        s.close().await;
+                    }
+                    return Err(e);
+                }
+            }
+        }
     }
 
     /// Close the Flight SQL session.

@@ -10,6 +10,7 @@ pub mod fe_http;
 pub mod flight;
 pub mod properties;
 pub mod resumable;
+pub mod retention;
 pub mod resume;
 pub mod row_kind;
 pub mod snapshot;

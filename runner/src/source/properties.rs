@@ -30,7 +30,11 @@ pub async fn read_table_info(settings: &SourceSettings) -> Result<SourceTableInf
     result
 }
 
-async fn read_with(
+/// Read the table's properties and key model on an open connection.
+///
+/// # Errors
+/// As [`read_table_info`].
+pub async fn read_with(
     conn: &mut mysql_async::Conn,
     settings: &SourceSettings,
 ) -> Result<SourceTableInfo> {

@@ -79,6 +79,17 @@ impl DorisNow {
     pub fn window_end(&self) -> Offset {
         offset_at(self.physical_ms)
     }
+
+    /// The changelog start point T0 of an `initial` sync taken at this instant: the first window
+    /// starts at now floored to the second (as `@incr` takes it), and `tso` is Doris's current
+    /// TSO itself, so that the changes committed before T0 — already in the snapshot, though the
+    /// first window, starting at T0's second, returns them again — can be told apart.
+    pub fn start_point(&self) -> Offset {
+        Offset {
+            tso: self.tso,
+            ..self.window_end()
+        }
+    }
 }
 
 /// Read `/api/tso`'s `data`: requires `current_tso_physical_time > 0`.

@@ -34,6 +34,7 @@ pub(crate) fn cp(id: u64) -> Checkpoint {
         counters: Counters::default(),
         last_error: None,
         stopped: None,
+        label_scheme: 1,
     }
 }
 

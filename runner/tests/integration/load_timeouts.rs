@@ -69,7 +69,7 @@ fn delay_answers(emu: &RunningEmulator, ms: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_load_is_retried_with_the_same_label_and_lands_once() {
     let emu = source_support::emu().await;
-    let writer = DorisWriter::new(sink(&emu, 20).await, "student-sync".into());
+    let writer = DorisWriter::new(sink(&emu, 20).await, "default".into(), "student-sync".into());
     // Every answer comes after the timeout until the delay is lifted: the first attempts time
     // out (the BE may still apply them once the delay is over).
     delay_answers(&emu, 3 * TIMEOUT.as_millis() as u64);
@@ -105,7 +105,7 @@ async fn a_timed_out_load_is_retried_with_the_same_label_and_lands_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sink_that_never_answers_in_time_fails_after_the_retries_with_a_clear_message() {
     let emu = source_support::emu().await;
-    let writer = DorisWriter::new(sink(&emu, 2).await, "student-sync".into());
+    let writer = DorisWriter::new(sink(&emu, 2).await, "default".into(), "student-sync".into());
     delay_answers(&emu, 2 * TIMEOUT.as_millis() as u64);
     let err = writer.load(body(), 7, 0).await.unwrap_err();
     assert_eq!(

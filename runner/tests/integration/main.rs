@@ -14,6 +14,7 @@ mod metrics;
 mod offset_table;
 mod pipeline;
 mod randomized;
+mod retention;
 mod seam;
 mod sink_table;
 mod source_access;

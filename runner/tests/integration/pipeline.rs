@@ -326,9 +326,21 @@ async fn stream_load_503s_are_retried_with_the_same_label() {
         cp.counters.loads + 2
     );
     let labels: Vec<String> = txns(&emu).await.into_iter().map(|x| x.label).collect();
+    // The run saves its start point as checkpoint 1 first, so its loads are labelled 2.
+    let owner = dcs_crds::label::LabelOwner {
+        namespace: "default",
+        prefix: "dcs",
+        consumer_id: "student-sync",
+    };
     assert_eq!(
-        labels.first().map(String::as_str),
-        Some("dcs-student-sync-1-0")
+        labels.first(),
+        Some(&dcs_crds::label::load_label(
+            &owner,
+            dcs_crds::label::LabelScheme::V2,
+            None,
+            2,
+            0
+        ))
     );
     let unique: std::collections::BTreeSet<&String> = labels.iter().collect();
     assert_eq!(unique.len(), labels.len(), "{labels:?}");
@@ -351,7 +363,7 @@ async fn a_data_error_stops_with_the_doris_message() {
 }
 
 #[tokio::test]
-async fn an_expired_min_delta_offset_stops_with_exit_code_3() {
+async fn an_expired_from_timestamp_start_stops_with_exit_code_3_for_every_increment_type() {
     let emu = source_support::emu().await;
     setup(&emu, 10, 64).await;
     exec(
@@ -361,26 +373,43 @@ async fn an_expired_min_delta_offset_stops_with_exit_code_3() {
     .await;
     let an_hour_ago =
         dcs_runner::source::tso::format_timestamp(emu.doris.clock.now_ms() - 3_600_000);
-    let yaml = manifest(&emu, "fromTimestamp", "")
-        .replace(
-            "startup: {mode: fromTimestamp}",
-            &format!("startup: {{mode: fromTimestamp, timestamp: \"{an_hour_ago}\"}}"),
-        )
-        .replace(
-            "changelog: {pollInterval: 1s}",
-            "changelog: {pollInterval: 1s, incrementType: minDelta}",
+    for increment in ["minDelta", "detail", "appendOnly"] {
+        let yaml = manifest(&emu, "fromTimestamp", "")
+            .replace(
+                "startup: {mode: fromTimestamp}",
+                &format!("startup: {{mode: fromTimestamp, timestamp: \"{an_hour_ago}\"}}"),
+            )
+            .replace(
+                "changelog: {pollInterval: 1s}",
+                &format!("changelog: {{pollInterval: 1s, incrementType: {increment}}}"),
+            );
+        let dir = tempfile::tempdir().unwrap();
+        let before = emu.doris.counters.get("sql_incr");
+        let err = tokio::time::timeout(Duration::from_secs(20), run(config(&yaml), dir.path()))
+            .await
+            .expect("the runner stops")
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with(&format!(
+                "Changelog offset {an_hour_ago} has expired according to changelog.ttl_seconds (60 s)"
+            )),
+            "{increment}: {err}"
         );
-    let dir = tempfile::tempdir().unwrap();
-    let err = tokio::time::timeout(Duration::from_secs(20), run(config(&yaml), dir.path()))
-        .await
-        .expect("the runner stops")
-        .unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("Changelog offset has expired according to changelog.ttl_seconds"),
-        "{err}"
-    );
-    assert_eq!(err.exit_code(), 3);
+        assert_eq!(err.exit_code(), 3);
+        assert_eq!(emu.doris.counters.get("sql_incr"), before, "nothing was read");
+        // The checkpoint says why the runner stopped, and its offset did not move.
+        let cp = stored(dir.path()).await;
+        let stopped = cp.stopped.expect("a stop record");
+        assert_eq!(
+            (stopped.reason.as_str(), stopped.exit_code),
+            ("OffsetExpired", 3)
+        );
+        assert_eq!(cp.last_error.unwrap().reason, "OffsetExpired");
+        let Position::Changelog { offset } = cp.position else {
+            panic!("{:?}", cp.position);
+        };
+        assert_eq!(offset.timestamp, an_hour_ago);
+    }
 }
 
 #[tokio::test]

@@ -354,7 +354,7 @@ async fn visibility_errors_fail_after_the_wait_timeout_with_the_doris_message() 
 }
 
 #[tokio::test]
-async fn an_expired_min_delta_start_fails_with_the_doris_message() {
+async fn an_expired_start_stops_before_anything_is_read_under_every_increment_type() {
     let emu = emu().await;
     exec(
         &emu,
@@ -370,17 +370,62 @@ async fn an_expired_min_delta_start_fails_with_the_doris_message() {
     .await;
     let start = dcs_runner::source::tso::offset_at(emu.doris.clock.now_ms() - 1_000);
     emu.doris.clock.advance_ms(120_000);
-    let mut r = reader(&emu, "src.t", options(IncrementType::MinDelta)).await;
+    for increment in [
+        IncrementType::MinDelta,
+        IncrementType::Detail,
+        IncrementType::AppendOnly,
+    ] {
+        emu.doris.counters.reset();
+        let mut r = reader(&emu, "src.t", options(increment)).await;
+        let (tx, _rx) = mpsc::channel(64);
+        let err = r.poll_once(&start, &tx).await.unwrap_err();
+        assert!(matches!(err, Error::OffsetExpired { gone: true, .. }), "{err:?}");
+        assert_eq!(err.exit_code(), 3);
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "Changelog offset {} has expired according to changelog.ttl_seconds (60 s): Doris's now is ",
+                start.timestamp
+            )),
+            "{msg}"
+        );
+        // Detail and appendOnly would have skipped the expired part silently: nothing is read.
+        assert_eq!(emu.doris.counters.get("sql_incr"), 0, "{increment:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_start_within_the_safety_margin_of_expiry_is_not_read() {
+    let emu = emu().await;
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE src",
+            "CREATE TABLE src.t (id INT NOT NULL, name VARCHAR(64), age INT) UNIQUE KEY(id) \
+             DISTRIBUTED BY HASH(id) BUCKETS 1 PROPERTIES (\"replication_num\" = \"1\", \
+             \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\", \
+             \"changelog.ttl_seconds\" = \"600\")",
+        ],
+    )
+    .await;
+    let start = dcs_runner::source::tso::offset_at(emu.doris.clock.now_ms());
+    // 10 s of retention left: inside the 30 s margin, not gone yet.
+    emu.doris.clock.advance_ms(590_000);
+    let mut r = reader(&emu, "src.t", options(IncrementType::Detail)).await;
     let (tx, _rx) = mpsc::channel(64);
     let err = r.poll_once(&start, &tx).await.unwrap_err();
-    assert!(matches!(err, Error::Doris { .. }), "{err:?}");
+    assert!(matches!(err, Error::OffsetExpired { gone: false, .. }), "{err:?}");
     assert!(
         err.to_string()
-            .ends_with("Changelog offset has expired according to changelog.ttl_seconds"),
+            .contains("are about to go (the offset is within the 30 s safety margin of that edge)"),
         "{err}"
     );
-    // DETAIL moves on silently (the operator watches the offset age instead).
-    let mut r = reader(&emu, "src.t", options(IncrementType::Detail)).await;
+    // With the TTL raised, the same window is read.
+    exec(
+        &emu,
+        &["ALTER TABLE src.t SET (\"changelog.ttl_seconds\" = \"3600\")"],
+    )
+    .await;
     assert!(r.poll_once(&start, &tx).await.unwrap().is_some());
 }
 
@@ -411,6 +456,12 @@ async fn the_flight_session_reads_in_utc() {
 async fn an_expired_token_reconnects_once_and_reads_the_window() {
     let emu = emu().await;
     let start = scripted(&emu).await;
+    // The changelog keeps a week, more than the token lives.
+    exec(
+        &emu,
+        &["ALTER TABLE src.t SET (\"changelog.ttl_seconds\" = \"604800\")"],
+    )
+    .await;
     let mut r = reader(&emu, "src.t", options(IncrementType::Detail)).await;
     let (tx, mut rx) = mpsc::channel(64);
     let (first, _) = r.poll_once(&start, &tx).await.unwrap().unwrap();
@@ -461,8 +512,10 @@ async fn binlog_spelled_tables_read_and_expire_with_their_own_message() {
     let mut r = reader(&emu, "src.b", options(IncrementType::MinDelta)).await;
     let err = r.poll_once(&start, &tx).await.unwrap_err();
     assert!(
-        err.to_string()
-            .ends_with("Row binlog offset has expired according to binlog.ttl_seconds"),
+        err.to_string().starts_with(&format!(
+            "Changelog offset {} has expired according to binlog.ttl_seconds (60 s)",
+            start.timestamp
+        )),
         "{err}"
     );
 }

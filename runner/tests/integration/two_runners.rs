@@ -96,8 +96,8 @@ async fn a_label_pre_committed_by_another_runner_is_neither_adopted_nor_aborted(
         panic!("a Doris sink")
     };
     assert!(sink.enable_2pc);
-    let old = DorisWriter::new((*sink).clone(), "student-sync".into());
-    let new = DorisWriter::new(*sink, "student-sync".into());
+    let old = DorisWriter::new((*sink).clone(), "default".into(), "student-sync".into());
+    let new = DorisWriter::new(*sink, "default".into(), "student-sync".into());
 
     // The old runner pre-commits load 0 of checkpoint 7; the new one reaches the same label.
     let loaded = old.load(rows(&["old-a", "old-b"]), 7, 0).await.unwrap();

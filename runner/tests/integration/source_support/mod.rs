@@ -2,6 +2,8 @@
 //! way to turn record batches into comparable rows.
 #![allow(dead_code)]
 
+pub mod process;
+
 use std::collections::BTreeSet;
 use std::time::Duration;
 
