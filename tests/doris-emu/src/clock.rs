@@ -81,20 +81,19 @@ impl Clock {
         }
     }
 
-    /// Allocate the next commit TSO: physical = now, logical bumps within the same millisecond.
+    /// Allocate the next commit TSO as Doris's `TSOService.getTSO` does: the logical counter is
+    /// incremented before it is handed out (so the first TSO of a millisecond has logical 1), and
+    /// TSOs strictly increase even when the clock stands still.
     pub fn next_tso(&self) -> i64 {
         let mut last = self.last_tso.lock();
-        let candidate = compose_tso(self.now_ms(), 0);
-        let tso = if candidate > *last {
-            candidate
-        } else {
-            *last + 1
-        };
+        let tso = (*last + 1).max(compose_tso(self.now_ms(), 1));
         *last = tso;
         tso
     }
 
-    /// The current TSO without allocating one (what `/api/tso` reports).
+    /// The current TSO without allocating one (what `/api/tso` reports, Doris's
+    /// `getCurrentTSO`): the last one handed out, or the current millisecond with logical 0. Every
+    /// TSO allocated afterwards is larger, so a commit with a TSO at or below it came before.
     pub fn current_tso(&self) -> i64 {
         let last = *self.last_tso.lock();
         last.max(compose_tso(self.now_ms(), 0))
@@ -120,8 +119,10 @@ mod tests {
         assert_eq!(c.now_ms(), 1_000);
         c.advance_ms(500);
         assert_eq!(c.now_ms(), 1_500);
-        assert_eq!(tso_physical_ms(c.next_tso()), 1_500);
-        assert_eq!(tso_logical(c.next_tso()), 1);
+        let first = c.next_tso();
+        assert_eq!(tso_physical_ms(first), 1_500);
+        assert_eq!(tso_logical(first), 1, "Doris increments before handing out");
+        assert_eq!(tso_logical(c.next_tso()), 2);
     }
 
     #[test]
@@ -134,6 +135,19 @@ mod tests {
         assert_eq!(c.now_ms(), at);
         c.advance_ms(1_000);
         assert_eq!(c.now_ms(), at + 1_000);
+    }
+
+    #[test]
+    fn every_tso_handed_out_after_current_tso_is_larger() {
+        let c = Clock::frozen_at(5_000);
+        let reported = c.current_tso();
+        assert_eq!(tso_logical(reported), 0);
+        assert!(c.next_tso() > reported);
+        let reported = c.current_tso();
+        assert!(c.next_tso() > reported);
+        c.advance_ms(1);
+        let reported = c.current_tso();
+        assert!(c.next_tso() > reported);
     }
 
     #[test]
