@@ -164,8 +164,20 @@ mod tests {
 
     #[test]
     fn the_same_name_in_two_namespaces_gets_other_labels() {
-        let a = load_label(&owner("team-a", "dcs", "orders"), LabelScheme::V2, None, 7, 0);
-        let b = load_label(&owner("team-b", "dcs", "orders"), LabelScheme::V2, None, 7, 0);
+        let a = load_label(
+            &owner("team-a", "dcs", "orders"),
+            LabelScheme::V2,
+            None,
+            7,
+            0,
+        );
+        let b = load_label(
+            &owner("team-b", "dcs", "orders"),
+            LabelScheme::V2,
+            None,
+            7,
+            0,
+        );
         assert_ne!(a, b);
     }
 
@@ -208,7 +220,8 @@ mod tests {
         assert_eq!(a.len(), MAX_LABEL_LEN);
         assert_ne!(a, b);
         // The longest valid prefix and consumer id with large ids still fit Doris's 128.
-        let o = owner("ns", &"p".repeat(32), &"c".repeat(64));
+        let (prefix, consumer) = ("p".repeat(32), "c".repeat(64));
+        let o = owner("ns", &prefix, &consumer);
         let l = load_label(&o, LabelScheme::V2, None, u64::MAX, u32::MAX);
         assert!(l.len() <= MAX_LABEL_LEN);
     }
@@ -220,13 +233,19 @@ mod tests {
             let l = load_label(&o, scheme, None, 42, 3);
             assert_eq!(parse_label(&o, scheme, &l), Some((42, 3)));
             assert_eq!(parse_label(&owner("ns", "dcs", "other"), scheme, &l), None);
-            assert_eq!(parse_label(&owner("ns", "dcs", "student"), scheme, &l), None);
+            assert_eq!(
+                parse_label(&owner("ns", "dcs", "student"), scheme, &l),
+                None
+            );
         }
     }
 
     #[test]
     fn the_scheme_is_stored_as_a_number_and_defaults_to_v1() {
-        assert_eq!(LabelScheme::from_number(LabelScheme::V2.number()), LabelScheme::V2);
+        assert_eq!(
+            LabelScheme::from_number(LabelScheme::V2.number()),
+            LabelScheme::V2
+        );
         assert_eq!(LabelScheme::from_number(0), LabelScheme::V1);
         assert_eq!(LabelScheme::from_number(1), LabelScheme::V1);
         assert_eq!(LabelScheme::default(), LabelScheme::V1);

@@ -201,8 +201,8 @@ pub fn plan_cleanup(
         });
     let stale_labels = match (sink, &sink_table) {
         (Some(d), Some(table)) if d.enable2pc => {
-            let (consumer, first, scheme) =
-                checkpoint.map_or((consumer_id, 1, LabelScheme::V2), |cp| {
+            let (consumer, first, scheme) = checkpoint
+                .map_or((consumer_id, 1, LabelScheme::V2), |cp| {
                     (cp.consumer_id.as_str(), cp.checkpoint_id + 1, cp.labels())
                 });
             Some(LabelSweep {
@@ -718,7 +718,14 @@ mod tests {
             (sweep.consumer_id.as_str(), sweep.first_checkpoint_id),
             ("orders-r1", 1)
         );
-        assert_eq!(sweep.label(1, 2), "dcs-orders-r1-1-2");
+        // Without a checkpoint the labels are the current scheme's.
+        let tag = LabelOwner {
+            namespace: "ns",
+            prefix: "dcs",
+            consumer_id: "orders-r1",
+        }
+        .tag();
+        assert_eq!(sweep.label(1, 2), format!("dcs-orders-r1-{tag}-1-2"));
         spec.sink.doris.as_mut().unwrap().enable2pc = false;
         assert!(plan_cleanup("ns", &spec, None, "orders", Why::Deleted).is_empty());
     }

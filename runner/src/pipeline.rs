@@ -50,8 +50,8 @@ use crate::checkpoint::{
     Stopped,
 };
 use crate::sink::batcher::Batcher;
-use crate::sink::label::LabelScheme;
 use crate::sink::encode::{ChangeColumns, EncodeError};
+use crate::sink::label::LabelScheme;
 use crate::sink::schema;
 use crate::sink::stdout::encode_records;
 use crate::source::changelog::{self, ChangelogEvent, ChangelogReader};
@@ -357,15 +357,9 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             StartPlan::SnapshotFromNow => {
                 let t0 = tso::current(&http).await?.start_point();
                 tracing::info!(t0 = %t0.timestamp, tso = t0.tso, "took the changelog start point before the snapshot");
-                let mut barrier = ChangelogReader::new(
-                    http.clone(),
-                    Vec::new(),
-                    self.config.changelog.clone(),
-                )
-                .await?;
-                let waited = barrier.await_visible_through(&t0).await;
-                barrier.close().await;
-                waited?;
+                RetentionGuard::new(http.clone())
+                    .await_visible_through(&t0, &self.config.changelog)
+                    .await?;
                 StartPlan::Snapshot {
                     tablets_done: Vec::new(),
                     then: Some(t0),
@@ -1071,7 +1065,10 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             return;
         };
         let (reason, message) = match outcome {
-            Outcome::Done => ("Done", "the snapshot is complete; a snapshot-mode sync ends here"),
+            Outcome::Done => (
+                "Done",
+                "the snapshot is complete; a snapshot-mode sync ends here",
+            ),
             Outcome::Stopped => ("Stopped", "stopped on request after a last checkpoint"),
         };
         let cp = Checkpoint {

@@ -977,8 +977,13 @@ async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Dura
         .as_ref()
         .and_then(|s| s.consumer_id.clone())
         .unwrap_or_else(|| sync.consumer_id());
-    let mut work =
-        cleanup::plan_cleanup(&ns, &sync.spec, checkpoint.as_ref(), &consumer, Why::Deleted);
+    let mut work = cleanup::plan_cleanup(
+        &ns,
+        &sync.spec,
+        checkpoint.as_ref(),
+        &consumer,
+        Why::Deleted,
+    );
     if checkpoint_cm.is_none() {
         // The checkpoint ConfigMap is created with the first runner: without it none ever ran
         // (e.g. a sync blocked from the start), so no load can be pre-committed.

@@ -207,42 +207,62 @@ impl ConfigMapStore {
     /// the read-back gets no answer, the result is [`Error::CheckpointSaveUnknown`]: the caller
     /// must then neither commit nor abort what this checkpoint lists (a restart finds out).
     async fn write(&mut self, change: impl Fn(&mut ConfigMap)) -> Result<()> {
+        // Whether an earlier attempt may have been applied: a 409 may then be that attempt's own
+        // write having moved the resourceVersion, so it is read back too.
+        let mut maybe_applied = false;
         let mut last = String::new();
-        for attempt in 0..AMBIGUOUS_ATTEMPTS {
-            if attempt > 0 {
-                tokio::time::sleep(std::time::Duration::from_millis(200 << attempt.min(4))).await;
-            }
+        for _ in 0..AMBIGUOUS_ATTEMPTS {
             let (wanted, result) = self.write_once(&change).await;
-            let e = match result {
+            match result {
                 Ok(cm) => {
                     self.seen = Seen::Present(Box::new(cm));
                     return Ok(());
                 }
-                Err(WriteError::Fenced) => return Err(self.fenced().await),
                 Err(WriteError::Refused(e)) => return Err(e),
-                Err(WriteError::Ambiguous(e)) => e,
-            };
-            last = e.to_string();
-            tracing::warn!(attempt, error = %last, "checkpoint write got no clear answer; reading it back");
-            match self.api.get_opt(&self.name).await {
-                Ok(Some(stored)) if holds(&stored, &wanted) => {
+                Err(WriteError::Fenced) if !maybe_applied => return Err(self.fenced().await),
+                Err(WriteError::Fenced) => {}
+                Err(WriteError::Ambiguous(e)) => {
+                    last = e.to_string();
+                    tracing::warn!(error = %last, "checkpoint write got no clear answer; reading it back");
+                }
+            }
+            maybe_applied = true;
+            match self.read_back(&wanted, &mut last).await {
+                ReadBack::Applied(stored) => {
                     tracing::info!("the checkpoint write had been applied");
-                    self.seen = Seen::Present(Box::new(stored));
+                    self.seen = Seen::Present(stored);
                     return Ok(());
                 }
-                Ok(stored) if self.unchanged(stored.as_ref()) => {
-                    // Not applied: try again under the same precondition.
-                }
-                Ok(_) => return Err(self.fenced().await),
-                Err(read) => {
-                    last = format!("{last}; reading it back: {read}");
-                }
+                // Not applied: try again under the same precondition.
+                ReadBack::NotApplied => {}
+                ReadBack::Overwritten => return Err(self.fenced().await),
+                ReadBack::Unreadable => break,
             }
         }
         Err(Error::CheckpointSaveUnknown {
             location: self.location(),
             reason: last,
         })
+    }
+
+    /// Read the ConfigMap back after a write without a clear answer (a few attempts, backing
+    /// off): whether it holds `wanted`, is as this store last saw it, or was written by someone
+    /// else.
+    async fn read_back(&self, wanted: &ConfigMap, last: &mut String) -> ReadBack {
+        for attempt in 0..AMBIGUOUS_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(100 << attempt.min(5))).await;
+            }
+            match self.api.get_opt(&self.name).await {
+                Ok(Some(stored)) if holds(&stored, wanted) => {
+                    return ReadBack::Applied(Box::new(stored));
+                }
+                Ok(stored) if self.unchanged(stored.as_ref()) => return ReadBack::NotApplied,
+                Ok(_) => return ReadBack::Overwritten,
+                Err(e) => *last = format!("{last}; reading it back: {e}"),
+            }
+        }
+        ReadBack::Unreadable
     }
 
     /// One write attempt: what the ConfigMap should hold after it, and the answer.
@@ -304,6 +324,18 @@ impl ConfigMapStore {
             _ => false,
         }
     }
+}
+
+/// What reading the ConfigMap back after an unclear write found.
+enum ReadBack {
+    /// The write is there.
+    Applied(Box<ConfigMap>),
+    /// Nothing changed since the store last saw it.
+    NotApplied,
+    /// Someone else wrote (or deleted) it.
+    Overwritten,
+    /// No answer.
+    Unreadable,
 }
 
 /// Why one write attempt did not succeed.

@@ -255,14 +255,19 @@ impl DorisWriter {
     /// # Errors
     /// [`Error::Sink`] when an abort fails for good.
     pub async fn abort_checkpoint(&self, checkpoint_id: u64) -> Result<u32> {
-        self.abort_checkpoint_in(LabelScheme::V2, checkpoint_id).await
+        self.abort_checkpoint_in(LabelScheme::V2, checkpoint_id)
+            .await
     }
 
     /// [`DorisWriter::abort_checkpoint`] for loads labelled under `scheme`.
     ///
     /// # Errors
     /// As [`DorisWriter::abort_checkpoint`].
-    pub async fn abort_checkpoint_in(&self, scheme: LabelScheme, checkpoint_id: u64) -> Result<u32> {
+    pub async fn abort_checkpoint_in(
+        &self,
+        scheme: LabelScheme,
+        checkpoint_id: u64,
+    ) -> Result<u32> {
         let mut seq = 0;
         loop {
             let label = self.label_in(scheme, checkpoint_id, seq);
@@ -391,6 +396,10 @@ mod tests {
         let r = w.label(3, 0);
         assert!(r.contains("-r") && r.ends_with("-3-0"), "{r}");
         let again = DorisWriter::new(config(false, SinkMode::Upsert), "ns".into(), "c1".into());
-        assert_ne!(again.label(3, 0), r, "every run without 2PC has its own labels");
+        assert_ne!(
+            again.label(3, 0),
+            r,
+            "every run without 2PC has its own labels"
+        );
     }
 }

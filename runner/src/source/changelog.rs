@@ -17,8 +17,8 @@ use tokio::time::Instant;
 use super::fe_http::FeHttpClient;
 use super::flight::{FlightSession, resolve_flight_port};
 use super::resumable::{ReadPlan, read_into};
-use super::retention::{RetentionGuard, SAFETY_MARGIN};
 use super::resume::{Replay, StreamRetry};
+use super::retention::{RetentionGuard, SAFETY_MARGIN};
 use super::row_kind::row_kinds;
 use super::snapshot::select_list;
 use super::tso::{self, offset_at};
@@ -192,13 +192,15 @@ pub enum ChangelogEvent {
     },
 }
 
-/// The rows of `batch` committed at or after `seam_tso` (all of them when none is older, the
-/// common case, without copying).
+/// The rows of `batch` committed after `seam_tso` (all of them when none is older, the common
+/// case, without copying).
 ///
 /// The first window of an `initial` sync starts at T0's second, so it returns the changes
 /// committed earlier in that second, which the snapshot (read after T0) already holds. They are
-/// dropped by their TSO: every change with a TSO below T0's was committed, and made visible
-/// ([`ChangelogReader::await_visible_through`]), before the snapshot was read.
+/// dropped by their TSO. T0's TSO is Doris's current TSO (`/api/tso`): the last one Doris handed
+/// out, every later commit gets a larger one (doris-protocols.md §1.2), so a change with a TSO at
+/// or below T0's was committed before T0 — and, visible by then
+/// ([`super::retention::RetentionGuard::await_visible_through`]), is in the snapshot.
 ///
 /// # Errors
 /// When the batch has no TSO column of the expected type.
@@ -218,10 +220,11 @@ pub fn drop_before_seam(batch: RecordBatch, seam_tso: i64) -> Result<Option<Reco
         .as_any()
         .downcast_ref::<arrow_array::Int64Array>()
         .ok_or_else(|| bad(format!("{TSO_COLUMN} is not Int64")))?;
-    if tso.values().iter().all(|t| *t >= seam_tso) {
+    if tso.values().iter().all(|t| *t > seam_tso) {
         return Ok(Some(batch));
     }
-    let keep: arrow_array::BooleanArray = tso.values().iter().map(|t| Some(*t >= seam_tso)).collect();
+    let keep: arrow_array::BooleanArray =
+        tso.values().iter().map(|t| Some(*t > seam_tso)).collect();
     let kept = arrow::compute::filter_record_batch(&batch, &keep)
         .map_err(|e| bad(format!("filtering at the seam: {e}")))?;
     Ok((kept.num_rows() > 0).then_some(kept))
@@ -496,72 +499,6 @@ impl ChangelogReader {
         Ok(stats)
     }
 
-    /// Wait until every change committed at or before `t0` is visible, before an `initial` sync
-    /// reads its snapshot: a transaction committed (its TSO taken) just before T0 but published a
-    /// moment later would otherwise be in neither the snapshot nor — dropped at the seam
-    /// ([`drop_before_seam`]) — the changelog.
-    ///
-    /// Doris waits for the committed-not-visible transactions with a commit TSO up to a time-based
-    /// `@incr`'s end before it answers (doris-protocols.md §1.6), so a count over the second
-    /// after T0's is the barrier; its end must not be after Doris's now, so that second is waited
-    /// for first (at most one second). Visibility errors are retried as for any window.
-    ///
-    /// # Errors
-    /// As [`ChangelogReader::read_window`].
-    pub async fn await_visible_through(&mut self, t0: &Offset) -> Result<()> {
-        let window = ChangelogWindow {
-            start: offset_at(t0.epoch_ms),
-            end: offset_at(t0.epoch_ms + 1000),
-        };
-        loop {
-            let now = tso::current(&self.http).await?;
-            if now.physical_ms >= window.end.epoch_ms {
-                break;
-            }
-            let left = u64::try_from(window.end.epoch_ms - now.physical_ms).unwrap_or(0);
-            tokio::time::sleep(Duration::from_millis(left.clamp(10, 1000))).await;
-        }
-        let settings = self.http.settings().clone();
-        let sql = format!(
-            "SELECT COUNT(*) FROM {}@incr('startTimestamp' = '{}', 'endTimestamp' = '{}', 'incrementType' = 'APPEND_ONLY')",
-            settings.table.quoted(),
-            window.start.timestamp,
-            window.end.timestamp
-        );
-        let mut first_failure: Option<Instant> = None;
-        loop {
-            if self.session.is_none() {
-                self.session = Some(FlightSession::connect(&settings, self.flight_port).await?);
-            }
-            let session = self.session.as_mut().expect("connected above");
-            match session.statement(&sql).await {
-                Ok(()) => return Ok(()),
-                Err(Error::WindowNotReady { code, message }) => {
-                    let first = *first_failure.get_or_insert_with(Instant::now);
-                    let Some(delay) =
-                        visibility_retry_delay(&self.options, first.elapsed(), &message)
-                    else {
-                        return Err(Error::Doris {
-                            context: format!(
-                                "waiting for the changes before T0 {} to become visible (visibleWaitTimeout {:?})",
-                                t0.timestamp, self.options.visible_wait_timeout
-                            ),
-                            message,
-                        });
-                    };
-                    tracing::info!(code, ?delay, "changes before T0 not visible yet; waiting");
-                    tokio::time::sleep(delay).await;
-                }
-                Err(e) => {
-                    if let Some(s) = self.session.take() {
-                        s.close().await;
-                    }
-                    return Err(e);
-                }
-            }
-        }
-    }
-
     /// Close the Flight SQL session.
     pub async fn close(mut self) {
         if let Some(s) = self.session.take() {
@@ -724,6 +661,34 @@ mod tests {
             "Unsupported Doris binlog operation 7"
         );
         assert!(validate_batch("t", &["name".into()], &ok).is_err());
+    }
+
+    #[test]
+    fn changes_at_or_below_t0s_tso_are_dropped_at_the_seam() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, false),
+            Field::new(TSO_COLUMN, DataType::Int64, false),
+        ]));
+        let b = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int32Array::from(vec![1, 2, 3])),
+                Arc::new(Int64Array::from(vec![99, 100, 101])),
+            ],
+        )
+        .unwrap();
+        let kept = drop_before_seam(b.clone(), 100).unwrap().unwrap();
+        let ids = kept
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .unwrap();
+        assert_eq!(ids.values().to_vec(), vec![3]);
+        assert_eq!(
+            drop_before_seam(b.clone(), 98).unwrap().unwrap().num_rows(),
+            3
+        );
+        assert!(drop_before_seam(b, 101).unwrap().is_none());
     }
 
     #[test]

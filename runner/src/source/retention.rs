@@ -138,6 +138,110 @@ impl RetentionGuard {
         }
     }
 
+    /// Wait until every change committed at or before `t0` is visible, before an `initial` sync
+    /// reads its snapshot: a transaction committed (its TSO taken) just before T0 but published a
+    /// moment later would otherwise be in neither the snapshot nor — dropped at the seam
+    /// ([`super::changelog::drop_before_seam`]) — the changelog.
+    ///
+    /// Doris waits for the committed-not-visible transactions with a commit TSO up to a time-based
+    /// `@incr`'s end before it answers (doris-protocols.md §1.6), so a count over the second after
+    /// T0's is the barrier (over MySQL, on the kept connection); its end must not be after Doris's
+    /// now, so that second is waited for first (at most one second). Visibility errors are
+    /// retried until `visible_wait_timeout`, as for any window.
+    ///
+    /// # Errors
+    /// Doris's message once the wait is over; the errors of `/api/tso` and of the query.
+    pub async fn await_visible_through(
+        &self,
+        t0: &Offset,
+        options: &super::changelog::ChangelogOptions,
+    ) -> Result<()> {
+        let start = tso::offset_at(t0.epoch_ms);
+        let end = tso::offset_at(t0.epoch_ms + 1000);
+        loop {
+            let now = tso::current(&self.http).await?;
+            if now.physical_ms >= end.epoch_ms {
+                break;
+            }
+            let left = u64::try_from(end.epoch_ms - now.physical_ms).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(left.clamp(10, 1000))).await;
+        }
+        let sql = format!(
+            "SELECT COUNT(*) FROM {}@incr('startTimestamp' = '{}', 'endTimestamp' = '{}', 'incrementType' = 'APPEND_ONLY')",
+            self.settings().table.quoted(),
+            start.timestamp,
+            end.timestamp
+        );
+        let first = tokio::time::Instant::now();
+        loop {
+            match self.query_count(&sql).await {
+                Ok(()) => return Ok(()),
+                Err(Error::WindowNotReady { code, message }) => {
+                    let Some(delay) = super::changelog::visibility_retry_delay(
+                        options,
+                        first.elapsed(),
+                        &message,
+                    ) else {
+                        return Err(Error::Doris {
+                            context: format!(
+                                "waiting for the changes before T0 {} to become visible (visibleWaitTimeout {:?})",
+                                t0.timestamp, options.visible_wait_timeout
+                            ),
+                            message,
+                        });
+                    };
+                    tracing::info!(code, ?delay, "changes before T0 not visible yet; waiting");
+                    tokio::time::sleep(delay).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Run a query whose rows are not needed on the kept connection; Doris's visibility errors
+    /// become [`Error::WindowNotReady`].
+    async fn query_count(&self, sql: &str) -> Result<()> {
+        let mut slot = self.conn.lock().await;
+        if slot.is_none() {
+            *slot = Some(properties::connect(self.settings()).await?);
+        }
+        let conn = slot.as_mut().expect("connected above");
+        let read = tokio::time::timeout(PROPERTIES_DEADLINE, async {
+            use mysql_async::prelude::Queryable;
+            conn.query_drop(sql).await
+        })
+        .await;
+        match read {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(mysql_async::Error::Server(e)))
+                if matches!(e.code, 5100 | 5101) || e.message.starts_with("ERR_INCR_") =>
+            {
+                Err(Error::WindowNotReady {
+                    code: if e.message.starts_with("ERR_INCR_WINDOW_NOT_READY") {
+                        5100
+                    } else {
+                        e.code
+                    },
+                    message: e.message,
+                })
+            }
+            Ok(Err(e)) => {
+                *slot = None;
+                Err(properties::mysql_error(
+                    "waiting for the changes before T0",
+                    e,
+                ))
+            }
+            Err(_) => {
+                *slot = None;
+                Err(Error::SourceUnavailable {
+                    context: "waiting for the changes before T0".into(),
+                    reason: format!("no answer within {PROPERTIES_DEADLINE:?}"),
+                })
+            }
+        }
+    }
+
     /// The table's TTL and the property it is read from, on the kept connection (opened again
     /// after a failure).
     async fn ttl(&self) -> Result<(u64, String)> {
@@ -164,10 +268,7 @@ impl RetentionGuard {
                 Ok(Err(e)) if attempt == 1 => return Err(e),
                 Err(_) if attempt == 1 => {
                     return Err(Error::SourceUnavailable {
-                        context: format!(
-                            "reading the changelog TTL of {}",
-                            self.settings().table
-                        ),
+                        context: format!("reading the changelog TTL of {}", self.settings().table),
                         reason: format!("no answer within {PROPERTIES_DEADLINE:?}"),
                     });
                 }

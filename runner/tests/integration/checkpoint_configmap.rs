@@ -279,3 +279,202 @@ spec:
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 0);
 }
+
+// === saves whose answer is lost ===
+
+use source_support::kube_faults::{Fault, client_with_faults};
+
+const CM_PATH: &str = "/configmaps/student-sync-checkpoint";
+
+async fn stored_checkpoint(client: &Client) -> Checkpoint {
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .get("student-sync-checkpoint")
+        .await
+        .unwrap();
+    dcs_runner::checkpoint::parse("test", &cm.data.unwrap()[CHECKPOINT_KEY]).unwrap()
+}
+
+#[tokio::test]
+async fn a_save_the_server_applied_but_whose_answer_was_lost_counts_as_saved() {
+    let (emu, client) = source_support::kube_emu().await;
+    let (faulty, plan) = client_with_faults(&emu.kubeconfig("default")).await;
+    let mut s = store(&faulty);
+    s.load().await.unwrap();
+    s.save(&cp(1)).await.unwrap();
+    plan.arm(http::Method::PUT, CM_PATH, Fault::LoseAnswer);
+    s.save(&cp(2)).await.unwrap();
+    assert_eq!(plan.pending(), 0);
+    assert_eq!(stored_checkpoint(&client).await, cp(2));
+    // The store knows the resourceVersion of its own write: the next save is not fenced.
+    s.save(&cp(3)).await.unwrap();
+    assert_eq!(stored_checkpoint(&client).await, cp(3));
+    // A claim whose answer is lost, likewise.
+    plan.arm(http::Method::PUT, CM_PATH, Fault::LoseAnswer);
+    s.claim().await.unwrap();
+    s.save(&cp(4)).await.unwrap();
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_save_lost_on_its_way_is_sent_again() {
+    let (emu, client) = source_support::kube_emu().await;
+    let (faulty, plan) = client_with_faults(&emu.kubeconfig("default")).await;
+    let mut s = store(&faulty);
+    s.load().await.unwrap();
+    // The create of a missing ConfigMap, then a replace.
+    plan.arm(http::Method::POST, "/configmaps", Fault::Drop);
+    s.save(&cp(1)).await.unwrap();
+    plan.arm(http::Method::PUT, CM_PATH, Fault::Drop);
+    plan.arm(http::Method::PUT, CM_PATH, Fault::Drop);
+    s.save(&cp(2)).await.unwrap();
+    assert_eq!(plan.pending(), 0);
+    assert_eq!(stored_checkpoint(&client).await, cp(2));
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_lost_save_that_someone_else_overwrote_is_fenced() {
+    let (emu, client) = source_support::kube_emu().await;
+    let (faulty, plan) = client_with_faults(&emu.kubeconfig("default")).await;
+    let mut s = store(&faulty);
+    s.load().await.unwrap();
+    s.save(&cp(1)).await.unwrap();
+    // Another runner takes over; this store's next save is lost on its way.
+    let mut other = store(&client);
+    other.load().await.unwrap();
+    other.claim().await.unwrap();
+    plan.arm(http::Method::PUT, CM_PATH, Fault::Drop);
+    let err = s.save(&cp(2)).await.unwrap_err();
+    assert!(matches!(err, Error::Fenced { .. }), "{err}");
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_save_whose_outcome_cannot_be_read_back_is_reported_as_unknown() {
+    let (emu, client) = source_support::kube_emu().await;
+    let (faulty, plan) = client_with_faults(&emu.kubeconfig("default")).await;
+    let mut s = store(&faulty);
+    s.load().await.unwrap();
+    s.save(&cp(1)).await.unwrap();
+    plan.arm(http::Method::PUT, CM_PATH, Fault::LoseAnswer);
+    for _ in 0..5 {
+        plan.arm(http::Method::GET, CM_PATH, Fault::Drop);
+    }
+    let err = s.save(&cp(2)).await.unwrap_err();
+    assert!(matches!(err, Error::CheckpointSaveUnknown { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("this runner stops without committing or aborting that checkpoint's loads"),
+        "{err}"
+    );
+    // It was in fact saved.
+    assert_eq!(stored_checkpoint(&client).await, cp(2));
+    emu.shutdown().await;
+}
+
+/// A 2PC checkpoint save the API server applied whose answer is lost, and which cannot be read
+/// back: the runner stops without aborting the loads that checkpoint lists (they are committed by
+/// the restart), so the sink equals the source, nothing lost and nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_checkpoint_save_never_aborts_the_loads_it_may_hold() {
+    use dcs_runner::pipeline::{self, Control};
+    let (emu, client) = source_support::kube_emu().await;
+    let (faulty, plan) = client_with_faults(&emu.kubeconfig("default")).await;
+    let doris = source_support::emu().await;
+    source_support::exec(
+        &doris,
+        &[
+            "CREATE DATABASE demo",
+            "CREATE DATABASE sink",
+            source_support::SOURCE_DDL,
+        ],
+    )
+    .await;
+    let values: Vec<String> = (1..=200).map(source_support::row_values).collect();
+    source_support::exec(
+        &doris,
+        &[&format!(
+            "INSERT INTO demo.student VALUES {}",
+            values.join(", ")
+        )],
+    )
+    .await;
+    let cfg = source_support::config(&source_support::manifest(&doris, "initial", ""));
+    let (control, mut handle) = Control::new();
+    let run_cfg = cfg.clone();
+    let mut s = store(&faulty);
+    let task = tokio::spawn(async move { pipeline::run(run_cfg, &mut s, control).await });
+    let now = doris.doris.clock.now_ms();
+    assert!(
+        source_support::window_past(&mut handle, now, std::time::Duration::from_secs(60)).await
+    );
+    // Changes, loaded and pre-committed; the checkpoint that lists them is applied, its answer
+    // lost, and the store cannot be read back. The faults are armed between a load and the
+    // checkpoint after it (when a checkpoint slips in between, with another change).
+    for attempt in 0.. {
+        assert!(
+            attempt < 10,
+            "no load was followed by a checkpoint to fault"
+        );
+        let before = handle.progress.borrow().clone();
+        source_support::exec(
+            &doris,
+            &[&format!(
+                "INSERT INTO demo.student VALUES ({}, 'new', 1.00, '2026-11-01 10:00:00.000')",
+                1000 + attempt
+            )],
+        )
+        .await;
+        while handle.progress.borrow_and_update().counters.loads == before.counters.loads {
+            handle.progress.changed().await.unwrap();
+        }
+        let loaded = handle.progress.borrow().checkpoint_id;
+        plan.arm(http::Method::PUT, CM_PATH, Fault::LoseAnswer);
+        for _ in 0..5 {
+            plan.arm(http::Method::GET, CM_PATH, Fault::Drop);
+        }
+        // Armed in time (no checkpoint since the load), or already used by the checkpoint after it.
+        if handle.progress.borrow().checkpoint_id == loaded || plan.pending() < 6 {
+            break;
+        }
+        plan.clear();
+    }
+    let err = tokio::time::timeout(std::time::Duration::from_secs(60), task)
+        .await
+        .expect("the run stops")
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, Error::CheckpointSaveUnknown { .. }), "{err}");
+    // The stored checkpoint's loads are still pre-committed, not aborted.
+    let saved = stored_checkpoint(&client).await;
+    assert!(!saved.pending_txns.is_empty(), "{saved:?}");
+    let txns: Vec<serde_json::Value> =
+        reqwest::get(format!("http://{}/_emu/txns", doris.fe_http_addr()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    for pending in &saved.pending_txns {
+        let t = txns
+            .iter()
+            .find(|t| t["txn_id"] == pending.txn_id)
+            .expect("a known txn");
+        assert_ne!(t["state"], "ABORTED", "{t}");
+    }
+    // The restart commits them and goes on.
+    let (control, mut handle) = Control::new();
+    let mut s = store(&client);
+    let task = tokio::spawn(async move { pipeline::run(cfg, &mut s, control).await });
+    let now = doris.doris.clock.now_ms();
+    assert!(
+        source_support::window_past(&mut handle, now, std::time::Duration::from_secs(60)).await
+    );
+    handle.shutdown.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    assert_eq!(
+        source_support::mysql_rows(&doris, "SELECT * FROM sink.student ORDER BY id").await,
+        source_support::mysql_rows(&doris, "SELECT * FROM demo.student ORDER BY id").await
+    );
+    emu.shutdown().await;
+}

@@ -69,7 +69,11 @@ fn delay_answers(emu: &RunningEmulator, ms: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_load_is_retried_with_the_same_label_and_lands_once() {
     let emu = source_support::emu().await;
-    let writer = DorisWriter::new(sink(&emu, 20).await, "default".into(), "student-sync".into());
+    let writer = DorisWriter::new(
+        sink(&emu, 20).await,
+        "default".into(),
+        "student-sync".into(),
+    );
     // Every answer comes after the timeout until the delay is lifted: the first attempts time
     // out (the BE may still apply them once the delay is over).
     delay_answers(&emu, 3 * TIMEOUT.as_millis() as u64);
@@ -83,7 +87,7 @@ async fn a_timed_out_load_is_retried_with_the_same_label_and_lands_once() {
     let result = writer.load(body(), 7, 0).await.unwrap();
     lift.await.unwrap();
     assert!(result.attempts > 1, "{result:?}");
-    assert_eq!(result.label, "dcs-student-sync-7-0");
+    assert_eq!(result.label, source_support::label("student-sync", 7, 0));
     let pending = result.pending.clone().expect("pre-committed under 2PC");
     writer.commit(&[pending]).await.unwrap();
     // Every attempt used the one label, and Doris holds one transaction for it.
@@ -110,8 +114,11 @@ async fn a_sink_that_never_answers_in_time_fails_after_the_retries_with_a_clear_
     let err = writer.load(body(), 7, 0).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "Stream Load of label dcs-student-sync-7-0 still failing after 3 attempts: Stream Load to \
-         the BE timed out: no answer within 300ms"
+        format!(
+            "Stream Load of label {} still failing after 3 attempts: Stream Load to the BE timed \
+             out: no answer within 300ms",
+            source_support::label("student-sync", 7, 0)
+        )
     );
     assert!(matches!(err, dcs_runner::Error::Sink { .. }));
     // Nothing was loaded: every attempt's transaction was given up.

@@ -259,7 +259,9 @@ async fn a_second_runner_is_fenced() {
     let locked = FileStore::open(dir.path()).unwrap_err();
     assert_eq!(locked.exit_code(), 4, "{locked}");
     let (control, mut handle) = Control::new();
-    let cfg = config(&manifest(&emu, "initial", ""));
+    let mut cfg = config(&manifest(&emu, "initial", ""));
+    // Long enough that a load and the fencing write below fit between two checkpoints.
+    cfg.checkpoint_interval = Duration::from_secs(5);
     let task = tokio::spawn(async move { pipeline::run(cfg, &mut store, control).await });
     tokio::time::timeout(Duration::from_secs(20), async {
         while handle.progress.borrow_and_update().window_end.is_none() {
@@ -268,17 +270,41 @@ async fn a_second_runner_is_fenced() {
     })
     .await
     .unwrap();
-    // Another runner (bypassing the lock, as one in another pod would) writes the checkpoint.
+    // A row is loaded (pre-committed, its checkpoint not yet saved) ... (when a checkpoint comes
+    // in between, another row)
+    let mut late = 5000;
+    loop {
+        assert!(
+            late < 5010,
+            "no load was followed by the fence before a checkpoint"
+        );
+        let before = handle.progress.borrow().clone();
+        exec(
+            &emu,
+            &[&format!(
+                "INSERT INTO demo.student VALUES ({late}, 'late', 1.00, NULL)"
+            )],
+        )
+        .await;
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while handle.progress.borrow_and_update().counters.loads == before.counters.loads {
+                handle.progress.changed().await.unwrap();
+            }
+        })
+        .await
+        .unwrap();
+        if handle.progress.borrow().checkpoint_id == before.checkpoint_id {
+            break;
+        }
+        late += 1;
+    }
+    // ... when another runner (bypassing the lock, as one in another pod would) writes the
+    // checkpoint.
     let path = dir.path().join("checkpoint.json");
     let mut theirs =
         dcs_runner::checkpoint::parse("test", &std::fs::read_to_string(&path).unwrap()).unwrap();
     theirs.checkpoint_id += 100;
     std::fs::write(&path, theirs.to_json()).unwrap();
-    exec(
-        &emu,
-        &["INSERT INTO demo.student VALUES (5000, 'late', 1.00, NULL)"],
-    )
-    .await;
     let err = tokio::time::timeout(Duration::from_secs(20), task)
         .await
         .expect("the fenced runner stops")
@@ -289,7 +315,7 @@ async fn a_second_runner_is_fenced() {
     // What the fenced runner pre-committed is never committed: it aborted it before stopping.
     let sink = table(&emu, "sink.student").await;
     assert!(
-        !sink.iter().any(|r| r[0] == "5000"),
+        !sink.iter().any(|r| r[0] == late.to_string()),
         "fenced loads were committed"
     );
     let t = txns(&emu).await;
@@ -396,7 +422,11 @@ async fn an_expired_from_timestamp_start_stops_with_exit_code_3_for_every_increm
             "{increment}: {err}"
         );
         assert_eq!(err.exit_code(), 3);
-        assert_eq!(emu.doris.counters.get("sql_incr"), before, "nothing was read");
+        assert_eq!(
+            emu.doris.counters.get("sql_incr"),
+            before,
+            "nothing was read"
+        );
         // The checkpoint says why the runner stopped, and its offset did not move.
         let cp = stored(dir.path()).await;
         let stopped = cp.stopped.expect("a stop record");
@@ -427,7 +457,12 @@ async fn without_2pc_loads_are_visible_at_once_under_per_run_labels() {
     assert!(!t.is_empty());
     for x in &t {
         assert_eq!(x.state, "VISIBLE", "{x:?}");
-        assert!(x.label.starts_with("dcs-student-sync-r"), "{x:?}");
+        let stem = source_support::label("student-sync", 0, 0);
+        let stem = stem.strip_suffix("-0-0").unwrap();
+        assert!(
+            x.label.starts_with(&format!("{stem}-r")),
+            "a run tag after the owner: {x:?}"
+        );
     }
     assert!(stored(dir.path()).await.pending_txns.is_empty());
 }

@@ -165,7 +165,10 @@ async fn a_clock_jump_past_the_ttl_while_running_stops_the_runner_before_the_nex
             .expect("the runner stops")
             .unwrap()
             .unwrap_err();
-        assert!(matches!(err, Error::OffsetExpired { .. }), "{increment}: {err}");
+        assert!(
+            matches!(err, Error::OffsetExpired { .. }),
+            "{increment}: {err}"
+        );
         assert_eq!(err.exit_code(), 3);
         let cp = stored(dir.path());
         let Position::Changelog { offset } = &cp.position else {
@@ -221,7 +224,11 @@ async fn a_clock_jump_during_a_window_read_stops_the_run_without_committing_the_
     tokio::time::sleep(Duration::from_secs(3)).await;
     emu.doris.clock.advance_ms(700_000);
     engine
-        .two_phase("demo", &TxnRef::Id(txn), dcs_doris_emu::engine::TxnOperation::Commit)
+        .two_phase(
+            "demo",
+            &TxnRef::Id(txn),
+            dcs_doris_emu::engine::TxnOperation::Commit,
+        )
         .unwrap();
     let err = tokio::time::timeout(Duration::from_secs(60), task)
         .await
@@ -229,7 +236,11 @@ async fn a_clock_jump_during_a_window_read_stops_the_run_without_committing_the_
         .unwrap()
         .unwrap_err();
     assert!(matches!(err, Error::OffsetExpired { .. }), "{err}");
-    assert_eq!(sink_rows(&emu).await, before, "the window's rows were not committed");
+    assert_eq!(
+        sink_rows(&emu).await,
+        before,
+        "the window's rows were not committed"
+    );
     let txns: Vec<serde_json::Value> =
         reqwest::get(format!("http://{}/_emu/txns", emu.fe_http_addr()))
             .await

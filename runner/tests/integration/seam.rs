@@ -90,3 +90,102 @@ async fn a_delete_at_the_seam_reaches_the_sink_under_detail() {
     let (source, sink) = insert_after_t0_then_delete("detail").await;
     assert_eq!(sink, source);
 }
+
+/// A table filled just before an `initial` sync starts: the first changelog window starts at T0's
+/// second and returns those inserts again, though the snapshot holds them. Every row reaches the
+/// sink once and is counted once, into an upsert sink and into a changelog-mode sink alike.
+/// Doris's clock stands still while the table is filled and the sync starts (so T0 falls in the
+/// same second as the inserts), then moves ten times faster than real time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_committed_in_t0s_second_before_t0_reach_the_sink_once() {
+    for mode in ["upsert", "changelog"] {
+        let emu = std::sync::Arc::new(source_support::emu().await);
+        let sink_ddl = if mode == "upsert" {
+            "CREATE TABLE r.dst (id INT NOT NULL, v INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) \
+             BUCKETS 1 PROPERTIES (\"replication_num\" = \"1\")"
+        } else {
+            "CREATE TABLE r.dst (id INT NOT NULL, v INT, dcs_op VARCHAR(2), dcs_tso BIGINT, \
+             dcs_lsn BIGINT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+             PROPERTIES (\"replication_num\" = \"1\")"
+        };
+        exec(
+            &emu,
+            &[
+                "CREATE DATABASE r",
+                "CREATE TABLE r.src (id INT NOT NULL, v INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) \
+                 BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
+                 \"changelog.need_historical_value\" = \"true\")",
+                sink_ddl,
+            ],
+        )
+        .await;
+        emu.doris.clock.freeze();
+        let now = emu.doris.clock.now_ms();
+        emu.doris.clock.advance_ms(1000 - now % 1000 + 100);
+        for chunk in 0..4 {
+            let values: Vec<String> = (1..=500)
+                .map(|i| format!("({}, {i})", chunk * 500 + i))
+                .collect();
+            exec(
+                &emu,
+                &[&format!("INSERT INTO r.src VALUES {}", values.join(", "))],
+            )
+            .await;
+        }
+        let fe = emu.fe_http_addr();
+        let qp = emu.ports().query_port;
+        let yaml = format!(
+            "apiVersion: dcs.dev/v1alpha1\nkind: DorisChangelogSync\nmetadata: {{name: seam}}\nspec:\n  \
+             source: {{feNodes: [\"{fe}\"], queryPort: {qp}, table: r.src, credentials: {{secretName: s}}}}\n  \
+             startup: {{mode: initial}}\n  changelog: {{pollInterval: 1s}}\n  \
+             sink:\n    doris: {{feNodes: [\"{fe}\"], table: r.dst, credentials: {{secretName: d}}, mode: {mode}}}\n"
+        );
+        let sync = dcs_crds::from_manifest(&yaml).unwrap();
+        let credentials = Credentials {
+            source_user: "root".into(),
+            sink_user: "root".into(),
+            ..Default::default()
+        };
+        let mut config = PipelineConfig::from_sync(&sync, credentials).unwrap();
+        config.changelog.poll_interval = Duration::from_millis(100);
+        config.checkpoint_interval = Duration::from_millis(200);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_path_buf();
+        let (control, mut handle) = Control::new();
+        let task = tokio::spawn(async move {
+            let mut store = dcs_runner::checkpoint::FileStore::open(&path).unwrap();
+            pipeline::run(config, &mut store, control).await
+        });
+        // T0 (the runner's first /api/tso) is taken while the clock stands still; then time
+        // moves again.
+        let wait = Duration::from_secs(60);
+        tokio::time::timeout(wait, async {
+            while emu.doris.counters.get("fe_tso") == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the sync takes T0");
+        let ticking = emu.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                ticking.doris.clock.advance_ms(200);
+            }
+        });
+        let after = emu.doris.clock.now_ms() + 2_000;
+        assert!(window_past(&mut handle, after, wait).await, "{mode}");
+        handle.shutdown.send(true).unwrap();
+        task.await.unwrap().unwrap();
+        ticker.abort();
+        let cp = dcs_runner::checkpoint::CheckpointStore::load(
+            &mut dcs_runner::checkpoint::FileStore::open(dir.path()).unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(cp.counters.rows_written, 2000, "{mode}: rowsWritten");
+        let sink = mysql_rows(&emu, "SELECT id FROM r.dst").await;
+        assert_eq!(sink.len(), 2000, "{mode}: every row once");
+    }
+}

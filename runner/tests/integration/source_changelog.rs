@@ -379,7 +379,10 @@ async fn an_expired_start_stops_before_anything_is_read_under_every_increment_ty
         let mut r = reader(&emu, "src.t", options(increment)).await;
         let (tx, _rx) = mpsc::channel(64);
         let err = r.poll_once(&start, &tx).await.unwrap_err();
-        assert!(matches!(err, Error::OffsetExpired { gone: true, .. }), "{err:?}");
+        assert!(
+            matches!(err, Error::OffsetExpired { gone: true, .. }),
+            "{err:?}"
+        );
         assert_eq!(err.exit_code(), 3);
         let msg = err.to_string();
         assert!(
@@ -414,7 +417,10 @@ async fn a_start_within_the_safety_margin_of_expiry_is_not_read() {
     let mut r = reader(&emu, "src.t", options(IncrementType::Detail)).await;
     let (tx, _rx) = mpsc::channel(64);
     let err = r.poll_once(&start, &tx).await.unwrap_err();
-    assert!(matches!(err, Error::OffsetExpired { gone: false, .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::OffsetExpired { gone: false, .. }),
+        "{err:?}"
+    );
     assert!(
         err.to_string()
             .contains("are about to go (the offset is within the 30 s safety margin of that edge)"),

@@ -106,9 +106,10 @@ async fn a_label_pre_committed_by_another_runner_is_neither_adopted_nor_aborted(
     assert_eq!(
         err.to_string(),
         format!(
-            "Stream Load label dcs-student-sync-7-0 is already pre-committed (transaction {}) by \
+            "Stream Load label {} is already pre-committed (transaction {}) by \
              another runner of this sync that is still loading; this runner stops without adopting \
              or aborting it, and its restart takes the checkpoint over again",
+            source_support::label("student-sync", 7, 0),
             pending.txn_id
         )
     );

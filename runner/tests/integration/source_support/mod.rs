@@ -2,6 +2,7 @@
 //! way to turn record batches into comparable rows.
 #![allow(dead_code)]
 
+pub mod kube_faults;
 pub mod process;
 
 use std::collections::BTreeSet;
@@ -225,6 +226,10 @@ pub async fn expected_student_events(
         t0.timestamp, end.timestamp
     );
     for mut r in mysql_rows(emu, &incr).await {
+        // Changes at or below T0's TSO are in the snapshot already: not replayed.
+        if r[5].parse::<i64>().unwrap() <= t0.tso {
+            continue;
+        }
         r[4] = ["+I", "-D", "-U", "+U"][r[4].parse::<usize>().unwrap()].to_owned();
         expected.push(r);
     }
@@ -309,4 +314,21 @@ pub fn seed(test: &str) -> u64 {
         });
     println!("{test}: seed {seed} (replay with DCS_TEST_SEED={seed})");
     seed
+}
+
+/// The 2PC label of load `seq` of checkpoint `checkpoint_id` of `consumer_id` (namespace
+/// `default`, prefix `dcs`), as the runner makes it.
+pub fn label(consumer_id: &str, checkpoint_id: u64, seq: u32) -> String {
+    let owner = dcs_crds::label::LabelOwner {
+        namespace: "default",
+        prefix: "dcs",
+        consumer_id,
+    };
+    dcs_crds::label::load_label(
+        &owner,
+        dcs_crds::label::LabelScheme::V2,
+        None,
+        checkpoint_id,
+        seq,
+    )
 }
