@@ -60,6 +60,15 @@ pub struct Checkpoint {
     /// (a starting runner clears it with its claim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<Stopped>,
+    /// The changelog window starting at the position's offset is in the sink up to its first
+    /// `rows` rows (a checkpoint taken inside a window, to bound what it holds open); absent at
+    /// window boundaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_window: Option<WindowProgress>,
+    /// Where the rows of `pending_txns` were read, so that a load Doris aborted before its commit
+    /// can be loaded again; absent without pending transactions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loads_source: Option<LoadsSource>,
     /// How the loads of this checkpoint and of the one after it are labelled
     /// ([`crate::label::LabelScheme`]); absent in checkpoints written before scheme 2: 1.
     #[serde(default = "label_scheme_v1")]
@@ -114,10 +123,59 @@ pub struct Offset {
 pub struct PendingTxn {
     /// Sink database (2PC is addressed per database).
     pub db: String,
-    /// Deterministic label `<labelPrefix>-<consumerId>-<checkpointId>-<seq>`.
+    /// Deterministic label (`crate::label`).
     pub label: String,
     /// Transaction id Doris returned.
     pub txn_id: i64,
+    /// Which of the rows read since [`LoadsSource::from`] the load holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<RowSpan>,
+}
+
+/// Consecutive rows of what a checkpoint's loads were made of: the `first`th to the
+/// `first + count - 1`th row handed to the sink since the checkpoint before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RowSpan {
+    /// Index of the first row.
+    pub first: u64,
+    /// Rows.
+    pub count: u64,
+}
+
+/// A changelog window partly in the sink.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowProgress {
+    /// The window's end (its start is the position's offset).
+    pub end: Offset,
+    /// Its first rows (in TSO, LSN, OP order) that are in the sink.
+    pub rows: u64,
+}
+
+/// What a checkpoint's loads were read from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadsSource {
+    /// The position before them (the previous checkpoint's).
+    pub from: Position,
+    /// The changelog windows their rows came from, in order: of each, the rows from `skip` on
+    /// (changelog phase; empty in the snapshot).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<WindowRead>,
+}
+
+/// One changelog window as read into a checkpoint's loads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowRead {
+    /// Inclusive start.
+    pub start: Offset,
+    /// Exclusive end.
+    pub end: Offset,
+    /// Rows of the window read into an earlier checkpoint.
+    #[serde(default)]
+    pub skip: u64,
 }
 
 /// Running totals since the consumer started.

@@ -10,8 +10,8 @@ use crate::{
     duration::parse_duration,
     quantity::parse_byte_quantity,
     spec::{
-        BatchSpec, ChangelogSpec, Credentials, DorisChangelogSyncSpec, DorisSink, SourceSpec,
-        StartupMode, TableRef, parse_timestamp,
+        BatchSpec, ChangelogSpec, Credentials, DorisChangelogSyncSpec, DorisSink, SinkMode,
+        SourceSpec, StartupMode, TableRef, parse_timestamp,
     },
 };
 
@@ -277,7 +277,21 @@ fn doris_sink(errors: &mut Errors, doris: &DorisSink) {
                 "spec.sink.doris.properties",
                 "has an empty key; write the Stream Load header name",
             );
+        } else if let Some(why) = owned_header(key) {
+            errors.push(
+                format!("spec.sink.doris.properties.{key}"),
+                format!("is a Stream Load header dcs sets itself: {why}; remove it"),
+            );
         }
+    }
+    if doris.mode == SinkMode::Changelog && !doris.enable2pc {
+        errors.push(
+            "spec.sink.doris.enable2pc",
+            "is false with mode: changelog; a changelog-mode sink appends every event, so without \
+             two-phase commit every restart writes the events since the last checkpoint again \
+             (duplicates nobody can tell apart); set enable2pc: true (the default), or use \
+             mode: upsert",
+        );
     }
     if let Some(partition) = &doris.create_table.auto_partition
         && (partition.key.trim().is_empty() || partition.key.contains('`'))
@@ -290,6 +304,86 @@ fn doris_sink(errors: &mut Errors, doris: &DorisSink) {
             ),
         );
     }
+}
+
+/// Why dcs owns a Stream Load header (compared case-insensitively, as HTTP header names are);
+/// `None` for headers a sync may set.
+///
+/// These either carry dcs's exactly-once protocol (the label, two-phase commit and its operations,
+/// the load timeout) or would make Doris drop or change, without failing the load, rows dcs counts
+/// as written (column mapping, the delete sign, filters, partial updates, sequence columns, CSV
+/// quoting). Headers that only break the body's parsing (e.g. `read_json_by_line: false`) fail
+/// every load loudly and are left to the user.
+pub fn owned_header(name: &str) -> Option<&'static str> {
+    const OWNED: [(&str, &str); 20] = [
+        (
+            "label",
+            "loads are labelled per checkpoint so retries and restarts are deduplicated",
+        ),
+        (
+            "two_phase_commit",
+            "set from enable2pc; the checkpoint protocol commits the loads",
+        ),
+        ("txn_id", "the second phase of two-phase commit is dcs's"),
+        (
+            "txn_operation",
+            "the second phase of two-phase commit is dcs's",
+        ),
+        (
+            "timeout",
+            "a pre-committed load must outlive the wait for its checkpoint",
+        ),
+        (
+            "group_commit",
+            "group commit has no labels or two-phase commit",
+        ),
+        ("columns", "the body's columns are the ones dcs writes"),
+        (
+            "hidden_columns",
+            "the delete sign column is dcs's (upsert mode)",
+        ),
+        (
+            "jsonpaths",
+            "the JSON body is written by dcs, one object per line",
+        ),
+        (
+            "json_root",
+            "the JSON body is written by dcs, one object per line",
+        ),
+        ("enclose", "dcs's CSV has no enclosing quotes"),
+        ("escape", "dcs's CSV has no escape character"),
+        ("trim_double_quotes", "it would change the values dcs wrote"),
+        ("skip_lines", "every line dcs writes is a row"),
+        (
+            "merge_type",
+            "deletes are carried by the delete sign of each row",
+        ),
+        (
+            "delete",
+            "deletes are carried by the delete sign of each row",
+        ),
+        ("where", "it would drop rows dcs counts as written"),
+        (
+            "max_filter_ratio",
+            "a filtered row would be lost without the sync failing",
+        ),
+        ("partial_columns", "every row is written whole"),
+        ("unique_key_update_mode", "every row is written whole"),
+    ];
+    let name = name.trim();
+    OWNED
+        .iter()
+        .find(|(owned, _)| owned.eq_ignore_ascii_case(name))
+        .map(|(_, why)| *why)
+        .or_else(|| {
+            [
+                "function_column.sequence_col",
+                "partial_update_new_key_behavior",
+            ]
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(name))
+            .then_some("it would make Doris skip or change rows dcs counts as written")
+        })
 }
 
 fn batch(errors: &mut Errors, batch: &BatchSpec) {

@@ -651,11 +651,13 @@ mod tests {
                 db: "db".into(),
                 label: "dcs-orders-7-0".into(),
                 txn_id: 17,
+                rows: None,
             },
             PendingTxn {
                 db: "db".into(),
                 label: "dcs-orders-7-1".into(),
                 txn_id: 18,
+                rows: None,
             },
         ];
         cp

@@ -947,6 +947,8 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             counters: self.counters.clone(),
             last_error: self.saved.as_ref().and_then(|c| c.last_error.clone()),
             stopped: None,
+            in_window: None,
+            loads_source: None,
             label_scheme: LabelScheme::V2.number(),
         };
         if let Err(e) = self.store.save(&cp).await {

@@ -363,6 +363,42 @@ fn each_rule_reports_its_path_and_message() {
             "spec.sink.doris.properties: has an empty key; write the Stream Load header name",
         ),
         (
+            set(spec(), "/sink/doris/properties", json!({"label": "mine"})),
+            "spec.sink.doris.properties.label: is a Stream Load header dcs sets itself: loads are labelled per checkpoint so retries and restarts are deduplicated; remove it",
+        ),
+        (
+            set(
+                spec(),
+                "/sink/doris/properties",
+                json!({"Two_Phase_Commit": "false"}),
+            ),
+            "spec.sink.doris.properties.Two_Phase_Commit: is a Stream Load header dcs sets itself: set from enable2pc; the checkpoint protocol commits the loads; remove it",
+        ),
+        (
+            set(
+                spec(),
+                "/sink/doris/properties",
+                json!({"max_filter_ratio": "0.1"}),
+            ),
+            "spec.sink.doris.properties.max_filter_ratio: is a Stream Load header dcs sets itself: a filtered row would be lost without the sync failing; remove it",
+        ),
+        (
+            set(
+                spec(),
+                "/sink/doris/properties",
+                json!({"function_column.sequence_col": "v"}),
+            ),
+            "spec.sink.doris.properties.function_column.sequence_col: is a Stream Load header dcs sets itself: it would make Doris skip or change rows dcs counts as written; remove it",
+        ),
+        (
+            set(
+                set(spec(), "/sink/doris/mode", json!("changelog")),
+                "/sink/doris/enable2pc",
+                json!(false),
+            ),
+            "spec.sink.doris.enable2pc: is false with mode: changelog; a changelog-mode sink appends every event, so without two-phase commit every restart writes the events since the last checkpoint again (duplicates nobody can tell apart); set enable2pc: true (the default), or use mode: upsert",
+        ),
+        (
             set(
                 spec(),
                 "/sink/doris/createTable",

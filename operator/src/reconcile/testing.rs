@@ -83,6 +83,8 @@ pub fn streaming_checkpoint(consumer: &str, age_s: i64) -> Checkpoint {
         },
         last_error: None,
         stopped: None,
+        in_window: None,
+        loads_source: None,
         label_scheme: 1,
     }
 }

@@ -86,6 +86,7 @@ mod tests {
                 db: "sink".into(),
                 label: format!("dcs-student-sync-{id}-0"),
                 txn_id: 7,
+                rows: None,
             }],
             counters: Counters {
                 rows_read: 10,
@@ -96,6 +97,8 @@ mod tests {
             },
             last_error: None,
             stopped: None,
+            in_window: None,
+            loads_source: None,
             label_scheme: 1,
         }
     }

@@ -100,6 +100,8 @@ pub struct DorisSinkConfig {
     pub properties: BTreeMap<String, String>,
     /// Timeout of one HTTP request.
     pub request_timeout: Duration,
+    /// The Stream Load `timeout` header: longer than a load can wait for its commit.
+    pub load_timeout: Duration,
     /// The FE MySQL port of the sink cluster (see [`sink_query_port`]).
     pub query_port: u16,
     /// The body format asked for in `properties` (JSON lines by default).
@@ -197,6 +199,25 @@ pub struct PipelineConfig {
     pub offset_table_retry: crate::checkpoint::offset_table::RetryPolicy,
 }
 
+/// The Stream Load `timeout` of every load (pure): longer than the longest a pre-committed load
+/// waits for its commit in a live run — a checkpoint interval, plus the window being read when it
+/// falls due (up to `visibleWaitTimeout` of retries), plus, in a changelog-mode snapshot, the wait
+/// for a split boundary (a quarter of the expected snapshot) — with 10 minutes to spare, and at
+/// least Doris's own pre-commit timeout of an hour.
+///
+/// In Doris this header bounds the PREPARE state (a load still running); a PRECOMMITTED
+/// transaction lives `stream_load_default_precommit_timeout_second` (an FE setting, 3600 s by
+/// default) whatever it says. A commit that finds its load aborted anyway (a runner down longer
+/// than that) is recovered from the changelog (`pipeline`), never taken for written.
+pub fn load_timeout(
+    checkpoint_interval: Duration,
+    visible_wait_timeout: Duration,
+    expected_snapshot: Duration,
+) -> Duration {
+    (checkpoint_interval + visible_wait_timeout + expected_snapshot / 4 + Duration::from_secs(600))
+        .max(Duration::from_secs(3600))
+}
+
 impl PipelineConfig {
     /// Resolve a validated manifest.
     ///
@@ -271,6 +292,14 @@ impl PipelineConfig {
                     backoff: Backoff::default(),
                     properties: d.properties.clone(),
                     request_timeout: Duration::from_secs(60),
+                    load_timeout: load_timeout(
+                        duration("checkpoint.interval", spec.checkpoint.interval())?,
+                        changelog.visible_wait_timeout,
+                        duration(
+                            "expectedSnapshotDuration",
+                            spec.expected_snapshot_duration(),
+                        )?,
+                    ),
                     query_port: sink_query_port(&d.fe_nodes, &source),
                     format: BodyFormat::from_properties(&d.properties).map_err(config)?,
                     create_table: CreateTableSettings {

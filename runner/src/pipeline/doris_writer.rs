@@ -127,6 +127,7 @@ impl DorisWriter {
                     db: req.db.clone(),
                     label: label.clone(),
                     txn_id,
+                    rows: None,
                 })
             };
             match outcome {
@@ -297,7 +298,8 @@ impl DorisWriter {
 }
 
 /// The Stream Load headers for a sink: JSON lines (or CSV when `properties` ask for it), the
-/// delete sign in upsert mode, 2PC, then the user's `properties` (which win).
+/// delete sign in upsert mode, 2PC and the load `timeout`, then the user's `properties` (which win
+/// where validation lets them: the headers dcs owns are refused there).
 pub fn load_headers(config: &DorisSinkConfig) -> Vec<(String, String)> {
     let mut h: Vec<(String, String)> = match config.format {
         BodyFormat::JsonLines => vec![
@@ -312,6 +314,7 @@ pub fn load_headers(config: &DorisSinkConfig) -> Vec<(String, String)> {
     if config.enable_2pc {
         h.push(("two_phase_commit".into(), "true".into()));
     }
+    h.push(("timeout".into(), config.load_timeout.as_secs().to_string()));
     for (k, v) in &config.properties {
         h.retain(|(key, _)| !key.eq_ignore_ascii_case(k));
         h.push((k.clone(), v.clone()));
@@ -354,11 +357,12 @@ mod tests {
             backoff: Backoff::default(),
             properties: [
                 ("format".to_string(), "json".to_string()),
-                ("timeout".into(), "60".into()),
+                ("strict_mode".into(), "true".into()),
             ]
             .into_iter()
             .collect(),
             request_timeout: Duration::from_secs(5),
+            load_timeout: Duration::from_secs(3600),
             query_port: 9030,
             format: Default::default(),
             create_table: Default::default(),
@@ -376,7 +380,8 @@ mod tests {
             get(&h, "hidden_columns").as_deref(),
             Some(DELETE_SIGN_COLUMN)
         );
-        assert_eq!(get(&h, "timeout").as_deref(), Some("60"));
+        assert_eq!(get(&h, "strict_mode").as_deref(), Some("true"));
+        assert_eq!(get(&h, "timeout").as_deref(), Some("3600"));
         assert_eq!(h.iter().filter(|(k, _)| k == "format").count(), 1);
         let h = load_headers(&config(false, SinkMode::Changelog));
         assert_eq!(get(&h, "two_phase_commit"), None);

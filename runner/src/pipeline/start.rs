@@ -114,6 +114,8 @@ mod tests {
             counters: Counters::default(),
             last_error: None,
             stopped: None,
+            in_window: None,
+            loads_source: None,
             label_scheme: 1,
         }
     }

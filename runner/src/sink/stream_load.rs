@@ -130,13 +130,15 @@ fn txn_id_in_message(message: &str) -> Option<i64> {
 
 /// Failures Doris reports as `Fail` that clear up on their own.
 fn is_transient(message: &str) -> bool {
-    const MARKERS: [&str; 6] = [
+    const MARKERS: [&str; 7] = [
         "timeout",
         "timed out",
         "too many versions",
         "-235",
         "busy",
         "unavailable",
+        // `current running txns on db … is …, larger than limit …`: other loads finish.
+        "larger than limit",
     ];
     let m = message.to_ascii_lowercase();
     MARKERS.iter().any(|k| m.contains(k))

@@ -34,6 +34,8 @@ pub(crate) fn cp(id: u64) -> Checkpoint {
         counters: Counters::default(),
         last_error: None,
         stopped: None,
+        in_window: None,
+        loads_source: None,
         label_scheme: 1,
     }
 }
@@ -287,7 +289,7 @@ use source_support::kube_faults::{Fault, client_with_faults};
 const CM_PATH: &str = "/configmaps/student-sync-checkpoint";
 
 async fn stored_checkpoint(client: &Client) -> Checkpoint {
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), "default")
+    let cm = Api::<ConfigMap>::default_namespaced(client.clone())
         .get("student-sync-checkpoint")
         .await
         .unwrap();
@@ -296,8 +298,9 @@ async fn stored_checkpoint(client: &Client) -> Checkpoint {
 
 #[tokio::test]
 async fn a_save_the_server_applied_but_whose_answer_was_lost_counts_as_saved() {
-    let (emu, client) = source_support::kube_emu().await;
-    let (faulty, plan) = client_with_faults(&emu.kubeconfig("default")).await;
+    let ns = dcs_kube_bed::namespace("runner").await.unwrap();
+    let client = ns.client.clone();
+    let (faulty, plan) = client_with_faults(&ns.kubeconfig()).await;
     let mut s = store(&faulty);
     s.load().await.unwrap();
     s.save(&cp(1)).await.unwrap();
@@ -312,13 +315,13 @@ async fn a_save_the_server_applied_but_whose_answer_was_lost_counts_as_saved() {
     plan.arm(http::Method::PUT, CM_PATH, Fault::LoseAnswer);
     s.claim().await.unwrap();
     s.save(&cp(4)).await.unwrap();
-    emu.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_save_lost_on_its_way_is_sent_again() {
-    let (emu, client) = source_support::kube_emu().await;
-    let (faulty, plan) = client_with_faults(&emu.kubeconfig("default")).await;
+    let ns = dcs_kube_bed::namespace("runner").await.unwrap();
+    let client = ns.client.clone();
+    let (faulty, plan) = client_with_faults(&ns.kubeconfig()).await;
     let mut s = store(&faulty);
     s.load().await.unwrap();
     // The create of a missing ConfigMap, then a replace.
@@ -329,13 +332,13 @@ async fn a_save_lost_on_its_way_is_sent_again() {
     s.save(&cp(2)).await.unwrap();
     assert_eq!(plan.pending(), 0);
     assert_eq!(stored_checkpoint(&client).await, cp(2));
-    emu.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_lost_save_that_someone_else_overwrote_is_fenced() {
-    let (emu, client) = source_support::kube_emu().await;
-    let (faulty, plan) = client_with_faults(&emu.kubeconfig("default")).await;
+    let ns = dcs_kube_bed::namespace("runner").await.unwrap();
+    let client = ns.client.clone();
+    let (faulty, plan) = client_with_faults(&ns.kubeconfig()).await;
     let mut s = store(&faulty);
     s.load().await.unwrap();
     s.save(&cp(1)).await.unwrap();
@@ -346,13 +349,13 @@ async fn a_lost_save_that_someone_else_overwrote_is_fenced() {
     plan.arm(http::Method::PUT, CM_PATH, Fault::Drop);
     let err = s.save(&cp(2)).await.unwrap_err();
     assert!(matches!(err, Error::Fenced { .. }), "{err}");
-    emu.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_save_whose_outcome_cannot_be_read_back_is_reported_as_unknown() {
-    let (emu, client) = source_support::kube_emu().await;
-    let (faulty, plan) = client_with_faults(&emu.kubeconfig("default")).await;
+    let ns = dcs_kube_bed::namespace("runner").await.unwrap();
+    let client = ns.client.clone();
+    let (faulty, plan) = client_with_faults(&ns.kubeconfig()).await;
     let mut s = store(&faulty);
     s.load().await.unwrap();
     s.save(&cp(1)).await.unwrap();
@@ -369,7 +372,6 @@ async fn a_save_whose_outcome_cannot_be_read_back_is_reported_as_unknown() {
     );
     // It was in fact saved.
     assert_eq!(stored_checkpoint(&client).await, cp(2));
-    emu.shutdown().await;
 }
 
 /// A 2PC checkpoint save the API server applied whose answer is lost, and which cannot be read
@@ -378,8 +380,9 @@ async fn a_save_whose_outcome_cannot_be_read_back_is_reported_as_unknown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_checkpoint_save_never_aborts_the_loads_it_may_hold() {
     use dcs_runner::pipeline::{self, Control};
-    let (emu, client) = source_support::kube_emu().await;
-    let (faulty, plan) = client_with_faults(&emu.kubeconfig("default")).await;
+    let ns = dcs_kube_bed::namespace("runner").await.unwrap();
+    let client = ns.client.clone();
+    let (faulty, plan) = client_with_faults(&ns.kubeconfig()).await;
     let doris = source_support::emu().await;
     source_support::exec(
         &doris,
@@ -417,6 +420,7 @@ async fn an_unknown_checkpoint_save_never_aborts_the_loads_it_may_hold() {
             "no load was followed by a checkpoint to fault"
         );
         let before = handle.progress.borrow().clone();
+        let puts = plan.seen(&http::Method::PUT);
         source_support::exec(
             &doris,
             &[&format!(
@@ -428,16 +432,12 @@ async fn an_unknown_checkpoint_save_never_aborts_the_loads_it_may_hold() {
         while handle.progress.borrow_and_update().counters.loads == before.counters.loads {
             handle.progress.changed().await.unwrap();
         }
-        let loaded = handle.progress.borrow().checkpoint_id;
-        plan.arm(http::Method::PUT, CM_PATH, Fault::LoseAnswer);
-        for _ in 0..5 {
-            plan.arm(http::Method::GET, CM_PATH, Fault::Drop);
-        }
-        // Armed in time (no checkpoint since the load), or already used by the checkpoint after it.
-        if handle.progress.borrow().checkpoint_id == loaded || plan.pending() < 6 {
+        // Only if no checkpoint was written since the insert: the next one holds the load.
+        let mut faults = vec![(http::Method::PUT, CM_PATH, Fault::LoseAnswer)];
+        faults.extend((0..5).map(|_| (http::Method::GET, CM_PATH, Fault::Drop)));
+        if plan.arm_if_seen(&http::Method::PUT, puts, &faults) {
             break;
         }
-        plan.clear();
     }
     let err = tokio::time::timeout(std::time::Duration::from_secs(60), task)
         .await
@@ -476,5 +476,4 @@ async fn an_unknown_checkpoint_save_never_aborts_the_loads_it_may_hold() {
         source_support::mysql_rows(&doris, "SELECT * FROM sink.student ORDER BY id").await,
         source_support::mysql_rows(&doris, "SELECT * FROM demo.student ORDER BY id").await
     );
-    emu.shutdown().await;
 }

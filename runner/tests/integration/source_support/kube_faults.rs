@@ -21,7 +21,14 @@ pub enum Fault {
 
 /// Faults armed for the next requests of one method on a path containing `path`.
 #[derive(Debug, Default, Clone)]
-pub struct FaultPlan(Arc<Mutex<VecDeque<(Method, String, Fault)>>>);
+pub struct FaultPlan(Arc<Mutex<Plan>>);
+
+#[derive(Debug, Default)]
+struct Plan {
+    armed: VecDeque<(Method, String, Fault)>,
+    /// Requests seen, by method.
+    seen: Vec<(Method, u64)>,
+}
 
 impl FaultPlan {
     /// Arm `fault` for the next request with `method` whose path contains `path` (faults queue up
@@ -30,25 +37,58 @@ impl FaultPlan {
         self.0
             .lock()
             .unwrap()
+            .armed
             .push_back((method, path.to_owned(), fault));
     }
 
-    /// Disarm everything.
-    pub fn clear(&self) {
-        self.0.lock().unwrap().clear();
+    /// Arm `faults` only if exactly `seen` requests with `method` went through so far (atomically
+    /// with the requests): false, arming nothing, when another one came first.
+    pub fn arm_if_seen(
+        &self,
+        method: &Method,
+        seen: u64,
+        faults: &[(Method, &str, Fault)],
+    ) -> bool {
+        let mut plan = self.0.lock().unwrap();
+        if plan.seen_of(method) != seen {
+            return false;
+        }
+        for (m, p, f) in faults {
+            plan.armed.push_back((m.clone(), (*p).to_owned(), *f));
+        }
+        true
+    }
+
+    /// Requests with `method` that went through so far.
+    pub fn seen(&self, method: &Method) -> u64 {
+        self.0.lock().unwrap().seen_of(method)
     }
 
     /// Faults not used yet.
     pub fn pending(&self) -> usize {
-        self.0.lock().unwrap().len()
+        self.0.lock().unwrap().armed.len()
     }
 
     fn take(&self, method: &Method, path: &str) -> Option<Fault> {
-        let mut q = self.0.lock().unwrap();
-        let i = q
+        let mut plan = self.0.lock().unwrap();
+        match plan.seen.iter_mut().find(|(m, _)| m == method) {
+            Some((_, n)) => *n += 1,
+            None => plan.seen.push((method.clone(), 1)),
+        }
+        let i = plan
+            .armed
             .iter()
             .position(|(m, p, _)| m == method && path.contains(p.as_str()))?;
-        q.remove(i).map(|(_, _, f)| f)
+        plan.armed.remove(i).map(|(_, _, f)| f)
+    }
+}
+
+impl Plan {
+    fn seen_of(&self, method: &Method) -> u64 {
+        self.seen
+            .iter()
+            .find(|(m, _)| m == method)
+            .map_or(0, |(_, n)| *n)
     }
 }
 
