@@ -86,9 +86,20 @@ pub enum Position {
     /// Reading the snapshot; the listed tablets are fully written.
     #[serde(rename_all = "camelCase")]
     Snapshot {
-        /// Tablets whose rows are all in the sink.
-        #[serde(default)]
+        /// Tablets whose rows are all in the sink (checkpoints written by older runners; newer ones
+        /// write [`Position::Snapshot::tablets_done_ranges`] instead).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tablets_done: Vec<i64>,
+        /// The same, compact: ranges `[first, last]` of the table's tablet ids, each covering
+        /// consecutive tablets of the snapshot's (sorted) tablet list that are all done. Splits are
+        /// consecutive tablets of that list, so a snapshot of any size needs a handful of ranges
+        /// (see [`tablet_ranges`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tablets_done_ranges: Vec<[i64; 2]>,
+        /// How many tablets are done (with [`Position::Snapshot::tablets_done_ranges`], which
+        /// span tablet ids, not tablets).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tablets_done_count: Option<u64>,
         /// Tablets in the snapshot.
         #[serde(default)]
         tablets_total: u64,
@@ -103,6 +114,59 @@ pub enum Position {
     },
     /// A bounded (`snapshot` mode) sync that has finished.
     Done,
+}
+
+/// The ranges of `done` over `total` (the snapshot's tablets, sorted): each `[first, last]` holds
+/// consecutive tablets of `total` that are all in `done` (pure).
+pub fn tablet_ranges(done: &[i64], total: &[i64]) -> Vec<[i64; 2]> {
+    let done: std::collections::BTreeSet<i64> = done.iter().copied().collect();
+    let mut ranges: Vec<[i64; 2]> = Vec::new();
+    let mut open: Option<[i64; 2]> = None;
+    for t in total {
+        if done.contains(t) {
+            open = Some(open.map_or([*t, *t], |[first, _]| [first, *t]));
+        } else if let Some(r) = open.take() {
+            ranges.push(r);
+        }
+    }
+    ranges.extend(open);
+    // Tablets done but not in `total` (it changed): kept one by one.
+    let total: std::collections::HashSet<i64> = total.iter().copied().collect();
+    let stray: Vec<[i64; 2]> = done
+        .iter()
+        .filter(|t| !total.contains(t))
+        .map(|t| [*t, *t])
+        .collect();
+    ranges.extend(stray);
+    ranges
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::*;
+
+    #[test]
+    fn done_tablets_become_ranges_of_the_sorted_list_and_back() {
+        let total = [10, 11, 12, 20, 21, 30, 31, 32];
+        let ranges = tablet_ranges(&[12, 11, 10, 30, 31], &total);
+        assert_eq!(ranges, vec![[10, 12], [30, 31]]);
+        let back: Vec<i64> = total
+            .iter()
+            .copied()
+            .filter(|t| in_ranges(&ranges, *t))
+            .collect();
+        assert_eq!(back, vec![10, 11, 12, 30, 31]);
+        // A gap in the ids inside a run of the list is covered (no tablet of the table there).
+        assert_eq!(tablet_ranges(&[12, 20], &total), vec![[12, 20]]);
+        // A tablet no longer in the list is kept on its own.
+        assert_eq!(tablet_ranges(&[99], &total), vec![[99, 99]]);
+        assert!(tablet_ranges(&[], &total).is_empty());
+    }
+}
+
+/// Whether tablet `t` is in one of `ranges`.
+pub fn in_ranges(ranges: &[[i64; 2]], t: i64) -> bool {
+    ranges.iter().any(|[first, last]| *first <= t && t <= *last)
 }
 
 /// A point in the changelog: the `@incr` timestamp and the same instant as epoch ms and a TSO.
@@ -261,6 +325,18 @@ impl Checkpoint {
     /// The label scheme of this checkpoint's loads.
     pub fn labels(&self) -> crate::label::LabelScheme {
         crate::label::LabelScheme::from_number(self.label_scheme)
+    }
+
+    /// How many tablets of the snapshot are done (for progress).
+    pub fn tablets_done_count(&self) -> u64 {
+        match &self.position {
+            Position::Snapshot {
+                tablets_done,
+                tablets_done_count,
+                ..
+            } => tablets_done_count.unwrap_or(tablets_done.len() as u64),
+            _ => 0,
+        }
     }
 
     /// The oldest change the sync still needs: the offset while streaming, T0 while snapshotting.

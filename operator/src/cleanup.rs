@@ -602,7 +602,7 @@ async fn abort_txn(
     match classify_txn(TxnOperation::Abort, answer.status, &answer.body) {
         // Committed: its rows are visible and nothing is left to abort.
         TxnOutcome::Done | TxnOutcome::AlreadyCommitted(_) => Ok(()),
-        TxnOutcome::Retry(e) | TxnOutcome::Permanent(e) => Err(format!(
+        TxnOutcome::Retry(e) | TxnOutcome::Permanent(e) | TxnOutcome::Lost(e) => Err(format!(
             "cannot abort transaction {} (label {}) in sink db {}: {e}",
             txn.txn_id, txn.label, txn.db
         )),

@@ -170,14 +170,20 @@ fn mode_name(mode: StartupMode) -> &'static str {
 fn describe_plan(plan: &StartPlan) -> String {
     match plan {
         StartPlan::Done => "nothing: the snapshot already finished (exit 0)".into(),
-        StartPlan::Snapshot { tablets_done, then } => {
-            let head = if tablets_done.is_empty() {
+        StartPlan::Snapshot {
+            tablets_done,
+            done_ranges,
+            then,
+        } => {
+            let head = if tablets_done.is_empty() && done_ranges.is_empty() {
                 "read the snapshot".to_owned()
-            } else {
+            } else if done_ranges.is_empty() {
                 format!(
                     "resume the snapshot ({} tablets already written)",
                     tablets_done.len()
                 )
+            } else {
+                "resume the snapshot (some tablets already written)".to_owned()
             };
             match then {
                 Some(t0) => format!("{head}, then the changelog from T0 {}", t0.timestamp),

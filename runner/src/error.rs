@@ -172,6 +172,26 @@ pub enum Error {
         /// The safety margin applied.
         margin_seconds: u64,
     },
+    /// Pre-committed loads Doris aborted before their commit cannot be made again: the sink has
+    /// a gap that only a re-initialisation closes (treated as an expired offset).
+    #[error(
+        "Changelog offset cannot be kept: pre-committed loads {labels} were aborted by Doris before their commit ({doris}), and {reason}; re-initialise the sync (a fresh snapshot under a new consumer id): the operator does it when spec.onOffsetExpired is reinitialize"
+    )]
+    LoadsLost {
+        /// The lost loads' labels.
+        labels: String,
+        /// What Doris said about the first.
+        doris: String,
+        /// Why they cannot be loaded again.
+        reason: String,
+    },
+    /// The run went back to its stored checkpoint (lost loads of an upsert sink) and reads on from
+    /// there; never leaves the pipeline.
+    #[error("rewound to the stored checkpoint: {reason}")]
+    Rewound {
+        /// Why.
+        reason: String,
+    },
     /// A changelog row carries an operation this runner does not know.
     #[error("Unsupported Doris binlog operation {op}")]
     UnsupportedOperation {
@@ -245,7 +265,7 @@ impl Error {
     /// Whether Doris said the changelog offset has expired (`… offset has expired according to
     /// changelog.ttl_seconds`, or the `binlog.*` spelling).
     pub fn is_offset_expired(&self) -> bool {
-        matches!(self, Self::OffsetExpired { .. })
+        matches!(self, Self::OffsetExpired { .. } | Self::LoadsLost { .. })
             || self.to_string().contains("offset has expired according to")
     }
 

@@ -29,6 +29,8 @@
 pub mod boundaries;
 pub mod config;
 pub mod doris_writer;
+pub mod ledger;
+pub mod repair;
 pub mod start;
 
 use std::io::Write;
@@ -46,15 +48,15 @@ use start::{StartPlan, plan_start_with_offset_row};
 
 use crate::checkpoint::offset_table::{self, OffsetPublisher};
 use crate::checkpoint::{
-    Checkpoint, CheckpointStore, Counters, FORMAT_VERSION, LastError, Offset, PendingTxn, Position,
-    Stopped,
+    Checkpoint, CheckpointStore, Counters, FORMAT_VERSION, LastError, LoadsSource, Offset,
+    PendingTxn, Position, RowSpan, Stopped, WindowProgress, in_ranges, tablet_ranges,
 };
 use crate::sink::batcher::Batcher;
 use crate::sink::encode::{ChangeColumns, EncodeError};
 use crate::sink::label::LabelScheme;
 use crate::sink::schema;
 use crate::sink::stdout::encode_records;
-use crate::source::changelog::{self, ChangelogEvent, ChangelogReader};
+use crate::source::changelog::{self, ChangelogEvent, ChangelogReader, ChangelogWindow};
 use crate::source::fe_http::FeHttpClient;
 use crate::source::retention::{RetentionGuard, SAFETY_MARGIN};
 use crate::source::snapshot::{self, SnapshotEvent, SnapshotOptions};
@@ -65,6 +67,13 @@ use crate::{Error, Result};
 const SLICE_ROWS: usize = 1024;
 /// Capacity of the channels between the readers and this loop (in record batches).
 const CHANNEL_CAPACITY: usize = 4;
+/// Most loads a checkpoint holds pre-committed: a checkpoint is taken (inside a changelog window,
+/// or at the next split boundary of a whole-split snapshot) when its loads reach this many. Well
+/// under Doris's `max_running_txn_num_per_db` (1000 by default), which every load into the sink's
+/// database, of every sync and client, counts against.
+pub const MAX_PENDING_LOADS: usize = 64;
+/// How often one run goes back to its stored checkpoint after lost loads before giving up.
+const MAX_REWINDS: u32 = 10;
 /// How long a stopping run waits for the last offset-table row to be written.
 const OFFSET_TABLE_FINISH: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -181,20 +190,32 @@ pub async fn run<S: CheckpointStore>(
     let span =
         tracing::info_span!("sync", sync = %config.sync_name, consumer = %config.consumer_id);
     async move {
-        let mut flow = Flow::new(&config, store, control.progress, control.hooks);
         let mut shutdown = control.shutdown;
-        let result = flow.run(&mut shutdown).await;
-        match &result {
-            Ok(outcome) => {
-                flow.late_sweep(true).await;
-                flow.record_stop(*outcome).await;
+        let mut rewinds = 0;
+        loop {
+            let mut flow = Flow::new(&config, store, &control.progress, control.hooks.clone());
+            let result = flow.run(&mut shutdown).await;
+            match &result {
+                Ok(outcome) => {
+                    flow.late_sweep(true).await;
+                    flow.record_stop(*outcome).await;
+                }
+                // The store holds the position to read on from: start over from it.
+                Err(Error::Rewound { reason }) if rewinds < MAX_REWINDS => {
+                    rewinds += 1;
+                    tracing::warn!(%reason, rewinds, "rewound: reading on from the stored checkpoint");
+                    if let Some(offsets) = flow.offsets.take() {
+                        offsets.finish(OFFSET_TABLE_FINISH).await;
+                    }
+                    continue;
+                }
+                Err(e) => flow.record_error(e).await,
             }
-            Err(e) => flow.record_error(e).await,
+            if let Some(offsets) = flow.offsets.take() {
+                offsets.finish(OFFSET_TABLE_FINISH).await;
+            }
+            return result;
         }
-        if let Some(offsets) = flow.offsets.take() {
-            offsets.finish(OFFSET_TABLE_FINISH).await;
-        }
-        result
     }
     .instrument(span)
     .await
@@ -211,7 +232,7 @@ enum SinkWriter {
 struct Flow<'a, S> {
     config: &'a PipelineConfig,
     store: &'a mut S,
-    progress_tx: watch::Sender<Progress>,
+    progress_tx: &'a watch::Sender<Progress>,
     hooks: Hooks,
     sink: SinkWriter,
     batcher: Batcher,
@@ -236,6 +257,14 @@ struct Flow<'a, S> {
     offsets: Option<OffsetPublisher>,
     /// The previous run's labels, to abort again once its loads in flight must have landed.
     late_sweep: Option<LateSweep>,
+    /// What the open loads were read from.
+    ledger: ledger::LoadLedger,
+    /// The changelog window being read, and its rows handed over so far (skipped ones included).
+    window: Option<(ChangelogWindow, u64)>,
+    /// The window starting at the position's offset is in the sink up to this many rows.
+    in_window: Option<WindowProgress>,
+    /// The snapshot's tablets, sorted (empty outside the snapshot phase).
+    snapshot_tablets: Vec<i64>,
 }
 
 /// A sweep of the labels of one checkpoint id, due at a time.
@@ -250,7 +279,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
     fn new(
         config: &'a PipelineConfig,
         store: &'a mut S,
-        progress_tx: watch::Sender<Progress>,
+        progress_tx: &'a watch::Sender<Progress>,
         hooks: Hooks,
     ) -> Self {
         let (sink, limits) = match &config.sink {
@@ -285,6 +314,10 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             known_columns: None,
             offsets: None,
             late_sweep: None,
+            ledger: ledger::LoadLedger::default(),
+            window: None,
+            in_window: None,
+            snapshot_tablets: Vec::new(),
         }
     }
 
@@ -309,11 +342,39 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         {
             self.prepare_sink().await?;
         }
-        self.recover(loaded.as_ref()).await?;
+        let lost = self.recover(loaded.as_ref()).await?;
+        let mut loaded = loaded;
+        // Lost loads of the saved checkpoint: upsert sinks read again from the position before it
+        // (the position is rewound here, and saved with this run's opening checkpoint); the rows
+        // of a changelog sink's lost loads are loaded again once that checkpoint is saved.
+        let mut reload = None;
+        if let Some(cp) = loaded.as_mut()
+            && !lost.is_empty()
+        {
+            let txns: Vec<PendingTxn> = lost.iter().map(|(t, _)| t.clone()).collect();
+            let mode = self
+                .config
+                .doris_sink()
+                .map_or(SinkMode::Upsert, |d| d.policy.mode);
+            match repair::plan_repair(cp.loads_source.as_ref(), &txns, mode) {
+                repair::Repair::Rewind(position) => {
+                    tracing::warn!(
+                        ?position,
+                        loads = lost.len(),
+                        "loads of the saved checkpoint were lost; reading again from the position before it (upsert sink)"
+                    );
+                    cp.position = position;
+                    cp.in_window = None;
+                }
+                repair::Repair::Reload { source, spans } => reload = Some((source, spans)),
+                repair::Repair::Impossible(why) => return Err(lost_error(&lost, &why)),
+            }
+        }
         if let Some(cp) = loaded {
             self.next_id = cp.checkpoint_id + 1;
             self.counters = cp.counters.clone();
             self.position = cp.position.clone();
+            self.in_window = cp.in_window.clone();
             self.start_point = cp.start_point.clone();
             self.progress.checkpoint_id = cp.checkpoint_id;
             self.progress.last_checkpoint_ms = cp
@@ -362,6 +423,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                     .await?;
                 StartPlan::Snapshot {
                     tablets_done: Vec::new(),
+                    done_ranges: Vec::new(),
                     then: Some(t0),
                 }
             }
@@ -384,11 +446,20 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             start::StartSource::StartupMode => Some(1),
         };
         self.open_run(&plan, first_id).await?;
+        if let Some((source, spans)) = reload {
+            let reloaded = self.reload(&source, &spans).await?;
+            let cp = self.checkpoint_of(reloaded, Some(source));
+            self.save_and_commit(cp).await?;
+        }
         let schema = snapshot::fetch_schema(&http, &self.config.source.table).await?;
         let columns = snapshot::projection(&schema, self.config.columns.as_deref())?;
         match plan {
-            StartPlan::Snapshot { tablets_done, then } => {
-                self.snapshot_phase(&http, shutdown, &columns, tablets_done, then)
+            StartPlan::Snapshot {
+                tablets_done,
+                done_ranges,
+                then,
+            } => {
+                self.snapshot_phase(&http, shutdown, &columns, (tablets_done, done_ranges), then)
                     .await
             }
             StartPlan::Changelog { from } => {
@@ -413,14 +484,17 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
     /// ([`Flow::late_sweep`]).
     async fn open_run(&mut self, plan: &StartPlan, first_id: Option<u64>) -> Result<()> {
         let (position, start_point) = match plan {
-            StartPlan::Snapshot { tablets_done, then } => (
-                Position::Snapshot {
-                    tablets_done: tablets_done.clone(),
-                    tablets_total: match &self.position {
-                        Position::Snapshot { tablets_total, .. } => *tablets_total,
-                        _ => 0,
+            StartPlan::Snapshot { then, .. } => (
+                match &self.position {
+                    // Resumed: the loaded position as it is.
+                    p @ Position::Snapshot { .. } => p.clone(),
+                    _ => Position::Snapshot {
+                        tablets_done: Vec::new(),
+                        tablets_done_ranges: Vec::new(),
+                        tablets_done_count: None,
+                        tablets_total: 0,
+                        rows_total: None,
                     },
-                    rows_total: None,
                 },
                 then.clone(),
             ),
@@ -497,20 +571,23 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
     }
 
     /// 2PC recovery: commit what the saved checkpoint pre-committed, abort what nothing records.
-    async fn recover(&self, loaded: Option<&Checkpoint>) -> Result<()> {
+    /// Returns the loads of the saved checkpoint that Doris no longer has (to be made again).
+    async fn recover(&self, loaded: Option<&Checkpoint>) -> Result<Vec<(PendingTxn, String)>> {
         let SinkWriter::Doris(w) = &self.sink else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         if !w.two_phase() {
-            return Ok(());
+            return Ok(Vec::new());
         }
+        let mut lost = Vec::new();
         if let Some(cp) = loaded
             && !cp.pending_txns.is_empty()
         {
-            w.commit(&cp.pending_txns).await?;
+            lost = w.commit(&cp.pending_txns).await?;
             tracing::info!(
                 checkpoint_id = cp.checkpoint_id,
                 txns = cp.pending_txns.len(),
+                lost = lost.len(),
                 "committed the loads of the saved checkpoint"
             );
         }
@@ -524,7 +601,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                 "aborted loads no checkpoint records"
             );
         }
-        Ok(())
+        Ok(lost)
     }
 
     async fn snapshot_phase(
@@ -532,7 +609,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         http: &FeHttpClient,
         shutdown: &mut watch::Receiver<bool>,
         columns: &[String],
-        tablets_done: Vec<i64>,
+        (tablets_done, done_ranges): (Vec<i64>, Vec<[i64; 2]>),
         then: Option<Offset>,
     ) -> Result<Outcome> {
         // Splits are checkpointed whole when a re-read split would duplicate rows (see
@@ -543,6 +620,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             columns: Some(columns.to_vec()),
             filter: self.config.filter.clone(),
             tablets_done: tablets_done.clone(),
+            tablets_done_ranges: done_ranges.clone(),
             concurrency: self.config.snapshot_concurrency,
             channel_capacity: CHANNEL_CAPACITY,
             replay: self.snapshot_replay(),
@@ -552,8 +630,20 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         let guard = RetentionGuard::new(http.clone());
         let (plan, mut rx, handle) = snapshot::read(http, &options).await?;
         let tablets_total = plan.tablets_total.len();
+        // The done tablets as a list of the snapshot's tablets (compacted again at each save).
+        let listed: std::collections::HashSet<i64> = tablets_done.iter().copied().collect();
+        let done: Vec<i64> = plan
+            .tablets_total
+            .iter()
+            .copied()
+            .filter(|t| listed.contains(t) || in_ranges(&done_ranges, *t))
+            .collect();
+        self.progress.tablets_done = done.len();
+        self.snapshot_tablets = plan.tablets_total.clone();
         self.position = Position::Snapshot {
-            tablets_done,
+            tablets_done: done,
+            tablets_done_ranges: Vec::new(),
+            tablets_done_count: None,
             tablets_total: tablets_total as u64,
             rows_total: None,
         };
@@ -588,7 +678,14 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                         self.progress.ready = true;
                         self.progress.snapshot_rows_read += batch.num_rows() as u64;
                         bounds.batch(split);
-                        self.rows(&batch, false).await?;
+                        for slice in slices(&batch, self.slice_rows()) {
+                            self.rows(&slice, false).await?;
+                            if self.pending.len() >= MAX_PENDING_LOADS {
+                                // Enough held open: checkpoint now, or at the next split boundary.
+                                bounds.due();
+                                self.checkpoint_at_boundary(&mut bounds, &hold_tx).await?;
+                            }
+                        }
                     }
                     Some(SnapshotEvent::SplitDone { split, tablets }) => {
                         self.progress.ready = true;
@@ -683,6 +780,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
     async fn drop_unsaved_loads(&mut self) -> Result<()> {
         let _ = self.batcher.take();
         self.pending.clear();
+        self.ledger.dropped();
         if let SinkWriter::Doris(w) = &self.sink
             && w.two_phase()
         {
@@ -704,27 +802,18 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         from: Offset,
     ) -> Result<Outcome> {
         tracing::info!(from = %from.timestamp, increment_type = ?self.config.changelog.increment_type, "reading the changelog");
-        // With schema evolution the changelog selects `*`, so added and dropped columns show.
-        let columns = if self.evolves_schema() {
-            Vec::new()
-        } else {
-            columns
-        };
-        let mut options = self.config.changelog.clone();
-        options.stream_retry = self.config.stream_retry;
-        // The window at T0 of an initial sync overlaps the snapshot: read it with DETAIL.
-        options.seam_start_ms = self.start_point.as_ref().map(|t0| t0.epoch_ms);
-        let reader = ChangelogReader::new(http, columns, options).await?;
+        let guard = RetentionGuard::new(http.clone());
+        let reader = self.changelog_reader(http, columns).await?;
         let (tx, mut rx) = mpsc::channel(CHANNEL_CAPACITY);
-        let mut handle = tokio::spawn(reader.run(from.clone(), tx));
+        let mut handle = tokio::spawn(reader.run(from.clone(), self.in_window.clone(), tx));
         self.position = Position::Changelog { offset: from };
         self.progress.phase = Phase::Changelog;
         self.publish();
-        let mut mid_window = false;
         let mut due = false;
         let mut stopping = false;
         let outcome = loop {
             let flush_at = self.batcher.deadline();
+            let mid_window = self.window.is_some();
             tokio::select! {
                 biased;
                 () = wait_for_shutdown(shutdown), if !stopping => {
@@ -736,19 +825,28 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                     stopping = true;
                 }
                 event = rx.recv() => match event {
+                    Some(ChangelogEvent::WindowStart { window, skip }) => {
+                        self.ledger.window_started(&window, skip);
+                        self.window = Some((window, skip));
+                    }
                     Some(ChangelogEvent::Batch(batch)) => {
                         self.progress.ready = true;
-                        mid_window = true;
-                        let batch = match &self.start_point {
-                            Some(t0) => changelog::drop_before_seam(batch, t0.tso)?,
-                            None => Some(batch),
-                        };
-                        if let Some(batch) = batch {
-                            self.rows(&batch, true).await?;
+                        // In slices of at most a load, so the bound is checked after every load.
+                        for slice in slices(&batch, self.slice_rows()) {
+                            if let Some((_, done)) = &mut self.window {
+                                *done += slice.num_rows() as u64;
+                            }
+                            if let Some(slice) = self.seam(slice)? {
+                                self.rows(&slice, true).await?;
+                            }
+                            if self.pending.len() >= MAX_PENDING_LOADS {
+                                self.checkpoint_inside_window(&guard).await?;
+                            }
                         }
                     }
                     Some(ChangelogEvent::WindowDone { window, rows }) => {
-                        mid_window = false;
+                        self.window = None;
+                        self.in_window = None;
                         tracing::debug!(window = %window.split_id(), rows, "changelog window handed to the sink");
                         self.progress.ready = true;
                         self.progress.last_window_seconds =
@@ -757,7 +855,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                         self.position = Position::Changelog { offset: window.end };
                         self.dirty = true;
                         self.publish();
-                        if due || stopping {
+                        if due || stopping || self.pending.len() >= MAX_PENDING_LOADS / 2 {
                             due = false;
                             self.checkpoint(false).await?;
                         }
@@ -792,6 +890,68 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         };
         handle.abort();
         outcome
+    }
+
+    /// The changelog reader of this sync: its columns (`*` with schema evolution, so added and
+    /// dropped columns show), increment type, and the seam of an `initial` sync (the window at
+    /// T0 is read with DETAIL under minDelta).
+    async fn changelog_reader(
+        &self,
+        http: FeHttpClient,
+        columns: Vec<String>,
+    ) -> Result<ChangelogReader> {
+        let columns = if self.evolves_schema() {
+            Vec::new()
+        } else {
+            columns
+        };
+        let mut options = self.config.changelog.clone();
+        options.stream_retry = self.config.stream_retry;
+        options.seam_start_ms = self.start_point.as_ref().map(|t0| t0.epoch_ms);
+        ChangelogReader::new(http, columns, options).await
+    }
+
+    /// Rows handed to the sink at a time: at most a load's worth, so the loads a checkpoint holds
+    /// are counted after each.
+    fn slice_rows(&self) -> usize {
+        let max_rows = self
+            .config
+            .doris_sink()
+            .map_or(SLICE_ROWS as u64, |d| d.limits.max_rows);
+        usize::try_from(max_rows)
+            .unwrap_or(SLICE_ROWS)
+            .clamp(1, SLICE_ROWS)
+    }
+
+    /// The rows of a changelog batch that are not in the snapshot already (see
+    /// [`changelog::drop_before_seam`]).
+    fn seam(&self, batch: RecordBatch) -> Result<Option<RecordBatch>> {
+        match &self.start_point {
+            Some(t0) => changelog::drop_before_seam(batch, t0.tso),
+            None => Ok(Some(batch)),
+        }
+    }
+
+    /// A checkpoint inside the window being read, because its loads reached
+    /// [`MAX_PENDING_LOADS`]: it records how many of the window's rows are in the sink, and a
+    /// restart reads the window on from there. Taken only while the window's start is still in
+    /// the changelog (so the rows read so far are all the window has up to there).
+    async fn checkpoint_inside_window(&mut self, guard: &RetentionGuard) -> Result<()> {
+        let Some((window, done)) = self.window.clone() else {
+            return Ok(());
+        };
+        // Everything read so far goes into loads first, so `done` rows are all in them.
+        self.flush().await?;
+        guard
+            .check(&window.start, std::time::Duration::ZERO)
+            .await?;
+        tracing::info!(window = %window.split_id(), rows = done, loads = self.pending.len(), "checkpoint inside a changelog window (its loads reached the bound)");
+        self.in_window = Some(WindowProgress {
+            end: window.end.clone(),
+            rows: done,
+        });
+        self.dirty = true;
+        self.checkpoint(false).await
     }
 
     /// Hand one record batch to the sink: encoded into the batcher (flushing full batches), or
@@ -832,6 +992,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                             format.encode(data, changes, &policy, out)
                         })
                     })?;
+                    self.ledger.appended(len as u64);
                     if self
                         .batcher
                         .flush_reason(Instant::now().into_std())
@@ -918,7 +1079,9 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         tracing::debug!(label = %result.label, rows = batch.rows, bytes, attempts = result.attempts, "loaded a batch");
         self.seq += 1;
         self.progress.load_retries += u64::from(result.attempts.saturating_sub(1));
-        self.pending.extend(result.pending);
+        let rows = self.ledger.flushed();
+        self.pending
+            .extend(result.pending.map(|txn| PendingTxn { rows, ..txn }));
         self.counters.loads += 1;
         self.counters.bytes += bytes;
         self.counters.rows_written += batch.upserts;
@@ -936,52 +1099,15 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         if !self.dirty && !force {
             return Ok(());
         }
-        let cp = Checkpoint {
-            format_version: FORMAT_VERSION,
-            consumer_id: self.config.consumer_id.clone(),
-            checkpoint_id: self.next_id,
-            saved_at: jiff::Timestamp::now().to_string(),
-            position: self.position.clone(),
-            start_point: self.start_point.clone(),
-            pending_txns: self.pending.clone(),
-            counters: self.counters.clone(),
-            last_error: self.saved.as_ref().and_then(|c| c.last_error.clone()),
-            stopped: None,
-            in_window: None,
-            loads_source: None,
-            label_scheme: LabelScheme::V2.number(),
-        };
-        if let Err(e) = self.store.save(&cp).await {
-            if matches!(e, Error::Fenced { .. }) {
-                self.abort_unsaved(&cp.pending_txns).await;
-            }
-            return Err(e);
-        }
-        tracing::info!(
-            checkpoint_id = cp.checkpoint_id,
-            pending_txns = cp.pending_txns.len(),
-            rows_written = cp.counters.rows_written,
-            "checkpoint saved"
-        );
-        // From here on the store holds this checkpoint: a failure below leaves its transactions
-        // to be committed again by the next start.
-        let pending = std::mem::take(&mut self.pending);
-        self.progress.checkpoint_id = cp.checkpoint_id;
-        self.progress.last_checkpoint_ms = Some(jiff::Timestamp::now().as_millisecond());
-        self.saved = Some(cp);
-        self.next_id += 1;
-        self.seq = 0;
-        self.dirty = false;
-        if self.hooks.stop_after_saving_pending && !pending.is_empty() {
-            return Err(Error::Injected {
-                point: "after saving a checkpoint, before committing its loads",
-            });
-        }
-        if let SinkWriter::Doris(w) = &self.sink
-            && !pending.is_empty()
-        {
-            w.commit(&pending).await?;
-        }
+        let loads_source = (!self.pending.is_empty()).then(|| {
+            let from = self
+                .saved
+                .as_ref()
+                .map_or_else(|| self.position.clone(), |c| c.position.clone());
+            self.ledger.source(from)
+        });
+        let cp = self.checkpoint_of(self.pending.clone(), loads_source);
+        self.save_and_commit(cp).await?;
         // The offset table follows the completed checkpoint (DESIGN.md §3), in the background.
         if let (Some(offsets), Position::Changelog { offset }) = (&self.offsets, &self.position) {
             offsets.publish(offset.clone());
@@ -989,6 +1115,235 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         self.late_sweep(false).await;
         self.publish();
         Ok(())
+    }
+
+    /// The checkpoint of the current state, id `next_id`, holding `pending`.
+    fn checkpoint_of(
+        &self,
+        pending: Vec<PendingTxn>,
+        loads_source: Option<LoadsSource>,
+    ) -> Checkpoint {
+        Checkpoint {
+            format_version: FORMAT_VERSION,
+            consumer_id: self.config.consumer_id.clone(),
+            checkpoint_id: self.next_id,
+            saved_at: jiff::Timestamp::now().to_string(),
+            position: compact(&self.position, &self.snapshot_tablets),
+            start_point: self.start_point.clone(),
+            pending_txns: pending,
+            counters: self.counters.clone(),
+            last_error: self.saved.as_ref().and_then(|c| c.last_error.clone()),
+            stopped: None,
+            in_window: self.in_window.clone(),
+            loads_source,
+            label_scheme: LabelScheme::V2.number(),
+        }
+    }
+
+    /// Save `cp` (fenced), then commit its pre-committed loads; loads Doris lost before their
+    /// commit are made again ([`repair`]).
+    async fn save_and_commit(&mut self, cp: Checkpoint) -> Result<()> {
+        let mut cp = cp;
+        for attempt in 0.. {
+            if let Err(e) = self.store.save(&cp).await {
+                if matches!(e, Error::Fenced { .. }) {
+                    self.abort_unsaved(&cp.pending_txns).await;
+                }
+                return Err(e);
+            }
+            tracing::info!(
+                checkpoint_id = cp.checkpoint_id,
+                pending_txns = cp.pending_txns.len(),
+                rows_written = cp.counters.rows_written,
+                "checkpoint saved"
+            );
+            // From here on the store holds this checkpoint: a failure below leaves its
+            // transactions to be committed again by the next start.
+            self.pending.clear();
+            self.progress.checkpoint_id = cp.checkpoint_id;
+            self.progress.last_checkpoint_ms = Some(jiff::Timestamp::now().as_millisecond());
+            self.next_id = cp.checkpoint_id + 1;
+            self.seq = 0;
+            self.dirty = false;
+            self.ledger
+                .restart(self.window.as_ref().map(|(w, done)| (w, *done)));
+            let pending = cp.pending_txns.clone();
+            let source = cp.loads_source.clone();
+            self.saved = Some(cp);
+            if self.hooks.stop_after_saving_pending && !pending.is_empty() {
+                return Err(Error::Injected {
+                    point: "after saving a checkpoint, before committing its loads",
+                });
+            }
+            let SinkWriter::Doris(w) = &self.sink else {
+                return Ok(());
+            };
+            if pending.is_empty() {
+                return Ok(());
+            }
+            let lost = w.commit(&pending).await?;
+            if lost.is_empty() {
+                return Ok(());
+            }
+            if attempt >= 3 {
+                return Err(lost_error(
+                    &lost,
+                    "they were lost again each time they were loaded again",
+                ));
+            }
+            match self.repair(source.as_ref(), &lost).await? {
+                Some(again) => cp = again,
+                None => return Ok(()),
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// Loads of the last saved checkpoint were lost: make them again (see [`repair`]). `Some`
+    /// with the checkpoint holding the reloaded loads (to save and commit), or
+    /// [`Error::Rewound`] after rewinding the stored checkpoint.
+    async fn repair(
+        &mut self,
+        source: Option<&LoadsSource>,
+        lost: &[(PendingTxn, String)],
+    ) -> Result<Option<Checkpoint>> {
+        let txns: Vec<PendingTxn> = lost.iter().map(|(t, _)| t.clone()).collect();
+        let mode = self
+            .config
+            .doris_sink()
+            .map_or(SinkMode::Upsert, |d| d.policy.mode);
+        match repair::plan_repair(source, &txns, mode) {
+            repair::Repair::Impossible(why) => Err(lost_error(lost, &why)),
+            repair::Repair::Rewind(position) => {
+                tracing::warn!(
+                    ?position,
+                    loads = lost.len(),
+                    "loads of the checkpoint were lost; going back to the position before it (upsert sink)"
+                );
+                self.position = position;
+                self.in_window = None;
+                self.window = None;
+                let cp = self.checkpoint_of(Vec::new(), None);
+                self.store.save(&cp).await?;
+                self.saved = Some(cp);
+                Err(Error::Rewound {
+                    reason: format!(
+                        "{} pre-committed load(s) were lost before their commit ({})",
+                        lost.len(),
+                        lost[0].1
+                    ),
+                })
+            }
+            repair::Repair::Reload { source, spans } => {
+                tracing::warn!(
+                    loads = lost.len(),
+                    "loads of the checkpoint were lost; loading their rows again (changelog sink)"
+                );
+                let reloaded = self.reload(&source, &spans).await.map_err(|e| match e {
+                    Error::OffsetExpired { .. } | Error::LoadsLost { .. } => e,
+                    other => other,
+                })?;
+                Ok(Some(self.checkpoint_of(reloaded, Some(source))))
+            }
+        }
+    }
+
+    /// Read `source`'s windows again and load the rows of `spans` under this run's next
+    /// checkpoint id, one load per span (split when a span outgrows a batch); returns the
+    /// pre-committed loads. The rows are found by their index among the rows handed to the sink
+    /// since `source.from`, the way [`ledger`] counted them: after the seam, in the windows' order.
+    async fn reload(&mut self, source: &LoadsSource, spans: &[RowSpan]) -> Result<Vec<PendingTxn>> {
+        let SinkWriter::Doris(w) = &self.sink else {
+            return Ok(Vec::new());
+        };
+        let http = FeHttpClient::new(self.config.source.clone())?;
+        let schema = snapshot::fetch_schema(&http, &self.config.source.table).await?;
+        let columns = snapshot::projection(&schema, self.config.columns.as_deref())?;
+        let mut reader = self.changelog_reader(http, columns).await?;
+        let (tx, mut rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let windows = source.windows.clone();
+        let replay = tokio::spawn(async move {
+            let result = reader.replay(&windows, &tx).await;
+            reader.close().await;
+            result
+        });
+        let until = repair::needed_until(spans);
+        let policy = w.policy();
+        let format = w.format().clone();
+        let limits = self
+            .config
+            .doris_sink()
+            .map_or_else(Default::default, |d| d.limits);
+        let mut reloaded = Vec::new();
+        let mut index = 0;
+        let mut seq = self.seq;
+        let id = self.next_id;
+        while index < until {
+            let Some(event) = rx.recv().await else {
+                break;
+            };
+            let ChangelogEvent::Batch(batch) = event else {
+                continue;
+            };
+            let Some(batch) = self.seam(batch)? else {
+                continue;
+            };
+            let n = batch.num_rows() as u64;
+            for (offset, len) in repair::select(spans, index, n) {
+                // One span, one load (or several if it outgrows a batch).
+                let mut done = 0;
+                while done < len {
+                    let mut batcher = Batcher::new(limits);
+                    let mut taken = 0;
+                    while done + taken < len {
+                        let room = usize::try_from(batcher.room()).unwrap_or(usize::MAX);
+                        let take = room.min(len - done - taken).min(SLICE_ROWS);
+                        if take == 0 {
+                            break;
+                        }
+                        let slice = batch.slice(offset + done + taken, take);
+                        batcher.append(Instant::now().into_std(), |out| {
+                            with_changes(&slice, true, None, |data, changes| {
+                                format.encode(data, changes, &policy, out)
+                            })
+                        })?;
+                        taken += take;
+                        if batcher.flush_reason(Instant::now().into_std()).is_some() {
+                            break;
+                        }
+                    }
+                    let Some(body) = batcher.take() else {
+                        break;
+                    };
+                    let result = w.load(body.body, id, seq).await?;
+                    seq += 1;
+                    let rows = Some(RowSpan {
+                        first: index + (offset + done) as u64,
+                        count: taken as u64,
+                    });
+                    reloaded.extend(result.pending.map(|txn| PendingTxn { rows, ..txn }));
+                    done += taken;
+                }
+            }
+            index += n;
+        }
+        drop(rx);
+        match replay.await {
+            Ok(Ok(())) | Err(_) => {}
+            Ok(Err(e)) if index < until => return Err(e),
+            Ok(Err(_)) => {}
+        }
+        if index < until {
+            return Err(Error::LoadsLost {
+                labels: format!("{} load(s)", spans.len()),
+                doris: "aborted before the commit".into(),
+                reason: format!(
+                    "reading their changelog windows again returned {index} rows where they held rows up to {until}"
+                ),
+            });
+        }
+        self.seq = seq;
+        Ok(reloaded)
     }
 
     /// Best effort after losing the fence: abort the loads this runner pre-committed for the
@@ -1174,6 +1529,51 @@ fn with_changes<T>(
     f(&data, Some(ChangeColumns { op, tso, lsn })).map_err(encode_err)
 }
 
+/// `position` as stored: a snapshot's done tablets as ranges over its tablet list `tablets`
+/// (sorted; known once the snapshot is planned), so the checkpoint stays small whatever the
+/// table's size (pure).
+fn compact(position: &Position, tablets: &[i64]) -> Position {
+    match position {
+        Position::Snapshot {
+            tablets_done,
+            tablets_done_ranges,
+            tablets_total,
+            rows_total,
+            ..
+        } if !tablets.is_empty() && tablets_done_ranges.is_empty() => Position::Snapshot {
+            tablets_done: Vec::new(),
+            tablets_done_ranges: tablet_ranges(tablets_done, tablets),
+            tablets_done_count: Some(tablets_done.len() as u64),
+            tablets_total: *tablets_total,
+            rows_total: *rows_total,
+        },
+        other => other.clone(),
+    }
+}
+
+/// `batch` in consecutive slices of at most `rows` rows (no copy).
+fn slices(batch: &RecordBatch, rows: usize) -> impl Iterator<Item = RecordBatch> + '_ {
+    let n = batch.num_rows();
+    let rows = rows.max(1);
+    (0..n.div_ceil(rows)).map(move |i| {
+        let offset = i * rows;
+        batch.slice(offset, rows.min(n - offset))
+    })
+}
+
+/// The error of loads lost for good.
+fn lost_error(lost: &[(PendingTxn, String)], reason: &str) -> Error {
+    Error::LoadsLost {
+        labels: lost
+            .iter()
+            .map(|(t, _)| t.label.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        doris: lost.first().map(|(_, m)| m.clone()).unwrap_or_default(),
+        reason: reason.to_owned(),
+    }
+}
+
 /// Resolves once shutdown is requested; never if the sender is gone without asking.
 async fn wait_for_shutdown(rx: &mut watch::Receiver<bool>) {
     loop {
@@ -1221,6 +1621,103 @@ mod tests {
             ],
         )
         .unwrap()
+    }
+
+    /// A snapshot of 100,000 tablets (ids as Doris allocates them: a run per partition, gaps
+    /// between), read over several runs (each re-planning the remaining tablets into splits, as
+    /// a restart does), with a checkpoint holding the most loads it may: the checkpoint JSON stays
+    /// far inside a ConfigMap's 1 MiB. Prints the sizes.
+    #[test]
+    fn a_checkpoint_of_a_100_000_tablet_snapshot_fits_a_configmap() {
+        let mut tablets = Vec::with_capacity(100_000);
+        let mut id = 1_700_000_i64;
+        for partition in 0..1000 {
+            for _ in 0..100 {
+                tablets.push(id);
+                id += 1;
+            }
+            id += 37 + partition % 13;
+        }
+        let mut done: Vec<i64> = Vec::new();
+        for _run in 0..5 {
+            let seen: std::collections::HashSet<i64> = done.iter().copied().collect();
+            let remaining: Vec<i64> = tablets
+                .iter()
+                .copied()
+                .filter(|t| !seen.contains(t))
+                .collect();
+            let splits = snapshot::plan_splits(&remaining, snapshot::MAX_SPLITS);
+            // Each run finishes a split or two before it is stopped.
+            for split in splits.iter().take(2) {
+                done.extend(&split.tablets);
+            }
+        }
+        let position = Position::Snapshot {
+            tablets_done: done.clone(),
+            tablets_done_ranges: vec![],
+            tablets_done_count: None,
+            tablets_total: tablets.len() as u64,
+            rows_total: None,
+        };
+        let offset = crate::source::tso::offset_at(1_800_000_000_000);
+        let pending: Vec<PendingTxn> = (0..MAX_PENDING_LOADS as u32)
+            .map(|seq| PendingTxn {
+                db: "sink_database".into(),
+                label: format!("dcs-student-sync-5d5fac8a25ef-1800000000000-{seq}"),
+                txn_id: 1_000_000_000 + i64::from(seq),
+                rows: Some(RowSpan {
+                    first: u64::from(seq) * 50_000,
+                    count: 50_000,
+                }),
+            })
+            .collect();
+        let checkpoint = |position: Position| Checkpoint {
+            format_version: FORMAT_VERSION,
+            consumer_id: "student-sync".into(),
+            checkpoint_id: 1_800_000_000_000,
+            saved_at: "2026-12-01T00:00:00Z".into(),
+            position: position.clone(),
+            start_point: Some(offset.clone()),
+            pending_txns: pending.clone(),
+            counters: Counters::default(),
+            last_error: None,
+            stopped: None,
+            in_window: None,
+            loads_source: Some(LoadsSource {
+                from: position,
+                windows: vec![],
+            }),
+            label_scheme: 2,
+        };
+        let stored = checkpoint(compact(&position, &tablets)).to_json();
+        let listed = checkpoint(position).to_json();
+        println!(
+            "checkpoint of a 100,000-tablet snapshot ({} tablets done, {} loads pending): {} bytes with ranges, {} bytes listing the tablets",
+            done.len(),
+            pending.len(),
+            stored.len(),
+            listed.len()
+        );
+        assert!(stored.len() < 64 * 1024, "{} bytes", stored.len());
+        // Read back, the done tablets are exactly the same.
+        let back = crate::checkpoint::parse("test", &stored).unwrap();
+        let Position::Snapshot {
+            tablets_done_ranges,
+            tablets_done_count,
+            ..
+        } = back.position
+        else {
+            panic!()
+        };
+        let again: Vec<i64> = tablets
+            .iter()
+            .copied()
+            .filter(|t| in_ranges(&tablets_done_ranges, *t))
+            .collect();
+        let mut expected = done.clone();
+        expected.sort_unstable();
+        assert_eq!(again, expected);
+        assert_eq!(tablets_done_count, Some(done.len() as u64));
     }
 
     #[test]

@@ -714,6 +714,8 @@ mod tests {
         let mut cp = streaming_checkpoint("orders", 10);
         cp.position = Position::Snapshot {
             tablets_done: vec![],
+            tablets_done_ranges: vec![],
+            tablets_done_count: None,
             tablets_total: 3,
             rows_total: None,
         };

@@ -424,19 +424,12 @@ fn snapshot_condition(observed: &Observed, checkpoint: Option<&Checkpoint>) -> C
             reasons::SNAPSHOT_DONE,
             "the snapshot was copied".into(),
         ),
-        Some((
-            Position::Snapshot {
-                tablets_done,
-                tablets_total,
-                ..
-            },
-            cp,
-        )) => (
+        Some((Position::Snapshot { tablets_total, .. }, cp)) => (
             ConditionStatus::False,
             reasons::SNAPSHOTTING,
             format!(
                 "{} of {tablets_total} tablets done, {} rows read",
-                tablets_done.len(),
+                cp.tablets_done_count(),
                 cp.counters.rows_read
             ),
         ),

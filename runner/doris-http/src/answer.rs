@@ -13,6 +13,9 @@ pub enum TxnOutcome {
     /// An abort found the transaction committed: its rows are visible and nothing is left to
     /// abort. A loss for a runner that meant to drop them; done for a cleanup.
     AlreadyCommitted(String),
+    /// A commit found the transaction aborted (by Doris's pre-commit timeout, or by someone) or
+    /// unknown: its rows are not in the table and never will be; they must be loaded again.
+    Lost(String),
     /// Worth another attempt.
     Retry(String),
     /// The transaction cannot reach the wanted state (e.g. commit of an aborted one), or Doris
@@ -76,6 +79,10 @@ pub fn classify_txn(operation: TxnOperation, status: u16, body: &str) -> TxnOutc
     };
     if done {
         TxnOutcome::Done
+    } else if operation == TxnOperation::Commit
+        && (msg.contains("is already aborted") || msg.ends_with("not found"))
+    {
+        TxnOutcome::Lost(msg)
     } else if operation == TxnOperation::Abort && msg.contains("could not abort") {
         TxnOutcome::AlreadyCommitted(msg)
     } else if msg.contains("not found") || msg.contains("is already") {
@@ -104,7 +111,7 @@ pub fn classify_label_abort(status: u16, body: &str) -> LabelAbort {
         TxnOutcome::Done => LabelAbort::NotRunning,
         TxnOutcome::AlreadyCommitted(m) => LabelAbort::AlreadyCommitted(m),
         TxnOutcome::Retry(m) => LabelAbort::Retry(m),
-        TxnOutcome::Permanent(m) => LabelAbort::Permanent(m),
+        TxnOutcome::Permanent(m) | TxnOutcome::Lost(m) => LabelAbort::Permanent(m),
     }
 }
 
@@ -142,7 +149,7 @@ mod tests {
         );
         assert!(matches!(
             classify_txn(TxnOperation::Commit, 200, &aborted),
-            TxnOutcome::Permanent(_)
+            TxnOutcome::Lost(_)
         ));
         assert_eq!(
             classify_txn(TxnOperation::Abort, 200, &aborted),
@@ -155,7 +162,7 @@ mod tests {
         );
         assert!(matches!(
             classify_txn(TxnOperation::Commit, 200, &unknown),
-            TxnOutcome::Permanent(_)
+            TxnOutcome::Lost(_)
         ));
         let visible = fail(
             "errCode = 2, detailMessage = transaction [7] is already VISIBLE, could not abort.",

@@ -26,8 +26,9 @@ pub use configmap::ConfigMapStore;
 pub use file::FileStore;
 
 pub use dcs_crds::checkpoint::{
-    CHECKPOINT_KEY, Checkpoint, CheckpointFormatError, Counters, FORMAT_VERSION, LastError, Offset,
-    PendingTxn, Position, Stopped,
+    CHECKPOINT_KEY, Checkpoint, CheckpointFormatError, Counters, FORMAT_VERSION, LastError,
+    LoadsSource, Offset, PendingTxn, Position, RowSpan, Stopped, WindowProgress, WindowRead,
+    in_ranges, tablet_ranges,
 };
 
 use crate::Result;
@@ -120,6 +121,8 @@ mod tests {
     fn snapshot_position_serialises_with_its_phase() {
         let pos = Position::Snapshot {
             tablets_done: vec![1, 2],
+            tablets_done_ranges: vec![],
+            tablets_done_count: None,
             tablets_total: 3,
             rows_total: Some(9),
         };

@@ -21,6 +21,15 @@ use crate::sink::stream_load::{
 };
 use crate::{Error, Result};
 
+/// How a 2PC commit or abort ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Finished {
+    /// Done (now or before).
+    Done,
+    /// A commit found the transaction gone: what Doris said.
+    Lost(String),
+}
+
 /// What one successful load did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadResult {
@@ -191,23 +200,33 @@ impl DorisWriter {
         }
     }
 
-    /// Commit pre-committed transactions (already committed counts as done).
+    /// Commit pre-committed transactions (already committed counts as done); returns those Doris
+    /// no longer has (aborted before their commit, e.g. by its pre-commit timeout, or unknown),
+    /// with what it said, after committing all the others.
     ///
     /// # Errors
-    /// [`Error::Sink`] when Doris refuses a commit or retries run out.
-    pub async fn commit(&self, txns: &[PendingTxn]) -> Result<()> {
+    /// [`Error::Sink`] when Doris refuses a commit otherwise, or retries run out.
+    pub async fn commit(&self, txns: &[PendingTxn]) -> Result<Vec<(PendingTxn, String)>> {
+        let mut lost = Vec::new();
         for txn in txns {
             let retries = self.config.max_retries.max(3);
-            if let Err(m) = self.finish_txn(txn, TxnOperation::Commit, retries).await {
-                return Err(Error::Sink {
-                    message: format!(
-                        "committing load {} (txn {}) failed: {m}",
-                        txn.label, txn.txn_id
-                    ),
-                });
+            match self.finish_txn(txn, TxnOperation::Commit, retries).await {
+                Ok(Finished::Done) => {}
+                Ok(Finished::Lost(m)) => {
+                    tracing::warn!(label = %txn.label, txn_id = txn.txn_id, %m, "a pre-committed load is gone: its rows are loaded again");
+                    lost.push((txn.clone(), m));
+                }
+                Err(m) => {
+                    return Err(Error::Sink {
+                        message: format!(
+                            "committing load {} (txn {}) failed: {m}",
+                            txn.label, txn.txn_id
+                        ),
+                    });
+                }
             }
         }
-        Ok(())
+        Ok(lost)
     }
 
     /// Best effort: abort the pre-committed transactions `txns` by id (never by label: after
@@ -217,7 +236,7 @@ impl DorisWriter {
         let mut done = 0;
         for txn in txns {
             match self.finish_txn(txn, TxnOperation::Abort, 2).await {
-                Ok(()) => done += 1,
+                Ok(_) => done += 1,
                 Err(m) => {
                     tracing::warn!(label = %txn.label, txn_id = txn.txn_id, %m, "could not abort a pre-committed load; Doris aborts it when it times out");
                 }
@@ -233,12 +252,13 @@ impl DorisWriter {
         txn: &PendingTxn,
         op: TxnOperation,
         retries: u32,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<Finished, String> {
         let mut attempt = 0;
         loop {
             attempt += 1;
             match self.client.finish_txn(&txn.db, txn.txn_id, op).await {
-                TxnOutcome::Done => return Ok(()),
+                TxnOutcome::Done => return Ok(Finished::Done),
+                TxnOutcome::Lost(m) => return Ok(Finished::Lost(m)),
                 TxnOutcome::Retry(m) if attempt <= retries => {
                     tracing::warn!(label = %txn.label, txn_id = txn.txn_id, ?op, %m, "2PC {op:?} failed; retrying");
                     tokio::time::sleep(self.config.backoff.delay(attempt, jitter())).await;

@@ -16,6 +16,8 @@ pub enum StartPlan {
     Snapshot {
         /// Tablets already in the sink.
         tablets_done: Vec<i64>,
+        /// More tablets already in the sink, as ranges over the snapshot's tablet list.
+        done_ranges: Vec<[i64; 2]>,
         /// Where the changelog starts after the snapshot.
         then: Option<Offset>,
     },
@@ -69,8 +71,13 @@ pub fn plan_start_with_offset_row(
     if let Some(cp) = checkpoint {
         let plan = match &cp.position {
             Position::Done => StartPlan::Done,
-            Position::Snapshot { tablets_done, .. } => StartPlan::Snapshot {
+            Position::Snapshot {
+                tablets_done,
+                tablets_done_ranges,
+                ..
+            } => StartPlan::Snapshot {
                 tablets_done: tablets_done.clone(),
+                done_ranges: tablets_done_ranges.clone(),
                 then: cp.start_point.clone(),
             },
             Position::Changelog { offset } => StartPlan::Changelog {
@@ -82,6 +89,7 @@ pub fn plan_start_with_offset_row(
     let plan = match mode {
         StartupMode::Snapshot => StartPlan::Snapshot {
             tablets_done: Vec::new(),
+            done_ranges: Vec::new(),
             then: None,
         },
         StartupMode::Initial => StartPlan::SnapshotFromNow,
@@ -126,6 +134,8 @@ mod tests {
         let snap = cp(
             Position::Snapshot {
                 tablets_done: vec![3],
+                tablets_done_ranges: vec![],
+                tablets_done_count: None,
                 tablets_total: 4,
                 rows_total: None,
             },
@@ -136,6 +146,7 @@ mod tests {
             (
                 StartPlan::Snapshot {
                     tablets_done: vec![3],
+                    done_ranges: vec![],
                     then: Some(t0.clone())
                 },
                 StartSource::Checkpoint
@@ -185,6 +196,7 @@ mod tests {
             plan(StartupMode::Snapshot, None),
             StartPlan::Snapshot {
                 tablets_done: vec![],
+                done_ranges: vec![],
                 then: None
             }
         );

@@ -22,7 +22,7 @@ use super::retention::{RetentionGuard, SAFETY_MARGIN};
 use super::row_kind::row_kinds;
 use super::snapshot::select_list;
 use super::tso::{self, offset_at};
-use crate::checkpoint::Offset;
+use crate::checkpoint::{Offset, WindowProgress, WindowRead};
 use crate::{Error, Result};
 
 /// The commit TSO column `@incr` returns when named.
@@ -63,9 +63,18 @@ pub enum WindowDecision {
 }
 
 /// Plan the next window from `start` and Doris "now" (connector §2.4): end = now floored to the
-/// second; equal → wait; earlier → fail.
-pub fn next_window(start: &Offset, doris_now_ms: i64) -> WindowDecision {
-    let end = offset_at(doris_now_ms);
+/// second, but at most `max_span` after the start (a catch-up after an outage is read as a series
+/// of windows, each moving the retention check's start on); equal → wait; earlier → fail.
+pub fn next_window(start: &Offset, doris_now_ms: i64, max_span: Duration) -> WindowDecision {
+    let now = offset_at(doris_now_ms);
+    let span_ms = i64::try_from(max_span.as_millis())
+        .unwrap_or(i64::MAX)
+        .max(1000);
+    let end = if now.epoch_ms > start.epoch_ms.saturating_add(span_ms) {
+        offset_at(start.epoch_ms + span_ms)
+    } else {
+        now
+    };
     match end.epoch_ms.cmp(&start.epoch_ms) {
         std::cmp::Ordering::Equal => WindowDecision::Wait,
         std::cmp::Ordering::Less => WindowDecision::Backwards(Error::TimestampBackwards {
@@ -77,6 +86,11 @@ pub fn next_window(start: &Offset, doris_now_ms: i64) -> WindowDecision {
             end,
         }),
     }
+}
+
+/// The longest window read at once: a minute, or the poll interval when that is longer.
+pub fn max_window_span(poll_interval: Duration) -> Duration {
+    poll_interval.max(Duration::from_secs(60))
 }
 
 /// The connector's `@incr` statement for a window; `fields` empty selects `*`.
@@ -181,6 +195,14 @@ pub fn visibility_retry_delay(
 /// What the changelog reader hands downstream.
 #[derive(Debug)]
 pub enum ChangelogEvent {
+    /// A window is about to be read (its start passed the retention check); its first `skip` rows
+    /// were delivered before (a window resumed inside) and are not sent again.
+    WindowStart {
+        /// The window.
+        window: ChangelogWindow,
+        /// Rows of it not sent again.
+        skip: u64,
+    },
     /// Rows of the current window, in TSO, LSN, OP order.
     Batch(RecordBatch),
     /// Every row of the window has been sent; the next window starts at `window.end`.
@@ -347,39 +369,109 @@ impl ChangelogReader {
         start: &Offset,
         tx: &mpsc::Sender<ChangelogEvent>,
     ) -> Result<Option<(ChangelogWindow, WindowStats)>> {
+        Ok(self
+            .poll_step(start, tx)
+            .await?
+            .map(|(w, stats, _)| (w, stats)))
+    }
+
+    /// [`ChangelogReader::poll_once`], saying too whether Doris's now is past the window read
+    /// (a catch-up, cut by [`max_window_span`]: the next window is due at once).
+    async fn poll_step(
+        &mut self,
+        start: &Offset,
+        tx: &mpsc::Sender<ChangelogEvent>,
+    ) -> Result<Option<(ChangelogWindow, WindowStats, bool)>> {
         let now = tso::current(&self.http).await?;
-        match next_window(start, now.physical_ms) {
+        let max_span = max_window_span(self.options.poll_interval);
+        match next_window(start, now.physical_ms, max_span) {
             WindowDecision::Wait => Ok(None),
             WindowDecision::Backwards(e) => Err(e),
             WindowDecision::Window(w) => {
-                let stats = self.read_window(&w, tx).await?;
-                Ok(Some((w, stats)))
+                let behind = w.end.epoch_ms < offset_at(now.physical_ms).epoch_ms;
+                let stats = self.read_window(&w, 0, tx).await?;
+                Ok(Some((w, stats, behind)))
             }
         }
     }
 
     /// Poll every `poll_interval` from `start`, chaining windows end → start, until the receiver
-    /// goes away or a window fails.
+    /// goes away or a window fails. `resume` is a window starting at `start` that is in the sink
+    /// up to its first rows (a checkpoint taken inside it): it is read first, without those rows.
     ///
     /// # Errors
     /// The first failure that is not retried.
-    pub async fn run(mut self, mut start: Offset, tx: mpsc::Sender<ChangelogEvent>) -> Result<()> {
+    pub async fn run(
+        mut self,
+        mut start: Offset,
+        resume: Option<WindowProgress>,
+        tx: mpsc::Sender<ChangelogEvent>,
+    ) -> Result<()> {
+        if let Some(partial) = resume {
+            let window = ChangelogWindow {
+                start: start.clone(),
+                end: partial.end,
+            };
+            match self.read_window(&window, partial.rows, &tx).await {
+                Ok(stats) if stats.delivered => start = window.end,
+                Ok(_) => {
+                    self.close().await;
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.close().await;
+                    return Err(e);
+                }
+            }
+        }
         let mut ticker = tokio::time::interval(self.options.poll_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut behind = false;
         let result = loop {
-            ticker.tick().await;
+            // A catch-up reads its windows back to back; a poll waits for the next tick.
+            if !behind {
+                ticker.tick().await;
+            }
             if tx.is_closed() {
                 break Ok(());
             }
-            match self.poll_once(&start, &tx).await {
-                Ok(Some((w, stats))) if stats.delivered => start = w.end,
+            match self.poll_step(&start, &tx).await {
+                Ok(Some((w, stats, more))) if stats.delivered => {
+                    start = w.end;
+                    behind = more;
+                }
                 Ok(Some(_)) => break Ok(()),
-                Ok(None) => {}
+                Ok(None) => behind = false,
                 Err(e) => break Err(e),
             }
         };
         self.close().await;
         result
+    }
+
+    /// Read `windows` again, in order, each from its `skip`th row (the rows a checkpoint's loads
+    /// were made of, to load again what Doris lost), with the same retention checks and
+    /// increment types as when they were first read; then stop. No [`ChangelogEvent::WindowDone`]
+    /// is sent.
+    ///
+    /// # Errors
+    /// As [`ChangelogReader::read_window`].
+    pub async fn replay(
+        &mut self,
+        windows: &[WindowRead],
+        tx: &mpsc::Sender<ChangelogEvent>,
+    ) -> Result<()> {
+        for w in windows {
+            let window = ChangelogWindow {
+                start: w.start.clone(),
+                end: w.end.clone(),
+            };
+            let stats = self.read_window_then(&window, w.skip, tx, false).await?;
+            if !stats.delivered {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Read one window, retrying it on visibility errors until `visible_wait_timeout` has passed
@@ -393,7 +485,19 @@ impl ChangelogReader {
     pub async fn read_window(
         &mut self,
         window: &ChangelogWindow,
+        skip: u64,
         tx: &mpsc::Sender<ChangelogEvent>,
+    ) -> Result<WindowStats> {
+        self.read_window_then(window, skip, tx, true).await
+    }
+
+    /// [`ChangelogReader::read_window`], reporting the window done (`done`) or not.
+    async fn read_window_then(
+        &mut self,
+        window: &ChangelogWindow,
+        skip: u64,
+        tx: &mpsc::Sender<ChangelogEvent>,
+        done: bool,
     ) -> Result<WindowStats> {
         let mut first_failure: Option<Instant> = None;
         let mut reconnected = false;
@@ -402,7 +506,16 @@ impl ChangelogReader {
             attempts += 1;
             let mut sent_any = false;
             self.guard.check(&window.start, SAFETY_MARGIN).await?;
-            match self.try_window(window, tx, &mut sent_any).await {
+            if attempts == 1 {
+                let start = ChangelogEvent::WindowStart {
+                    window: window.clone(),
+                    skip,
+                };
+                if tx.send(start).await.is_err() {
+                    return Ok(WindowStats::default());
+                }
+            }
+            match self.try_window(window, skip, tx, &mut sent_any, done).await {
                 Ok(mut stats) => {
                     stats.attempts = attempts;
                     return Ok(stats);
@@ -443,8 +556,10 @@ impl ChangelogReader {
     async fn try_window(
         &mut self,
         window: &ChangelogWindow,
+        skip: u64,
         tx: &mpsc::Sender<ChangelogEvent>,
         sent_any: &mut bool,
+        done: bool,
     ) -> Result<WindowStats> {
         let settings = self.http.settings();
         let table = settings.table.to_string();
@@ -467,6 +582,7 @@ impl ChangelogReader {
             what: &what,
             replay: Replay::SkipDelivered,
             retry: self.options.stream_retry,
+            skip,
         };
         let fields = &self.fields;
         let streamed = read_into(
@@ -491,6 +607,10 @@ impl ChangelogReader {
         // Doris fixed the statement's retention edge when it started; the start still inside the
         // retention now means it was then, so no change of the window was skipped.
         self.guard.check(&window.start, Duration::ZERO).await?;
+        if !done {
+            stats.delivered = true;
+            return Ok(stats);
+        }
         let done = ChangelogEvent::WindowDone {
             window: window.clone(),
             rows: stats.rows,
@@ -566,23 +686,47 @@ mod tests {
     fn windows_end_at_now_floored() {
         let start = at("2026-11-29 10:00:00");
         let now = start.epoch_ms + 12_345;
-        let WindowDecision::Window(w) = next_window(&start, now) else {
+        let span = Duration::from_secs(60);
+        let WindowDecision::Window(w) = next_window(&start, now, span) else {
             panic!()
         };
         assert_eq!(w.start, start);
         assert_eq!(w.end.timestamp, "2026-11-29 10:00:12");
         assert_eq!(w.split_id(), "stream-20261129100000-20261129100012");
         assert!(matches!(
-            next_window(&start, start.epoch_ms + 999),
+            next_window(&start, start.epoch_ms + 999, span),
             WindowDecision::Wait
         ));
-        let WindowDecision::Backwards(e) = next_window(&start, start.epoch_ms - 1) else {
+        let WindowDecision::Backwards(e) = next_window(&start, start.epoch_ms - 1, span) else {
             panic!()
         };
         assert_eq!(
             e.to_string(),
             "Current Doris timestamp moved backwards: now 2026-11-29 09:59:59 is before the changelog offset 2026-11-29 10:00:00"
         );
+    }
+
+    #[test]
+    fn a_catch_up_is_read_in_windows_of_at_most_the_span() {
+        let start = at("2026-11-29 10:00:00");
+        let an_hour_later = start.epoch_ms + 3_600_000 + 400;
+        let WindowDecision::Window(w) = next_window(
+            &start,
+            an_hour_later,
+            max_window_span(Duration::from_secs(10)),
+        ) else {
+            panic!()
+        };
+        assert_eq!(w.end.timestamp, "2026-11-29 10:01:00");
+        // A poll interval longer than a minute is the span.
+        let WindowDecision::Window(w) = next_window(
+            &start,
+            an_hour_later,
+            max_window_span(Duration::from_secs(300)),
+        ) else {
+            panic!()
+        };
+        assert_eq!(w.end.timestamp, "2026-11-29 10:05:00");
     }
 
     #[test]

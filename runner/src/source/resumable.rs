@@ -31,6 +31,9 @@ pub struct ReadPlan<'a> {
     pub replay: Replay,
     /// How often and how soon.
     pub retry: StreamRetry,
+    /// Leading rows of the result already delivered before this read (a changelog window resumed
+    /// inside): skipped.
+    pub skip: u64,
 }
 
 /// Run `plan.sql` on `session` and send every batch (checked by `validate`, wrapped by `wrap`) to
@@ -47,7 +50,7 @@ pub async fn read_into<T>(
     tx: &mpsc::Sender<T>,
     wrap: impl Fn(RecordBatch) -> T,
 ) -> Result<Streamed> {
-    let mut sent = Delivered::default();
+    let mut sent = Delivered::skipping(plan.skip);
     let mut retries = 0;
     let mut interruption: Option<Error> = None;
     loop {

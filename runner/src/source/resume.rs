@@ -90,6 +90,16 @@ pub struct Delivered {
 }
 
 impl Delivered {
+    /// Nothing delivered yet by this read, but its first `rows` rows are delivered already (by an
+    /// earlier run, recorded in a checkpoint): they are skipped from the first read on, checked
+    /// only by their count.
+    pub fn skipping(rows: u64) -> Self {
+        Self {
+            rows,
+            last_row: None,
+        }
+    }
+
     /// Rows delivered.
     pub fn rows(&self) -> u64 {
         self.rows

@@ -292,6 +292,8 @@ pub struct SnapshotOptions {
     pub filter: Option<String>,
     /// Tablets already in the sink (from the checkpoint); they are not read again.
     pub tablets_done: Vec<i64>,
+    /// More tablets already in the sink, as ranges of tablet ids (`dcs_crds::checkpoint`).
+    pub tablets_done_ranges: Vec<[i64; 2]>,
     /// Splits read at the same time, each on its own Flight SQL session.
     pub concurrency: usize,
     /// Capacity of the event channel.
@@ -320,6 +322,7 @@ impl Default for SnapshotOptions {
             columns: None,
             filter: None,
             tablets_done: Vec::new(),
+            tablets_done_ranges: Vec::new(),
             concurrency: 2,
             channel_capacity: 4,
             replay: Replay::default(),
@@ -351,10 +354,13 @@ pub async fn plan(http: &FeHttpClient, options: &SnapshotOptions) -> Result<Snap
     let schema = fetch_schema(http, table).await?;
     let columns = projection(&schema, options.columns.as_deref())?;
     let tablets_total = fetch_tablets(http, table, &columns).await?;
+    let done: std::collections::HashSet<i64> = options.tablets_done.iter().copied().collect();
     let remaining: Vec<i64> = tablets_total
         .iter()
         .copied()
-        .filter(|t| !options.tablets_done.contains(t))
+        .filter(|t| {
+            !done.contains(t) && !crate::checkpoint::in_ranges(&options.tablets_done_ranges, *t)
+        })
         .collect();
     let splits = plan_splits(&remaining, MAX_SPLITS);
     Ok(SnapshotPlan {
@@ -466,6 +472,7 @@ async fn worker(
                 what: &what,
                 replay: read.replay,
                 retry: read.retry,
+                skip: 0,
             };
             let id = split.id;
             let streamed = read_into(

@@ -402,7 +402,10 @@ async fn an_unknown_checkpoint_save_never_aborts_the_loads_it_may_hold() {
         )],
     )
     .await;
-    let cfg = source_support::config(&source_support::manifest(&doris, "initial", ""));
+    let mut cfg = source_support::config(&source_support::manifest(&doris, "initial", ""));
+    // Loads come from full batches (150 rows, maxRows 100), checkpoints seconds apart: the faults
+    // can be armed between a load and the checkpoint that lists it.
+    cfg.checkpoint_interval = std::time::Duration::from_secs(5);
     let (control, mut handle) = Control::new();
     let run_cfg = cfg.clone();
     let mut s = store(&faulty);
@@ -424,8 +427,11 @@ async fn an_unknown_checkpoint_save_never_aborts_the_loads_it_may_hold() {
         source_support::exec(
             &doris,
             &[&format!(
-                "INSERT INTO demo.student VALUES ({}, 'new', 1.00, '2026-11-01 10:00:00.000')",
-                1000 + attempt
+                "INSERT INTO demo.student VALUES {}",
+                (0..150)
+                    .map(|i| source_support::row_values(1000 + 150 * attempt as u32 + i))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )],
         )
         .await;

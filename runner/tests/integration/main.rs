@@ -10,6 +10,7 @@ mod cli;
 mod crash;
 mod flight_cut;
 mod load_timeouts;
+mod lost_loads;
 mod metrics;
 mod offset_table;
 mod pipeline;

@@ -71,6 +71,7 @@ fn drain(rx: &mut mpsc::Receiver<ChangelogEvent>) -> (Vec<RecordBatch>, Vec<Chan
         match ev {
             ChangelogEvent::Batch(b) => batches.push(b),
             ChangelogEvent::WindowDone { window, .. } => windows.push(window),
+            ChangelogEvent::WindowStart { .. } => {}
         }
     }
     (batches, windows)
@@ -193,7 +194,7 @@ async fn chained_windows_have_no_gaps_or_duplicates_under_concurrent_writes() {
     let r = reader(&emu, "src.t", options(IncrementType::Detail)).await;
     let start = r.now_offset().await.unwrap();
     let (tx, mut rx) = mpsc::channel(4);
-    let run = tokio::spawn(r.run(start.clone(), tx));
+    let run = tokio::spawn(r.run(start.clone(), None, tx));
 
     let mut writer = {
         let emu = emu.clone();
@@ -234,6 +235,7 @@ async fn chained_windows_have_no_gaps_or_duplicates_under_concurrent_writes() {
             .expect("windows keep coming")
         {
             Some(ChangelogEvent::Batch(b)) => batches.push(b),
+            Some(ChangelogEvent::WindowStart { .. }) => {}
             Some(ChangelogEvent::WindowDone { window, .. }) => {
                 let past_writes = last_write.is_some_and(|t| window.end.epoch_ms > t);
                 windows.push(window);
@@ -474,16 +476,22 @@ async fn an_expired_token_reconnects_once_and_reads_the_window() {
     drain(&mut rx);
     // Doris's arrow_flight_token_alive_time is 4320 minutes.
     emu.doris.clock.advance_ms(4_320 * 60_000 + 1_000);
+    let before_insert = dcs_runner::source::tso::offset_at(emu.doris.clock.now_ms());
     exec(&emu, &["INSERT INTO src.t VALUES (5, 'e', 50)"]).await;
     emu.doris.clock.advance_ms(1_000);
+    // The next window (three days behind: the first minute of the catch-up) reconnects.
     let (second, _) = r.poll_once(&first.end, &tx).await.unwrap().unwrap();
-    r.close().await;
     assert_eq!(second.start, first.end);
     assert_eq!(
         emu.doris.counters.get("flight_handshake"),
         2,
         "one reconnect"
     );
+    // The session goes on: the window holding the insert is read on it.
+    let (third, _) = r.poll_once(&before_insert, &tx).await.unwrap().unwrap();
+    r.close().await;
+    assert_eq!(third.start, before_insert);
+    assert_eq!(emu.doris.counters.get("flight_handshake"), 2);
     let (batches, _) = drain(&mut rx);
     assert_eq!(changes(&batches), vec![(5, RowKind::Insert)]);
 }
@@ -555,7 +563,7 @@ async fn a_window_cut_mid_stream_is_read_again_without_losing_or_repeating_rows(
             }
             let mut r = reader(emu, "src.t", options(IncrementType::Detail)).await;
             let (tx, mut rx) = mpsc::channel(64);
-            let stats = r.read_window(&window, &tx).await.unwrap();
+            let stats = r.read_window(&window, 0, &tx).await.unwrap();
             r.close().await;
             let (batches, windows) = drain(&mut rx);
             assert_eq!(windows, vec![window.clone()]);
