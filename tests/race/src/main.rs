@@ -37,11 +37,11 @@ fn row_values(id: u64, v: u64) -> [String; 12] {
     let nul = |b: bool, s: String| if b { "\\N".to_owned() } else { s };
     [
         id.to_string(),
-        nul(h % 11 == 0, format!("student {id}")),
-        nul(h % 13 == 0, (18 + h % 50).to_string()),
+        nul(h.is_multiple_of(11), format!("student {id}")),
+        nul(h.is_multiple_of(13), (18 + h % 50).to_string()),
         format!("{}.{:02}", h % 10_000, h % 100),
         nul(
-            h % 7 == 0,
+            h.is_multiple_of(7),
             format!("{}.{:04}", h * 31 % 100_000_000, h % 10_000),
         ),
         (h % 2).to_string(),
@@ -55,10 +55,10 @@ fn row_values(id: u64, v: u64) -> [String; 12] {
             (h / 60) % 60,
             h % 1_000_000
         ),
-        nul(h % 5 == 0, format!("note {h}")),
+        nul(h.is_multiple_of(5), format!("note {h}")),
         v.to_string(),
         format!("{}", (h % 1000) as f64 / 8.0),
-        format!("{}{}", if h % 3 == 0 { 'A' } else { 'B' }, h % 10),
+        format!("{}{}", if h.is_multiple_of(3) { 'A' } else { 'B' }, h % 10),
     ]
 }
 
