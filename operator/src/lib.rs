@@ -7,6 +7,7 @@
 //! - [`checkpoint`]: the runner's checkpoint JSON as the operator reads it.
 //! - [`leader`]: leader election with a Lease; [`metrics`]: `/metrics`, `/healthz`, `/readyz`.
 //! - [`cleanup`]: what is left in Doris when a sync goes or starts again, and removing it.
+//! - [`shutdown`]: stopping on SIGTERM within a bound.
 #![forbid(unsafe_code)]
 
 pub mod checkpoint;
@@ -17,5 +18,6 @@ pub mod leader;
 pub mod metrics;
 pub mod probe;
 pub mod reconcile;
+pub mod shutdown;
 
 pub use error::{Error, Result};

@@ -5,6 +5,7 @@ use std::{net::SocketAddr, sync::Arc, sync::atomic::Ordering};
 
 use clap::Parser;
 use dcs_crds::DorisChangelogSync;
+use dcs_operator::shutdown::{DRAIN_GRACE, Shutdown, drained};
 use dcs_operator::{
     controller::{self, Metrics},
     leader::{self, LeaderElector, LeaseConfig, Outcome},
@@ -44,29 +45,6 @@ struct Args {
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     log_format: String,
-}
-
-/// SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 #[tokio::main]
@@ -117,6 +95,7 @@ async fn main() {
     let mut ctx = Context::new(client.clone(), args.runner_image.clone());
     ctx.max_concurrent_reconciles = args.max_concurrent_reconciles;
     let ctx = Arc::new(ctx);
+    let shutdown = Shutdown::on_signals();
     let controllers = {
         let client = client.clone();
         let metrics = metrics.clone();
@@ -140,7 +119,7 @@ async fn main() {
     if !args.leader_election {
         metrics.leading.store(true, Ordering::Relaxed);
         info!(namespaces = ?args.namespaces, "dcs-operator started");
-        controllers.await;
+        drained(controllers, &shutdown, DRAIN_GRACE).await;
         info!("dcs-operator stopped");
         return;
     }
@@ -155,17 +134,17 @@ async fn main() {
     let leading = metrics.clone();
     let outcome = elector
         .lead(
-            shutdown_signal(),
+            shutdown.requested(),
             move || {
                 leading.leading.store(true, Ordering::Relaxed);
                 info!("leading: starting the controllers");
             },
-            controllers,
+            drained(controllers, &shutdown, DRAIN_GRACE),
         )
         .await;
     metrics.leading.store(false, Ordering::Relaxed);
     match outcome {
-        Outcome::Finished(()) => info!("dcs-operator stopped; the leader Lease was released"),
+        Outcome::Finished(_) => info!("dcs-operator stopped; the leader Lease was released"),
         Outcome::NeverLed => info!("dcs-operator stopped while standing by"),
         Outcome::Lost(why) => {
             error!(%why, "lost the leader Lease: stopped reconciling; exiting so the pod restarts as a candidate");
