@@ -256,7 +256,11 @@ impl DorisWriter {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.client.finish_txn(&txn.db, txn.txn_id, op).await {
+            match self
+                .client
+                .finish_txn(&txn.db, txn.txn_id, op, attempt)
+                .await
+            {
                 TxnOutcome::Done => return Ok(Finished::Done),
                 TxnOutcome::Lost(m) => return Ok(Finished::Lost(m)),
                 TxnOutcome::Retry(m) if attempt <= retries => {
@@ -295,7 +299,7 @@ impl DorisWriter {
             let mut attempt = 0;
             loop {
                 attempt += 1;
-                match self.client.abort_label(self.db(), &label).await {
+                match self.client.abort_label(self.db(), &label, attempt).await {
                     LabelAbort::NotFound => return Ok(seq),
                     LabelAbort::Aborted | LabelAbort::NotRunning => break,
                     LabelAbort::Retry(m) if attempt <= self.config.max_retries.max(3) => {

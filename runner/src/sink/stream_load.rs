@@ -343,17 +343,26 @@ impl StreamLoadClient {
 
 impl StreamLoadClient {
     /// Commit or abort transaction `txn_id` of database `db`, following the FE's redirect by hand.
-    pub async fn finish_txn(&self, db: &str, txn_id: i64, operation: TxnOperation) -> TxnOutcome {
-        let pick = txn_id.unsigned_abs() as usize;
+    /// Attempt `attempt` (1, 2, …) goes to the next node of the list, so a node that is down
+    /// costs one attempt, not all of them.
+    pub async fn finish_txn(
+        &self,
+        db: &str,
+        txn_id: i64,
+        operation: TxnOperation,
+        attempt: u32,
+    ) -> TxnOutcome {
+        let pick = (txn_id.unsigned_abs() as usize).wrapping_add(attempt as usize);
         match self.send_2pc(db, TxnKey::Id(txn_id), operation, pick).await {
             Ok(a) => classify_txn(operation, a.status, &a.body),
             Err(message) => TxnOutcome::Retry(message),
         }
     }
 
-    /// Abort the transaction labelled `label` in database `db` (the `label:` form of 2PC).
-    pub async fn abort_label(&self, db: &str, label: &str) -> LabelAbort {
-        let pick = hash(label) as usize;
+    /// Abort the transaction labelled `label` in database `db` (the `label:` form of 2PC); the
+    /// node rotates with `attempt` as in [`StreamLoadClient::finish_txn`].
+    pub async fn abort_label(&self, db: &str, label: &str, attempt: u32) -> LabelAbort {
+        let pick = (hash(label) as usize).wrapping_add(attempt as usize);
         match self
             .send_2pc(db, TxnKey::Label(label), TxnOperation::Abort, pick)
             .await

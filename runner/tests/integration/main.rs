@@ -4,6 +4,7 @@
 //! executable per crate instead of one per file (link time and disk on CI). Run one file's tests
 //! with `cargo test -p dcs-runner --test integration <module>::`.
 
+mod adversarial;
 mod check_cli;
 mod checkpoint_configmap;
 mod cli;

@@ -129,18 +129,18 @@ async fn two_phase_loads_become_visible_on_commit_only() {
         }
     );
     assert_eq!(
-        sl.finish_txn("sink", txn, TxnOperation::Commit).await,
+        sl.finish_txn("sink", txn, TxnOperation::Commit, 1).await,
         TxnOutcome::Done
     );
     assert_eq!(rows(&mut c).await, vec![(5, "e".into())]);
     // Committing again (a restart re-commits the saved checkpoint's txns) is still done.
     assert_eq!(
-        sl.finish_txn("sink", txn, TxnOperation::Commit).await,
+        sl.finish_txn("sink", txn, TxnOperation::Commit, 1).await,
         TxnOutcome::Done
     );
     // An abort of a visible transaction cannot succeed.
     assert!(matches!(
-        sl.finish_txn("sink", txn, TxnOperation::Abort).await,
+        sl.finish_txn("sink", txn, TxnOperation::Abort, 1).await,
         TxnOutcome::AlreadyCommitted(_)
     ));
 
@@ -155,7 +155,7 @@ async fn two_phase_loads_become_visible_on_commit_only() {
         other => panic!("{other:?}"),
     };
     assert_eq!(
-        sl.finish_txn("sink", txn2, TxnOperation::Abort).await,
+        sl.finish_txn("sink", txn2, TxnOperation::Abort, 1).await,
         TxnOutcome::Done
     );
     assert_eq!(rows(&mut c).await, vec![(5, "e".into())]);
@@ -207,5 +207,54 @@ async fn data_errors_are_permanent_with_the_error_url() {
     match outcome {
         LoadOutcome::Permanent(m) => assert!(m.contains("_load_error_log"), "{m}"),
         other => panic!("{other:?}"),
+    }
+}
+
+/// One of two FEs down: a 2PC request's next attempt goes to the other FE, whichever of the two
+/// the transaction id or label picks first (before, every attempt went to the same FE, and a
+/// runner whose pending transaction mapped to the dead FE exited on every restart).
+#[tokio::test]
+async fn with_one_of_two_fes_down_2pc_reaches_the_other_on_the_next_attempt() {
+    let (emu, mut c) = emu_with_table().await;
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    for (round, nodes) in [
+        vec![dead.clone(), emu.fe_http_addr()],
+        vec![emu.fe_http_addr(), dead.clone()],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let sl = StreamLoadClient::new(
+            nodes.clone(),
+            vec![],
+            "root".into(),
+            String::new(),
+            Duration::from_secs(10),
+        );
+        let live = client(&emu, "");
+        for id in 1..=2 {
+            let label = format!("dcs-fe-{round}-{id}");
+            let body = format!("{{\"id\":{id},\"name\":\"n{id}\"}}\n");
+            let txn = match live.load_once(&json_load(&label, &body, true), 0).await {
+                LoadOutcome::Loaded(r) => r.txn_id,
+                other => panic!("{other:?}"),
+            };
+            let outcomes = [
+                sl.finish_txn("sink", txn, TxnOperation::Commit, 1).await,
+                sl.finish_txn("sink", txn, TxnOperation::Commit, 2).await,
+            ];
+            assert!(
+                outcomes.contains(&TxnOutcome::Done),
+                "txn {txn} over {nodes:?}: {outcomes:?}"
+            );
+            assert!(
+                outcomes.iter().any(|o| matches!(o, TxnOutcome::Retry(_))),
+                "one of the attempts went to the dead FE: {outcomes:?}"
+            );
+        }
+        c.query_drop("TRUNCATE TABLE sink.t").await.unwrap();
     }
 }

@@ -2,6 +2,7 @@
 //! way to turn record batches into comparable rows.
 #![allow(dead_code)]
 
+pub mod fe_proxy;
 pub mod kube_faults;
 pub mod process;
 

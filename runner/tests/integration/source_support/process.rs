@@ -13,18 +13,34 @@ pub struct Runner {
 
 impl Runner {
     pub fn start(manifest: &Path, dir: &Path, log: &Path) -> Self {
+        Self::start_with(manifest, Some(dir), log, &[])
+    }
+
+    /// [`Runner::start`] with more environment, and without `--checkpoint-dir` when `dir` is
+    /// `None` (a ConfigMap checkpoint store named in `env`).
+    pub fn start_with(
+        manifest: &Path,
+        dir: Option<&Path>,
+        log: &Path,
+        env: &[(String, String)],
+    ) -> Self {
         let log = File::options().create(true).append(true).open(log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_dcs-runner"))
             .args(["run", "-f"])
             .arg(manifest)
-            .arg("--checkpoint-dir")
-            .arg(dir)
+            .args(
+                dir.map(|d| [std::ffi::OsStr::new("--checkpoint-dir"), d.as_os_str()])
+                    .into_iter()
+                    .flatten(),
+            )
             .env("DCS_SOURCE_USERNAME", "root")
             .env("DCS_SOURCE_PASSWORD", "")
             .env("DCS_SINK_USERNAME", "root")
             .env("DCS_SINK_PASSWORD", "")
             .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
             .env_remove("DCS_CHECKPOINT_CONFIGMAP")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
