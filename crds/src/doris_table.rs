@@ -1,7 +1,7 @@
 //! What a Doris table's `SHOW CREATE TABLE` text and properties say about its changelog.
 //!
 //! Doris 5.0 names the feature `changelog.*`; earlier builds `binlog.*` with `binlog.format=ROW`
-//! (doris-protocols.md §0). Both are accepted; [`PropertySpelling`] says which the table uses.
+//! (docs/doris-protocols.md §0). Both are accepted; [`PropertySpelling`] says which the table uses.
 //! The runner (before reading) and the operator (when probing) decide from the same functions, so
 //! they can never disagree about a table. Pure: the callers read the text over MySQL.
 

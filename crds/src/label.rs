@@ -1,4 +1,4 @@
-//! Deterministic Stream Load labels (DESIGN.md §3).
+//! Deterministic Stream Load labels (docs/ARCHITECTURE.md §3.6).
 //!
 //! The runner names its loads with them; the operator finds the loads of a deleted or
 //! re-initialised sync by them. The same load always gets the same label, so a retry after a crash

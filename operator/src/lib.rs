@@ -1,6 +1,6 @@
 //! The dcs controller: turns each `DorisChangelogSync` into a runner workload and a status.
 //!
-//! - [`reconcile::plan`]: the pure decision (DESIGN.md §4).
+//! - [`reconcile::plan`]: the pure decision (docs/ARCHITECTURE.md §4.3).
 //! - [`reconcile::status`] and [`reconcile::build`]: the pure status and runner objects.
 //! - [`reconcile::shell`]: the I/O around them; [`controller`]: the watch loop.
 //! - [`probe`]: the source table's properties and Doris's time.

@@ -19,7 +19,7 @@ use crate::source::properties::{KeysModel, PropertySpelling, SourceTableInfo, re
 use crate::source::snapshot;
 use crate::{Error, Result};
 
-/// Added to the TTL the sync needs, as the operator does (DESIGN.md §4).
+/// Added to the TTL the sync needs, as the operator does (docs/ARCHITECTURE.md §4.3).
 pub const TTL_MARGIN: Duration = Duration::from_secs(5 * 60);
 
 /// Something that stops `run` (or would make it fail later), and what to do about it.

@@ -77,7 +77,8 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
-    /// The offset table cannot be used; the start fails rather than guess (DESIGN.md §3).
+    /// The offset table cannot be used; the start fails rather than guess
+    /// (docs/ARCHITECTURE.md §3.1).
     #[error("offset table {table}: {reason}")]
     OffsetTable {
         /// `db.table`.

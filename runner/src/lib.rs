@@ -1,4 +1,4 @@
-//! dcs-runner: the data plane of a `DorisChangelogSync` (DESIGN.md §3).
+//! dcs-runner: the data plane of a `DorisChangelogSync` (docs/ARCHITECTURE.md §3).
 //!
 //! - [`source`]: Doris time, Flight SQL sessions, the snapshot reader over tablets, the `@incr`
 //!   changelog reader with visibility retries, table properties.

@@ -1,4 +1,4 @@
-//! The pipeline: source → encoder/batcher → sink → ack → checkpoint (DESIGN.md §3).
+//! The pipeline: source → encoder/batcher → sink → ack → checkpoint (docs/ARCHITECTURE.md §3).
 //!
 //! The snapshot reader and the changelog poller run as their own tasks and hand record batches
 //! through bounded channels; this loop encodes them into the [`Batcher`], loads full batches, and
@@ -1108,7 +1108,8 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         });
         let cp = self.checkpoint_of(self.pending.clone(), loads_source);
         self.save_and_commit(cp).await?;
-        // The offset table follows the completed checkpoint (DESIGN.md §3), in the background.
+        // The offset table follows the completed checkpoint (docs/ARCHITECTURE.md §3.10), in the
+        // background.
         if let (Some(offsets), Position::Changelog { offset }) = (&self.offsets, &self.position) {
             offsets.publish(offset.clone());
         }

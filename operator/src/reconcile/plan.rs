@@ -1,4 +1,4 @@
-//! The pure decision: from what was observed to what the operator does (DESIGN.md §4).
+//! The pure decision: from what was observed to what the operator does (docs/ARCHITECTURE.md §4.3).
 //!
 //! No I/O and no clock: the caller hands in Doris's time with the probe.
 

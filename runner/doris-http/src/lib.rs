@@ -1,6 +1,6 @@
-//! Doris's HTTP API as both dcs binaries call it (`doris-protocols.md` §1–2): the second phase of a
-//! two-phase Stream Load (`PUT /api/{db}/_stream_load_2pc`, commit or abort, by transaction id or
-//! by label), and the rules every call to Doris over HTTP follows:
+//! Doris's HTTP API as both dcs binaries call it (docs/doris-protocols.md §4.1, §4.3): the second
+//! phase of a two-phase Stream Load (`PUT /api/{db}/_stream_load_2pc`, commit or abort, by
+//! transaction id or by label), and the rules every call to Doris over HTTP follows:
 //!
 //! - redirects are followed by hand: the FE answers 307 with a `Location` that carries the
 //!   credentials, and they are re-sent as a header instead ([`redirect_target`]);

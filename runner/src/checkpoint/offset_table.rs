@@ -1,5 +1,5 @@
 //! The Flink-connector-compatible offset table (`offsets.table` + `offsets.consumerId`,
-//! doris-protocols.md §2.5).
+//! docs/doris-protocols.md §2.5).
 //!
 //! The table has the connector's schema:
 //!
@@ -15,9 +15,9 @@
 //! never blocks the pipeline; failures are logged, counted and retried.
 //!
 //! Unlike the connector, the runner reads the row back on start when it has no checkpoint
-//! (DESIGN.md §3): checkpoint → offset-table row → `startup.mode`. A configured table that is
-//! missing, unreadable, holds several rows for the consumer or a bad timestamp fails the start
-//! ([`Error::OffsetTable`]); there is no fallback to the startup mode.
+//! (docs/ARCHITECTURE.md §3.1): checkpoint → offset-table row → `startup.mode`. A configured table
+//! that is missing, unreadable, holds several rows for the consumer or a bad timestamp fails the
+//! start ([`Error::OffsetTable`]); there is no fallback to the startup mode.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,5 @@
-//! Loads into the Doris sink with retries and the 2PC steps around checkpoints (DESIGN.md §3).
+//! Loads into the Doris sink with retries and the 2PC steps around checkpoints
+//! (docs/ARCHITECTURE.md §3.6).
 //!
 //! With 2PC, the loads between two checkpoints are labelled with the id of the checkpoint that will
 //! record them and their sequence number (`dcs_crds::label`); each is pre-committed at once and

@@ -1,5 +1,5 @@
-//! Where reading starts (DESIGN.md §3): the checkpoint in the store wins, then the offset-table
-//! row of the consumer id, then the startup mode. Pure.
+//! Where reading starts (docs/ARCHITECTURE.md §3.1): the checkpoint in the store wins, then the
+//! offset-table row of the consumer id, then the startup mode. Pure.
 
 use dcs_crds::spec::StartupMode;
 

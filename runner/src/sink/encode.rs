@@ -1,12 +1,12 @@
 //! Encoders: Arrow record batches into Stream Load bodies (JSON lines, or CSV when asked).
 //!
 //! Rows stay columnar until here; each column is downcast once per batch and written value by
-//! value. Values follow doris-protocols.md §3.5: DATETIME as `yyyy-MM-dd HH:mm:ss.ffffff`, LARGEINT
-//! and DECIMAL as strings (exact), booleans as `true`/`false`, NULL as `null`.
+//! value. Values follow docs/doris-protocols.md §3.5: DATETIME as `yyyy-MM-dd HH:mm:ss.ffffff`,
+//! LARGEINT and DECIMAL as strings (exact), booleans as `true`/`false`, NULL as `null`.
 //!
-//! Which events become rows is decided here too (DESIGN.md §3): in upsert mode inserts and
-//! update-afters carry `__DORIS_DELETE_SIGN__` 0, deletes 1, update-befores are dropped (or sent as
-//! deletes when `ignoreUpdateBefore` is false); in changelog mode every event is a row with
+//! Which events become rows is decided here too (docs/ARCHITECTURE.md §3.5): in upsert mode inserts
+//! and update-afters carry `__DORIS_DELETE_SIGN__` 0, deletes 1, update-befores are dropped (or
+//! sent as deletes when `ignoreUpdateBefore` is false); in changelog mode every event is a row with
 //! `dcs_op`, `dcs_tso` and `dcs_lsn`.
 
 use std::io::Write;
@@ -677,8 +677,8 @@ fn timestamp_micros(a: &dyn Array, unit: TimeUnit, row: usize) -> i64 {
     }
 }
 
-/// The reader rule of doris-protocols.md §3.5: with a time zone the value is an instant shown as
-/// wall time in that zone; without one, its digits are the wall time.
+/// The reader rule of docs/doris-protocols.md §3.5: with a time zone the value is an instant shown
+/// as wall time in that zone; without one, its digits are the wall time.
 fn write_datetime(out: &mut Vec<u8>, micros: i64, zone: Option<&jiff::tz::TimeZone>) {
     // Without a zone the digits are the wall time, for every year up to 9999 (jiff's Timestamp
     // ends a day short of 9999-12-31, the usual "no end" value).
@@ -852,7 +852,7 @@ mod tests {
         let b = batch(vec![("t", Arc::new(ts))]);
         let mut out = Vec::new();
         encode_json_lines(&b, None, &UPSERT, &mut out).unwrap();
-        // doris-protocols.md §3.5: 17:23:28 in a +08:00 session arrives as 09:23:28Z.
+        // docs/doris-protocols.md §3.5: 17:23:28 in a +08:00 session arrives as 09:23:28Z.
         assert_eq!(lines(&out)[0]["t"], "2025-03-03 17:23:28.000000");
     }
 

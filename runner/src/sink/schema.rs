@@ -467,7 +467,7 @@ pub fn diff_columns(known: &[String], current: &[String]) -> Option<SchemaChange
     (!change.added.is_empty() || !change.dropped.is_empty()).then_some(change)
 }
 
-/// A Doris type for an Arrow type (doris-protocols.md §3.5 read backwards), for a new column
+/// A Doris type for an Arrow type (docs/doris-protocols.md §3.5 read backwards), for a new column
 /// the source catalog does not describe.
 pub fn arrow_sink_type(data_type: &DataType) -> String {
     match data_type {

@@ -1,4 +1,5 @@
-//! Stream Load: one HTTP PUT per batch, answered by Doris with a JSON report (doris-protocols.md §4).
+//! Stream Load: one HTTP PUT per batch, answered by Doris with a JSON report
+//! (docs/doris-protocols.md §4).
 //!
 //! The client asks an FE for a BE with an empty-bodied PUT (`Expect: 100-continue`, as Doris
 //! requires; the FE answers 307 without reading a body) and then sends the body to that BE with the

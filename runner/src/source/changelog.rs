@@ -1,5 +1,5 @@
 //! The changelog: window planning and `@incr` SQL (pure), and the poller that reads one window at a
-//! time over Flight SQL (doris-protocols.md §1.3–§1.7, §2.4).
+//! time over Flight SQL (docs/doris-protocols.md §1.3–§1.7, §2.4).
 //!
 //! Windows are `[start, end)` with `end` = Doris "now" floored to the second; the next start is the
 //! previous end. The poller hands a window's batches downstream and only then sends
@@ -62,9 +62,10 @@ pub enum WindowDecision {
     Backwards(Error),
 }
 
-/// Plan the next window from `start` and Doris "now" (connector §2.4): end = now floored to the
-/// second, but at most `max_span` after the start (a catch-up after an outage is read as a series
-/// of windows, each moving the retention check's start on); equal → wait; earlier → fail.
+/// Plan the next window from `start` and Doris "now", as the connector does
+/// (docs/doris-protocols.md §2.4): end = now floored to the second, but at most `max_span` after
+/// the start (a catch-up after an outage is read as a series of windows, each moving the retention
+/// check's start on); equal → wait; earlier → fail.
 pub fn next_window(start: &Offset, doris_now_ms: i64, max_span: Duration) -> WindowDecision {
     let now = offset_at(doris_now_ms);
     let span_ms = i64::try_from(max_span.as_millis())
@@ -217,11 +218,11 @@ pub enum ChangelogEvent {
 /// The rows of `batch` committed after `seam_tso` (all of them when none is older, the common
 /// case, without copying).
 ///
-/// The first window of an `initial` sync starts at T0's second, so it returns the changes
-/// committed earlier in that second, which the snapshot (read after T0) already holds. They are
-/// dropped by their TSO. T0's TSO is Doris's current TSO (`/api/tso`): the last one Doris handed
-/// out, every later commit gets a larger one (doris-protocols.md §1.2), so a change with a TSO at
-/// or below T0's was committed before T0 — and, visible by then
+/// The first window of an `initial` sync starts at T0's second, so it returns the changes committed
+/// earlier in that second, which the snapshot (read after T0) already holds. They are dropped by
+/// their TSO. T0's TSO is Doris's current TSO (`/api/tso`): the last one Doris handed out, every
+/// later commit gets a larger one (docs/doris-protocols.md §1.2), so a change with a TSO at or
+/// below T0's was committed before T0 — and, visible by then
 /// ([`super::retention::RetentionGuard::await_visible_through`]), is in the snapshot.
 ///
 /// # Errors

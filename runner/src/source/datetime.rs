@@ -1,4 +1,4 @@
-//! The DATETIME reader rule (doris-protocols.md §3.5): Doris builds differ in how a DATETIME
+//! The DATETIME reader rule (docs/doris-protocols.md §3.5): Doris builds differ in how a DATETIME
 //! travels over Arrow. With a time zone on the field the value is a UTC epoch and the wall clock is
 //! its local time in that zone; without one the value already holds the wall-clock digits. Both
 //! are normalised here to "wall clock as UTC, no zone", which is what the encoders print.

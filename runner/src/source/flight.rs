@@ -1,5 +1,5 @@
-//! Arrow Flight SQL to the source cluster (doris-protocols.md §3): handshake for a bearer token,
-//! `GetFlightInfo` on the FE, `DoGet` at each endpoint's location (the BE needs no auth; the
+//! Arrow Flight SQL to the source cluster (docs/doris-protocols.md §3): handshake for a bearer
+//! token, `GetFlightInfo` on the FE, `DoGet` at each endpoint's location (the BE needs no auth; the
 //! ticket is the credential), errors mapped to what the runner does next.
 
 use std::collections::HashMap;

@@ -1,4 +1,5 @@
-//! The source side: reading a Doris table's snapshot and its changelog (DESIGN.md §3).
+//! The source side: reading a Doris table's snapshot and its changelog
+//! (docs/ARCHITECTURE.md §3.2, §3.3).
 //!
 //! I/O lives in [`fe_http`] (FE HTTP API), [`flight`] (Arrow Flight SQL), [`properties`] (MySQL)
 //! and the readers [`snapshot`] and [`changelog`]; the decisions they take (windows, SQL text,

@@ -1,4 +1,4 @@
-//! The changelog's retention edge, guarded by the runner itself (doris-protocols.md §1.7).
+//! The changelog's retention edge, guarded by the runner itself (docs/doris-protocols.md §1.7).
 //!
 //! Doris drops a change once its commit time is at or before `now - ttl_seconds` (Doris's clock,
 //! the TSO's physical time). An `@incr` read whose start is already past that edge fails under
@@ -144,9 +144,9 @@ impl RetentionGuard {
     /// ([`super::changelog::drop_before_seam`]) — the changelog.
     ///
     /// Doris waits for the committed-not-visible transactions with a commit TSO up to a time-based
-    /// `@incr`'s end before it answers (doris-protocols.md §1.6), so a count over the second after
-    /// T0's is the barrier (over MySQL, on the kept connection); its end must not be after Doris's
-    /// now, so that second is waited for first (at most one second). Visibility errors are
+    /// `@incr`'s end before it answers (docs/doris-protocols.md §1.6), so a count over the second
+    /// after T0's is the barrier (over MySQL, on the kept connection); its end must not be after
+    /// Doris's now, so that second is waited for first (at most one second). Visibility errors are
     /// retried until `visible_wait_timeout`, as for any window.
     ///
     /// # Errors

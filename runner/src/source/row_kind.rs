@@ -1,4 +1,4 @@
-//! Changelog operations (`__DORIS_BINLOG_OP__`) as row kinds (doris-protocols.md §2.5).
+//! Changelog operations (`__DORIS_BINLOG_OP__`) as row kinds (docs/doris-protocols.md §2.5).
 
 use arrow_array::{Array, Int8Array};
 

@@ -1,4 +1,4 @@
-//! The snapshot reader (doris-protocols.md §2.4): the schema from `_schema`, the tablets from
+//! The snapshot reader (docs/doris-protocols.md §2.4): the schema from `_schema`, the tablets from
 //! `_query_plan`, then one `SELECT … TABLET(…)` per split over Flight SQL, a few splits at a time.
 //!
 //! Batches flow through a bounded channel with the split they belong to, followed by a

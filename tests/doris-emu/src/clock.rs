@@ -106,7 +106,7 @@ mod tests {
 
     #[test]
     fn tso_encoding_matches_doris_example() {
-        // doris-protocols.md §1.2: 461373440032243713 >> 18 = 1760000000123
+        // docs/doris-protocols.md §1.2: 461373440032243713 >> 18 = 1760000000123
         assert_eq!(tso_physical_ms(461_373_440_032_243_713), 1_760_000_000_123);
         let t = compose_tso(1_760_000_000_123, 1);
         assert_eq!(tso_physical_ms(t), 1_760_000_000_123);

@@ -2,9 +2,9 @@
 
 /// MySQL error number Doris uses for most analysis and execution errors (`ER_UNKNOWN_ERROR`).
 pub const ER_UNKNOWN: u16 = 1105;
-/// `ERR_INCR_WINDOW_NOT_READY` (doris-protocols.md §1.6).
+/// `ERR_INCR_WINDOW_NOT_READY` (docs/doris-protocols.md §1.6).
 pub const ERR_INCR_WINDOW_NOT_READY: u16 = 5100;
-/// `ERR_INCR_VISIBLE_WAIT_TIMEOUT` (doris-protocols.md §1.6).
+/// `ERR_INCR_VISIBLE_WAIT_TIMEOUT` (docs/doris-protocols.md §1.6).
 pub const ERR_INCR_VISIBLE_WAIT_TIMEOUT: u16 = 5101;
 /// Access denied.
 pub const ER_ACCESS_DENIED: u16 = 1045;

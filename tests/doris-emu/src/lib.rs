@@ -1,6 +1,6 @@
 //! dcs-doris-emu: a single process that behaves, on the wire, like a one-FE, one-BE Doris 5.0 with
 //! the changelog feature enabled. It is a test bed: what it answers follows
-//! `shared/doris-protocols.md`, including exact status strings and error messages.
+//! docs/doris-protocols.md, including exact status strings and error messages.
 //!
 //! Start one in-process with [`start`]; the `dcs-doris-emu` binary wraps the same function.
 #![forbid(unsafe_code)]

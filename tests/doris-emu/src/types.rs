@@ -1,7 +1,7 @@
 //! Column types, values and result sets shared by every protocol front end.
 //!
 //! The SQL engine produces [`ResultSet`]s; the MySQL front end renders them as text rows, the
-//! statement API as JSON, Flight as Arrow batches (mapping in doris-protocols.md §3.5).
+//! statement API as JSON, Flight as Arrow batches (mapping in docs/doris-protocols.md §3.5).
 
 /// A Doris column type (the subset the emulator supports).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,4 +1,4 @@
-//! `@incr` validation and folding (doris-protocols.md §1.3–§1.7).
+//! `@incr` validation and folding (docs/doris-protocols.md §1.3–§1.7).
 //!
 //! Folding rules:
 //! - DETAIL: every recorded change. Insert → APPEND(after); update → UPDATE_BEFORE(before) then

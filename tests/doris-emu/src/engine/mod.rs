@@ -95,7 +95,7 @@ pub struct TableDef {
     pub if_not_exists: bool,
 }
 
-/// Which property family enabled the changelog (doris-protocols.md §0).
+/// Which property family enabled the changelog (docs/doris-protocols.md §0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangelogSpelling {
     /// `changelog.enable`, `changelog.ttl_seconds`, ...
@@ -170,7 +170,7 @@ pub struct WriteOutcome {
     pub affected: u64,
 }
 
-/// Stream Load transaction states (doris-protocols.md §4.3).
+/// Stream Load transaction states (docs/doris-protocols.md §4.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxnState {
     /// Begun, body not yet loaded (`RUNNING` as an ExistingJobStatus).
@@ -334,7 +334,7 @@ pub fn err_select_unknown_db(db: &str) -> DorisError {
     DorisError::analysis(format!("Database [{db}] does not exist."))
 }
 
-/// The expired-offset error of a table's spelling (doris-protocols.md §1.7).
+/// The expired-offset error of a table's spelling (docs/doris-protocols.md §1.7).
 pub fn offset_expired_message(spelling: ChangelogSpelling) -> &'static str {
     match spelling {
         ChangelogSpelling::Changelog => {
@@ -1106,7 +1106,7 @@ impl Engine {
     }
 
     /// The second phase of 2PC. `Ok` carries the success message, `Err` the failure message, both
-    /// exactly as doris-protocols.md §4.3 words them.
+    /// exactly as docs/doris-protocols.md §4.3 words them.
     ///
     /// By label, Doris looks for a PRECOMMITTED transaction (commit) or a PRECOMMITTED/PREPARE one
     /// (abort): `transaction not found, label=<l>` when the label is unknown, `running transaction

@@ -62,7 +62,7 @@ pub(crate) struct CreateProps {
     pub other: Vec<(String, String)>,
 }
 
-/// Validate CREATE TABLE properties (doris-protocols.md §0, §1.1).
+/// Validate CREATE TABLE properties (docs/doris-protocols.md §0, §1.1).
 pub(crate) fn validate_create(
     keys_type: KeysType,
     given: &[(String, String)],

@@ -1,4 +1,4 @@
-//! Result sets to Arrow, as a Doris 5.0 BE and FE send them (doris-protocols.md §3.5).
+//! Result sets to Arrow, as a Doris 5.0 BE and FE send them (docs/doris-protocols.md §3.5).
 //!
 //! - BE results (queries): typed columns per the master mapping — LARGEINT as decimal text,
 //!   DECIMAL(p,s) as decimal128(p,s), DATE as date32, DATETIME(p) as a timestamp whose unit follows

@@ -1,4 +1,4 @@
-//! Flight auth, as Doris does it (doris-protocols.md §3.2).
+//! Flight auth, as Doris does it (docs/doris-protocols.md §3.2).
 //!
 //! FE: an Arrow auth2 header authenticator (D FlightBearerTokenAuthenticator) in front of every
 //! call. `authorization: Bearer <t>` must name a live token; otherwise `authorization: Basic

@@ -1,4 +1,4 @@
-//! The FE Flight SQL service (D fe DorisFlightSqlProducer; doris-protocols.md §3.3).
+//! The FE Flight SQL service (D fe DorisFlightSqlProducer; docs/doris-protocols.md §3.3).
 
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
@@ -101,7 +101,8 @@ pub(crate) fn runs_on_be(sql: &str) -> bool {
     matches!(first_keyword(sql).as_str(), "SELECT" | "WITH")
 }
 
-/// How a failed statement is reported over Flight (§3.3; the @incr window errors per §1.6).
+/// How a failed statement is reported over Flight (docs/doris-protocols.md §3.3, and §1.6 for the
+/// @incr window errors).
 pub(crate) fn statement_error(e: &DorisError) -> Status {
     if let Some(name) = e.error_name() {
         let mut s = Status::unavailable(e.message.clone());

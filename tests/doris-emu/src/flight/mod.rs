@@ -1,5 +1,5 @@
 //! Arrow Flight SQL front ends: the FE Flight SQL port and the BE Flight port
-//! (doris-protocols.md §3).
+//! (docs/doris-protocols.md §3).
 //!
 //! - FE ([`serve_fe`]): Arrow auth2 header auth (`Basic` → `Bearer <token>`, one session per
 //!   token), `GetFlightInfo` runs the statement at once. Query results are stored for the BE and

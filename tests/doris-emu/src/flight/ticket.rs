@@ -1,4 +1,4 @@
-//! Ticket handles, as Doris builds them (doris-protocols.md §3.3).
+//! Ticket handles, as Doris builds them (docs/doris-protocols.md §3.3).
 //!
 //! - BE results: `<queryId hi-hex>-<lo-hex>&<be_host>&<brpc_port>&<base64(sql)>`
 //!   (D fe DorisFlightSqlProducer, parsed by D be flight_sql_service.cpp `decode_ticket`).

@@ -1,5 +1,5 @@
 //! BE HTTP endpoints: Stream Load, the 2PC second phase and the load error log
-//! (doris-protocols.md §4).
+//! (docs/doris-protocols.md §4).
 
 use std::collections::HashMap;
 use std::time::Instant;

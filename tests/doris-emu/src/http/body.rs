@@ -1,9 +1,9 @@
 //! Stream Load bodies (CSV and JSON) → [`RowWrite`]s. Pure: no I/O, never panics on input.
 //!
-//! Rules (doris-protocols.md §3.5, §4): CSV fields split by the column separator, `\N` is NULL;
-//! JSON strings go through the column's text parser, `true`/`false` become `1`/`0`, numbers,
-//! objects and arrays pass as their raw JSON text, `null` is NULL, a missing key is NULL/default.
-//! A cell that does not convert makes the row filtered under `strict_mode`; without it, it becomes
+//! Rules (docs/doris-protocols.md §3.5, §4): CSV fields split by the column separator, `\N` is
+//! NULL; JSON strings go through the column's text parser, `true`/`false` become `1`/`0`, numbers,
+//! objects and arrays pass as their raw JSON text, `null` is NULL, a missing key is NULL/default. A
+//! cell that does not convert makes the row filtered under `strict_mode`; without it, it becomes
 //! NULL (and is filtered only when the column is NOT NULL), as Doris does.
 
 use crate::engine::{ColumnDef, KeysType, RowWrite};

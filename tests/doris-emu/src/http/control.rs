@@ -1,5 +1,5 @@
 //! The `/_emu` control API on the FE HTTP port (no auth): clock, faults, counters, transactions.
-//! Documented in `tests/doris-emu/CONTROL_API.md`.
+//! Documented in `tests/doris-emu/README.md` ("Control API").
 
 use axum::Router;
 use axum::body::Bytes;

@@ -1,4 +1,4 @@
-//! The FE and BE HTTP ports (doris-protocols.md §1.2, §2.3, §2.4, §3.4, §4).
+//! The FE and BE HTTP ports (docs/doris-protocols.md §1.2, §2.3, §2.4, §3.4, §4).
 //!
 //! FE: `/api/tso`, the statement API, `_schema`, `_query_plan`, the Stream Load and 2PC entries
 //! (307 to the BE) and the `/_emu` control API. BE: Stream Load, 2PC and the load error log.

@@ -1,4 +1,4 @@
-//! Stream Load request headers → [`LoadOptions`] (pure; doris-protocols.md §4.1).
+//! Stream Load request headers → [`LoadOptions`] (pure; docs/doris-protocols.md §4.1).
 //!
 //! Header names are matched case-insensitively (HTTP header names are). Values that Doris rejects
 //! give the Doris message; features the emulator does not implement give a message that says so,

@@ -12,7 +12,8 @@ use crate::engine::{
 use crate::error::{DorisError, ERR_INCR_VISIBLE_WAIT_TIMEOUT, ERR_INCR_WINDOW_NOT_READY, Result};
 use crate::types::{ColumnMeta, DorisType, QueryResult, ResultSet, Value, coerce};
 
-/// Hidden column names. Kept in one place: changelog builds may rename them (doris-protocols.md §0).
+/// Hidden column names. Kept in one place: changelog builds may rename them
+/// (docs/doris-protocols.md §0).
 pub mod hidden {
     /// `@incr` op code (TINYINT).
     pub const BINLOG_OP: &str = "__DORIS_BINLOG_OP__";

@@ -1,5 +1,5 @@
 //! Arrow Flight SQL front ends, driven by arrow-rs's `FlightSqlServiceClient`
-//! (doris-protocols.md §3): auth, tickets and endpoints, types, faults, sessions.
+//! (docs/doris-protocols.md §3): auth, tickets and endpoints, types, faults, sessions.
 
 use crate::common;
 

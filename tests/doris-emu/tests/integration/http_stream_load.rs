@@ -462,7 +462,7 @@ async fn two_phase_commit_abort_and_every_error() {
     assert_eq!(v["Status"], "Success", "{v}");
     assert_eq!(ids(&e).await, json!([[1], [2]]));
 
-    // Error messages of §4.3.
+    // Error messages of docs/doris-protocols.md §4.3.
     let v = two_pc(&e, &[("txn_id", "abc"), ("txn_operation", "commit")]).await;
     assert_eq!(
         v,
