@@ -214,3 +214,117 @@ async fn assert_every_event_once(
         "{txns:?}"
     );
 }
+
+/// The race behind a duplicated split (2,000 snapshot rows twice, now and then): a dropped run's
+/// Stream Load is still on its way when the next run starts, and lands, pre-committed under the
+/// dropped run's label, after the next run swept that run's labels. A next run that loaded under
+/// the same labels again would find it "already pre-committed", take it for its own and commit
+/// the dropped run's batch instead of its own: rows twice and rows lost. The interleaving is
+/// forced here: once the second run has started, a load under the dropped run's next label
+/// lands, holding rows the snapshot also writes. It must never be committed (the second run
+/// loads under its own checkpoint id, and sweeps the dropped run's labels again when it stops).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_of_a_dropped_run_that_lands_after_the_next_run_started_is_never_committed() {
+    use dcs_runner::sink::stream_load::{LoadOutcome, LoadRequest, StreamLoadClient};
+
+    let emu = source_support::emu().await;
+    setup(&emu).await;
+    let snapshot = mysql_rows(&emu, "SELECT * FROM demo.student").await;
+    let dir = tempfile::tempdir().unwrap();
+    let wait = Duration::from_secs(120);
+
+    let (task, mut handle) = start(sync_config(&emu), dir.path());
+    tokio::time::timeout(wait, async {
+        while handle.progress.borrow_and_update().tablets_done < 1 {
+            handle.progress.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("snapshot progress");
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    let saved = FileStore::open(dir.path())
+        .unwrap()
+        .load()
+        .await
+        .unwrap()
+        .expect("a snapshot checkpoint");
+    let t0 = saved.start_point.clone().expect("T0").tso;
+    // The dropped run's label for load 0 of the checkpoint after the saved one: one of its own
+    // labels (`…-<checkpoint id>-<seq>`) with that id.
+    let txns: Vec<serde_json::Value> =
+        reqwest::get(format!("http://{}/_emu/txns", emu.fe_http_addr()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let own = txns[0]["label"].as_str().unwrap().to_owned();
+    let mut parts: Vec<&str> = own.rsplitn(3, '-').collect();
+    parts.reverse();
+    let ghost_label = format!("{}-{}-0", parts[0], saved.checkpoint_id + 1);
+
+    let (task, mut handle) = start(sync_config(&emu), dir.path());
+    // The second run is under way (it has swept, saved its own checkpoint and read rows) when
+    // the late load lands.
+    tokio::time::timeout(wait, async {
+        loop {
+            let p = handle.progress.borrow_and_update().clone();
+            if p.checkpoint_id > saved.checkpoint_id && p.snapshot_rows_read > 0 {
+                break;
+            }
+            handle.progress.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("the second run loads");
+    let body: String = (1..=100)
+        .map(|id| {
+            format!(
+                "{{\"id\":{id},\"name\":\"late\",\"score\":1.00,\"updated\":\"2026-11-01 10:00:00.000\",\"dcs_op\":\"+I\",\"dcs_tso\":{t0},\"dcs_lsn\":0}}\n"
+            )
+        })
+        .collect();
+    let client = StreamLoadClient::new(
+        vec![emu.fe_http_addr()],
+        vec![],
+        "root".into(),
+        String::new(),
+        Duration::from_secs(10),
+    );
+    let ghost = LoadRequest {
+        db: "sink".into(),
+        table: "student".into(),
+        label: ghost_label.clone(),
+        headers: vec![
+            ("format".into(), "json".into()),
+            ("read_json_by_line".into(), "true".into()),
+            ("two_phase_commit".into(), "true".into()),
+        ],
+        body: body.into(),
+    };
+    assert!(
+        matches!(client.load_once(&ghost, 0).await, LoadOutcome::Loaded(_)),
+        "the late load is pre-committed under {ghost_label}"
+    );
+
+    let now = emu.doris.clock.now_ms();
+    assert!(
+        window_past(&mut handle, now, wait).await,
+        "the second run reaches the changelog"
+    );
+    handle.shutdown.send(true).unwrap();
+    let outcome = tokio::time::timeout(wait, task).await.unwrap().unwrap();
+    assert_eq!(outcome.unwrap(), Outcome::Stopped);
+    let txns: Vec<serde_json::Value> =
+        reqwest::get(format!("http://{}/_emu/txns", emu.fe_http_addr()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let late: Vec<&serde_json::Value> = txns.iter().filter(|t| t["label"] == ghost_label).collect();
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert_eq!(late[0]["state"], "ABORTED", "the late load was committed");
+    assert_every_event_once(&emu, dir.path(), snapshot).await;
+}
