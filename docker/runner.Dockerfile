@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # The dcs runner image (the data plane). Build from the repository root:
 #   docker build -f docker/runner.Dockerfile -t dcs-runner:0.1.0 .
-# Built with --no-default-features: the `demo` feature (the `demo` subcommand with its embedded
-# Doris emulator, tests/doris-emu) is not in the image. See docker/README.md.
+# Built with --no-default-features, whatever the defaults: the `demo` feature (the `demo`
+# subcommand with its embedded Doris emulator, tests/doris-emu; off by default) is never in the
+# image. See docker/README.md.
 
 FROM rust:1-bookworm AS build
 WORKDIR /src
