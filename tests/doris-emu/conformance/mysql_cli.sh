@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The mariadb `mysql` command-line client against the emulator's query port: connect, DDL, DML,
-# SELECT, SHOW CREATE TABLE, SHOW FRONTENDS, information_schema, and an error.
+# SELECT, SHOW CREATE TABLE, SHOW FRONTENDS, information_schema, CREATE TABLE LIKE and REPLACE WITH
+# TABLE, and errors.
 set -uo pipefail
 pass=0
 fail=0
@@ -41,6 +42,19 @@ fi
 
 out=$("${M[@]}" -e "SELECT PROPERTY_VALUE FROM information_schema.table_properties WHERE TABLE_SCHEMA='cli' AND TABLE_NAME='t' AND PROPERTY_NAME='changelog.enable'" 2>&1)
 check "table_properties" "true" "$out"
+
+# The atomic overwrite the Doris docs describe: CREATE TABLE LIKE, load, REPLACE WITH TABLE.
+out=$("${M[@]}" -e "CREATE TABLE cli.t_new LIKE cli.t; INSERT INTO cli.t_new VALUES (7,'seven',7.7); ALTER TABLE cli.t REPLACE WITH TABLE t_new PROPERTIES ('swap' = 'false'); SELECT id, name, score FROM cli.t" 2>&1)
+check "replace with table" "$(printf '7\tseven\t7.70')" "$out"
+out=$("${M[@]}" -e "SHOW TABLES FROM cli" 2>&1)
+check "the replacement is gone by its old name" "t" "$out"
+out=$("${M[@]}" -e "SHOW CREATE TABLE cli.t" 2>&1)
+case "$out" in
+    *'"changelog.enable" = "true"'*) pass=$((pass+1)) ;;
+    *) fail=$((fail+1)); echo "FAIL the replaced table lost the copied changelog property: $out" ;;
+esac
+out=$("${M[@]}" -e "ALTER TABLE cli.t REPLACE WITH TABLE nope PROPERTIES ('swap' = 'false')" 2>&1); rc=$?
+if [ $rc -ne 0 ] && [[ "$out" == *"Unknown table 'nope'"* ]]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL replace with a missing table: rc=$rc $out"; fi
 
 out=$("${M[@]}" -e "SELECT * FROM cli.nope" 2>&1); rc=$?
 if [ $rc -ne 0 ] && [[ "$out" == *ERROR*nope* ]]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL unknown table: rc=$rc $out"; fi

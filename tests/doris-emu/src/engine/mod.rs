@@ -272,6 +272,7 @@ pub mod fe_config;
 mod incr;
 mod key;
 mod props;
+mod replace;
 mod table;
 #[cfg(test)]
 mod tests;

@@ -339,6 +339,13 @@ pub enum AlterOp {
     DropColumn(String),
     /// SET ("k"="v", ...)
     SetProperties(Vec<(String, String)>),
+    /// REPLACE WITH TABLE other [PROPERTIES ("swap" = "...")]
+    ReplaceWith {
+        /// The table that takes this one's place (same database).
+        table: String,
+        /// PROPERTIES.
+        properties: Vec<(String, String)>,
+    },
 }
 
 /// A statement.
@@ -364,6 +371,15 @@ pub enum Statement {
     Show(Show),
     /// CREATE TABLE
     CreateTable(CreateTable),
+    /// CREATE TABLE t LIKE u
+    CreateTableLike {
+        /// The new table.
+        name: ObjName,
+        /// The table whose definition it copies.
+        like: ObjName,
+        /// IF NOT EXISTS.
+        if_not_exists: bool,
+    },
     /// DROP TABLE
     DropTable {
         /// Table.

@@ -111,6 +111,15 @@ pub async fn run(doris: &Doris, session: &mut Session, stmt: Statement) -> Resul
             doris.engine.create_table(def)?;
             Ok(ok(0))
         }
+        Statement::CreateTableLike {
+            name,
+            like,
+            if_not_exists,
+        } => {
+            let def = table_def_like(session, doris, &name, &like, if_not_exists)?;
+            doris.engine.create_table(def)?;
+            Ok(ok(0))
+        }
         Statement::DropTable { name, if_exists } => {
             let db = db_of(session, &name)?;
             doris.engine.drop_table(&db, &name.name, if_exists)?;
@@ -123,6 +132,15 @@ pub async fn run(doris: &Doris, session: &mut Session, stmt: Statement) -> Resul
         }
         Statement::Alter { name, ops } => {
             let db = db_of(session, &name)?;
+            if ops.len() > 1
+                && ops
+                    .iter()
+                    .any(|op| matches!(op, AlterOp::ReplaceWith { .. }))
+            {
+                return Err(DorisError::analysis(
+                    "REPLACE WITH TABLE cannot be combined with other alter operations",
+                ));
+            }
             for op in ops {
                 match op {
                     AlterOp::AddColumn { column, after } => {
@@ -134,6 +152,10 @@ pub async fn run(doris: &Doris, session: &mut Session, stmt: Statement) -> Resul
                     AlterOp::DropColumn(c) => doris.engine.drop_column(&db, &name.name, &c)?,
                     AlterOp::SetProperties(p) => {
                         doris.engine.set_properties(&db, &name.name, &p)?
+                    }
+                    AlterOp::ReplaceWith { table, properties } => {
+                        let swap = replace_swap(properties)?;
+                        doris.engine.replace_table(&db, &name.name, &table, swap)?;
                     }
                 }
             }
@@ -329,6 +351,54 @@ fn column_def(spec: ColumnSpec, is_key: bool) -> Result<ColumnDef> {
         default,
         comment: spec.comment,
     })
+}
+
+/// `CREATE TABLE name LIKE like`: the definition of `like` (columns with their defaults and
+/// comments, keys, distribution, auto partition, every property including the changelog ones),
+/// no rows and no changelog history, as Doris's `CREATE TABLE LIKE` copies the schema only.
+fn table_def_like(
+    session: &Session,
+    doris: &Doris,
+    name: &ObjName,
+    like: &ObjName,
+    if_not_exists: bool,
+) -> Result<TableDef> {
+    let db = db_of(session, name)?;
+    let source_db = db_of(session, like)?;
+    let info = doris.engine.table_info(&source_db, &like.name)?;
+    Ok(TableDef {
+        db,
+        name: name.name.clone(),
+        columns: info.columns,
+        keys_type: info.keys_type,
+        key_columns: info.key_columns,
+        distribution: info.distribution,
+        auto_partition: info.auto_partition,
+        properties: info.properties.into_iter().collect(),
+        if_not_exists,
+    })
+}
+
+/// The `swap` property of REPLACE WITH TABLE: true unless given; Doris reads it with Java's
+/// `Boolean.parseBoolean`, so anything but `true` (any case) is false. Other keys are refused as
+/// Doris's `ReplaceTableClause` refuses them.
+fn replace_swap(properties: Vec<(String, String)>) -> Result<bool> {
+    let mut swap = true;
+    let mut unknown = Vec::new();
+    for (k, v) in properties {
+        if k == "swap" {
+            swap = v.eq_ignore_ascii_case("true");
+        } else {
+            unknown.push(k);
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(DorisError::analysis(format!(
+            "Unknown properties: [{}]",
+            unknown.join(", ")
+        )));
+    }
+    Ok(swap)
 }
 
 fn table_def(session: &Session, ct: CreateTable) -> Result<TableDef> {

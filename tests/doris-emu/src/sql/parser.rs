@@ -449,7 +449,22 @@ impl<'a> Parser<'a> {
         self.expect_kw("table")?;
         let if_not_exists = self.eat_kws(&["if", "not", "exists"]);
         let name = self.obj_name()?;
-        if self.is_kw("like") || self.is_kw("as") {
+        if self.eat_kw("like") {
+            let like = self.obj_name()?;
+            if self.eat_kw("with") {
+                // WITH ROLLUP [(r1, ...)]: the emulator has no rollups to copy.
+                self.expect_kw("rollup")?;
+                if self.peek() == &Tok::LParen {
+                    self.ident_list()?;
+                }
+            }
+            return Ok(Statement::CreateTableLike {
+                name,
+                like,
+                if_not_exists,
+            });
+        }
+        if self.is_kw("as") {
             return Err(self.unexpected("("));
         }
         self.expect(&Tok::LParen)?;
@@ -925,10 +940,21 @@ impl<'a> Parser<'a> {
                 ops.push(AlterOp::DropColumn(self.ident()?));
             } else if self.eat_kw("set") {
                 ops.push(AlterOp::SetProperties(self.properties()?));
+            } else if self.eat_kw("replace") {
+                self.expect_kw("with")?;
+                // Older Doris versions wrote `REPLACE WITH tbl`; current ones `REPLACE WITH TABLE tbl`.
+                self.eat_kw("table");
+                let table = self.ident()?;
+                let properties = if self.eat_kw("properties") {
+                    self.properties()?
+                } else {
+                    Vec::new()
+                };
+                ops.push(AlterOp::ReplaceWith { table, properties });
             } else if self.eat_kw("modify") && self.eat_kw("comment") {
                 self.string_lit()?;
             } else {
-                return Err(self.unexpected("ADD COLUMN, DROP COLUMN or SET"));
+                return Err(self.unexpected("ADD COLUMN, DROP COLUMN, SET or REPLACE WITH TABLE"));
             }
             if !self.eat(&Tok::Comma) {
                 break;

@@ -10,4 +10,5 @@ mod flight_sql;
 mod http_fe;
 mod http_stream_load;
 mod mysql_protocol;
+mod replace_table;
 mod sql_exec;
