@@ -51,6 +51,22 @@ pub struct FaultState {
     /// (for tests that drive the emulator from another process through the control API).
     #[serde(default)]
     pub refuse_connections_ms: Option<u64>,
+    /// Hold SQL statements (any protocol) that contain a text, until the fault is disarmed.
+    #[serde(default)]
+    pub sql_stall: Option<SqlStall>,
+}
+
+/// SQL statements to hold: a client waits for the answer while the test does something (kills
+/// it, for instance) at a known point.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SqlStall {
+    /// Held statements contain this text (compared case-insensitively).
+    pub contains: String,
+    /// `false`: held before running; once disarmed the statement fails with
+    /// `statement held by the sql_stall fault and not run`, never applied. `true`: run first,
+    /// then the answer is held (the client cannot know it was applied).
+    #[serde(default)]
+    pub applied: bool,
 }
 
 /// An injected @incr window error.
@@ -132,6 +148,22 @@ impl Faults {
             s.incr_error = None;
         }
         Some(code)
+    }
+
+    /// The armed stall that holds `sql`, if any.
+    pub fn sql_stall(&self, sql: &str) -> Option<SqlStall> {
+        let state = self.inner.lock();
+        let stall = state.sql_stall.as_ref()?;
+        sql.to_ascii_lowercase()
+            .contains(&stall.contains.to_ascii_lowercase())
+            .then(|| stall.clone())
+    }
+
+    /// Waits while `stall` is still the armed stall (polling: stalls are rare and short-lived).
+    pub async fn hold(&self, stall: &SqlStall) {
+        while self.inner.lock().sql_stall.as_ref() == Some(stall) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Called by every listener on accept: close the connection at once when true.

@@ -87,7 +87,19 @@ impl Session {
 pub async fn execute(doris: &Doris, session: &mut Session, sql: &str) -> Result<QueryResult> {
     doris.counters.hit("sql_statement");
     let stmt = parse(sql)?;
-    exec::run(doris, session, stmt).await
+    let Some(stall) = doris.faults.sql_stall(sql) else {
+        return exec::run(doris, session, stmt).await;
+    };
+    doris.counters.hit("sql_stalled");
+    if stall.applied {
+        let result = exec::run(doris, session, stmt).await;
+        doris.faults.hold(&stall).await;
+        return result;
+    }
+    doris.faults.hold(&stall).await;
+    Err(DorisError::analysis(
+        "statement held by the sql_stall fault and not run",
+    ))
 }
 
 /// Parse one statement into its tree, with Doris's error for bad syntax.

@@ -1,10 +1,13 @@
-//! `CREATE TABLE … LIKE` and `ALTER TABLE … REPLACE WITH TABLE` over the MySQL protocol (the way
-//! the runner sends them).
+//! `CREATE TABLE … LIKE`, `ALTER TABLE … REPLACE WITH TABLE` and the `sql_stall` fault, over the
+//! MySQL protocol (the way the runner and the operator send them).
+
+use std::time::Duration;
 
 use crate::common;
 
 use common::{STUDENT_DDL, emu, setup_sql};
 use dcs_doris_emu::RunningEmulator;
+use dcs_doris_emu::faults::SqlStall;
 use mysql_async::prelude::Queryable;
 
 async fn conn(emu: &RunningEmulator) -> mysql_async::Conn {
@@ -268,4 +271,53 @@ async fn a_load_precommitted_into_the_replacement_commits_after_the_replace() {
         ids(&mut c, "student").await,
         vec![(7, Some("seven".into()))]
     );
+}
+
+#[tokio::test]
+async fn sql_stall_holds_a_statement_before_or_after_it_runs() {
+    let e = student().await;
+    e.doris.faults.update(|f| {
+        f.sql_stall = Some(SqlStall {
+            contains: "like student".into(),
+            applied: false,
+        })
+    });
+    let mut c = conn(&e).await;
+    let held = tokio::spawn(async move {
+        let r = c.query_drop("CREATE TABLE held LIKE student").await;
+        (r.map_err(|e| e.to_string()), c)
+    });
+    while e.doris.counters.get("sql_stalled") == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut other = conn(&e).await;
+    let tables: Vec<String> = other.query("SHOW TABLES").await.unwrap();
+    assert_eq!(tables, vec!["student".to_owned()], "held before it ran");
+    e.doris.faults.clear();
+    let (result, _) = held.await.unwrap();
+    let message = result.expect_err("a held statement fails once released");
+    assert!(
+        message.contains("statement held by the sql_stall fault and not run"),
+        "{message}"
+    );
+    let tables: Vec<String> = other.query("SHOW TABLES").await.unwrap();
+    assert_eq!(tables, vec!["student".to_owned()], "never applied");
+
+    // applied: the statement takes effect while its answer is held.
+    e.doris.faults.update(|f| {
+        f.sql_stall = Some(SqlStall {
+            contains: "like student".into(),
+            applied: true,
+        })
+    });
+    let mut c = conn(&e).await;
+    let held = tokio::spawn(async move { c.query_drop("CREATE TABLE held LIKE student").await });
+    while e.doris.counters.get("sql_stalled") < 2 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let tables: Vec<String> = other.query("SHOW TABLES").await.unwrap();
+    assert_eq!(tables, vec!["held".to_owned(), "student".to_owned()]);
+    assert!(!held.is_finished());
+    e.doris.faults.clear();
+    held.await.unwrap().unwrap();
 }
