@@ -18,7 +18,9 @@
 //!   "lastError": null,
 //!   "labelScheme": 2,
 //!   "stopped": {"at": "2026-11-29T14:05:00Z", "reason": "OffsetExpired", "exitCode": 3,
-//!               "message": "…"}
+//!               "message": "…"},
+//!   "rebuild": {"previousConsumerId": "student-sync-r1", "shadowTable": "sink_db.student__dcs_shadow",
+//!               "swappedAt": "2026-11-29T14:20:00Z"}
 //! }
 //! ```
 
@@ -73,10 +75,39 @@ pub struct Checkpoint {
     /// ([`crate::label::LabelScheme`]); absent in checkpoints written before scheme 2: 1.
     #[serde(default = "label_scheme_v1")]
     pub label_scheme: u32,
+    /// This consumer re-initialises an earlier one and rebuilds the sink (see [`Rebuild`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rebuild: Option<Rebuild>,
 }
 
 fn label_scheme_v1() -> u32 {
     crate::label::LabelScheme::V1.number()
+}
+
+/// The process exit code of a runner whose changelog offset expired (`dcs-runner`'s code 3): a
+/// pod that keeps exiting with it needs a re-initialisation, not a restart.
+pub const OFFSET_EXPIRED_EXIT_CODE: i32 = 3;
+
+/// The annotation on a runner's manifest that says its consumer re-initialises the named earlier
+/// consumer: a runner that starts without a checkpoint then rebuilds the sink (an upsert sink
+/// through a shadow table swapped in when the snapshot is complete, a changelog-mode sink keeps
+/// its history and gets the snapshot rows marked `+R`). The operator sets it after every
+/// re-initialisation; the runner records the rebuild in its checkpoint, so a restart goes on.
+pub const REINITIALIZED_FROM_ANNOTATION: &str = "dcs.dev/reinitialized-from";
+
+/// How a re-initialised consumer rebuilds its sink, as its checkpoints record it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rebuild {
+    /// The consumer this one re-initialises.
+    pub previous_consumer_id: String,
+    /// Upsert sinks: the table the snapshot is loaded into (`db.table`), swapped in for the sink
+    /// table once complete. Absent for changelog-mode sinks, which keep their history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow_table: Option<String>,
+    /// When the shadow table replaced the sink table (RFC 3339); absent until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swapped_at: Option<String>,
 }
 
 /// Where reading resumes.

@@ -681,6 +681,7 @@ mod tests {
             in_window: None,
             loads_source: None,
             label_scheme: 1,
+            rebuild: None,
         }));
         let text = check_report(&i).render();
         assert!(

@@ -30,6 +30,7 @@ pub mod boundaries;
 pub mod config;
 pub mod doris_writer;
 pub mod ledger;
+mod rebuilding;
 pub mod repair;
 pub mod start;
 
@@ -52,8 +53,9 @@ use crate::checkpoint::{
     PendingTxn, Position, RowSpan, Stopped, WindowProgress, in_ranges, tablet_ranges,
 };
 use crate::sink::batcher::Batcher;
-use crate::sink::encode::{ChangeColumns, EncodeError};
+use crate::sink::encode::{ChangeColumns, EncodeError, op};
 use crate::sink::label::LabelScheme;
+use crate::sink::rebuild::Rebuild;
 use crate::sink::schema;
 use crate::sink::stdout::encode_records;
 use crate::source::changelog::{self, ChangelogEvent, ChangelogReader, ChangelogWindow};
@@ -265,6 +267,8 @@ struct Flow<'a, S> {
     in_window: Option<WindowProgress>,
     /// The snapshot's tablets, sorted (empty outside the snapshot phase).
     snapshot_tablets: Vec<i64>,
+    /// The sink rebuild of a re-initialised consumer ([`rebuild`]), if it rebuilds.
+    rebuild: Rebuild,
 }
 
 /// A sweep of the labels of one checkpoint id, due at a time.
@@ -318,6 +322,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             window: None,
             in_window: None,
             snapshot_tablets: Vec::new(),
+            rebuild: Rebuild::default(),
         }
     }
 
@@ -408,7 +413,14 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             self.config.startup_timestamp_ms,
         );
         tracing::info!(?plan, ?source, "resolved the start point");
+        let snapshot_first = matches!(
+            plan,
+            StartPlan::Snapshot { .. } | StartPlan::SnapshotFromNow
+        );
+        self.begin_rebuild(snapshot_first).await?;
         if plan == StartPlan::Done {
+            // A rebuild whose swap a kill interrupted is finished first.
+            self.finish_rebuild().await?;
             self.progress.phase = Phase::Done;
             self.publish();
             return Ok(Outcome::Done);
@@ -730,6 +742,8 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                 self.position = Position::Done;
                 self.dirty = true;
                 self.checkpoint(true).await?;
+                // Its loads committed, the snapshot is swapped in (recorded by a second save).
+                self.finish_rebuild().await?;
                 self.progress.phase = Phase::Done;
                 self.publish();
                 Ok(Outcome::Done)
@@ -801,6 +815,8 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         columns: Vec<String>,
         from: Offset,
     ) -> Result<Outcome> {
+        // Nothing is read from the changelog before a rebuilt sink table is in place.
+        self.finish_rebuild().await?;
         tracing::info!(from = %from.timestamp, increment_type = ?self.config.changelog.increment_type, "reading the changelog");
         let guard = RetentionGuard::new(http.clone());
         let reader = self.changelog_reader(http, columns).await?;
@@ -962,6 +978,11 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         self.counters.rows_read += n as u64;
         self.dirty = true;
         let synthetic_tso = self.start_point.as_ref().map_or(0, |o| o.tso);
+        let snapshot_op = if self.rebuild.marks_snapshot() {
+            op::RESNAPSHOT
+        } else {
+            op::APPEND
+        };
         match &self.sink {
             SinkWriter::Stdout => {
                 let mut out = Vec::new();
@@ -979,8 +1000,8 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                 let policy = writer.policy();
                 let format = writer.format().clone();
                 // Changelog-mode sinks need op/TSO/LSN for snapshot rows too: inserts at T0.
-                let snapshot_changes =
-                    (policy.mode == SinkMode::Changelog && !changelog).then_some(synthetic_tso);
+                let snapshot_changes = (policy.mode == SinkMode::Changelog && !changelog)
+                    .then_some((snapshot_op, synthetic_tso));
                 let mut offset = 0;
                 while offset < n {
                     let room = usize::try_from(self.batcher.room()).unwrap_or(usize::MAX);
@@ -1013,15 +1034,20 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         let Some(sink) = self.config.doris_sink() else {
             return Ok(());
         };
-        let http = FeHttpClient::new(self.config.source.clone())?;
-        let schema = snapshot::fetch_schema(&http, &self.config.source.table).await?;
-        let columns = snapshot::projection(&schema, self.config.columns.as_deref())?;
+        let columns = self.source_columns().await?;
         schema::prepare_sink_table(sink, &self.config.source, &columns, self.evolves_schema())
             .await?;
         if self.evolves_schema() {
             self.known_columns = Some(columns);
         }
         Ok(())
+    }
+
+    /// The source columns the sink is written with (`source.columns`, else all).
+    async fn source_columns(&self) -> Result<Vec<String>> {
+        let http = FeHttpClient::new(self.config.source.clone())?;
+        let schema = snapshot::fetch_schema(&http, &self.config.source.table).await?;
+        snapshot::projection(&schema, self.config.columns.as_deref())
     }
 
     /// Whether the runner keeps the sink's columns in step with the source: a Doris sink with
@@ -1138,6 +1164,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             in_window: self.in_window.clone(),
             loads_source,
             label_scheme: LabelScheme::V2.number(),
+            rebuild: self.rebuild.record.clone(),
         }
     }
 
@@ -1454,12 +1481,12 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
 }
 
 /// Call `f` with the table columns of `batch` and, for changelog batches, its change columns
-/// (the hidden `@incr` columns are taken out of the data). `snapshot_tso` gives snapshot rows
-/// synthetic change columns (insert, that TSO, LSN 0) for changelog-mode sinks.
+/// (the hidden `@incr` columns are taken out of the data). `snapshot` gives snapshot rows
+/// synthetic change columns (that op, that TSO, LSN 0) for changelog-mode sinks.
 fn with_changes<T>(
     batch: &RecordBatch,
     changelog: bool,
-    snapshot_tso: Option<i64>,
+    snapshot: Option<(i8, i64)>,
     f: impl FnOnce(&RecordBatch, Option<ChangeColumns<'_>>) -> std::result::Result<T, EncodeError>,
 ) -> Result<T> {
     let encode_err = |e: EncodeError| Error::UnexpectedResult {
@@ -1467,11 +1494,11 @@ fn with_changes<T>(
         reason: e.to_string(),
     };
     if !changelog {
-        return match snapshot_tso {
+        return match snapshot {
             None => f(batch, None).map_err(encode_err),
-            Some(tso) => {
+            Some((op, tso)) => {
                 let n = batch.num_rows();
-                let op = Int8Array::from(vec![0; n]);
+                let op = Int8Array::from(vec![op; n]);
                 let tso = Int64Array::from(vec![tso; n]);
                 let lsn = Int64Array::from(vec![0; n]);
                 let changes = ChangeColumns {
@@ -1689,6 +1716,7 @@ mod tests {
                 windows: vec![],
             }),
             label_scheme: 2,
+            rebuild: None,
         };
         let stored = checkpoint(compact(&position, &tablets)).to_json();
         let listed = checkpoint(position).to_json();
@@ -1742,7 +1770,7 @@ mod tests {
     #[test]
     fn snapshot_rows_get_insert_changes_for_changelog_sinks() {
         let data = changelog_batch().project(&[0, 1]).unwrap();
-        let tsos = with_changes(&data, false, Some(42), |_, changes| {
+        let tsos = with_changes(&data, false, Some((op::APPEND, 42)), |_, changes| {
             let c = changes.unwrap();
             Ok((c.op.value(0), c.tso.value(1), c.lsn.value(0)))
         })

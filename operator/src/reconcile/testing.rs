@@ -86,5 +86,6 @@ pub fn streaming_checkpoint(consumer: &str, age_s: i64) -> Checkpoint {
         in_window: None,
         loads_source: None,
         label_scheme: 1,
+        rebuild: None,
     }
 }

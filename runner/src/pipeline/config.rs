@@ -197,6 +197,9 @@ pub struct PipelineConfig {
     pub offset_table: Option<TableRef>,
     /// How a failed offset-table write is retried.
     pub offset_table_retry: crate::checkpoint::offset_table::RetryPolicy,
+    /// The manifest's `dcs.dev/reinitialized-from`: the consumer this one re-initialises, whose
+    /// sink a run without a checkpoint rebuilds ([`crate::sink::rebuild`]).
+    pub reinitialized_from: Option<String>,
 }
 
 /// The Stream Load `timeout` of every load (pure): longer than the longest a pre-committed load
@@ -337,6 +340,12 @@ impl PipelineConfig {
             stream_retry: StreamRetry::default(),
             offset_table,
             offset_table_retry: Default::default(),
+            reinitialized_from: sync
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::sink::rebuild::REINITIALIZED_FROM_ANNOTATION))
+                .cloned(),
         })
     }
 
@@ -392,6 +401,7 @@ spec:
         assert_eq!(d.limits.max_bytes, 1 << 20);
         assert!(d.enable_2pc);
         assert_eq!(d.max_retries, 3);
+        assert_eq!(c.reinitialized_from, None);
         let debug = format!("{c:?}");
         assert!(
             !debug.contains("secret-1") && !debug.contains("secret-2"),
@@ -409,6 +419,17 @@ spec:
         let c = PipelineConfig::from_sync(&sync, creds()).unwrap();
         assert_eq!(c.offset_table.unwrap().quoted(), "`ops`.`offsets`");
         assert_eq!(c.consumer_id, "c1");
+    }
+
+    #[test]
+    fn the_reinit_annotation_is_the_rebuild_directive() {
+        let yaml = MANIFEST.replace(
+            "metadata: {name: student-sync}",
+            "metadata: {name: student-sync, annotations: {dcs.dev/reinitialized-from: student-sync-r1}}",
+        );
+        let sync = dcs_crds::from_manifest(&yaml).unwrap();
+        let c = PipelineConfig::from_sync(&sync, creds()).unwrap();
+        assert_eq!(c.reinitialized_from.as_deref(), Some("student-sync-r1"));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use dcs_crds::SinkMode;
+use dcs_crds::spec::TableRef;
 
 use super::config::DorisSinkConfig;
 use crate::checkpoint::PendingTxn;
@@ -85,6 +86,11 @@ impl DorisWriter {
     /// The body format of every load.
     pub fn format(&self) -> &BodyFormat {
         &self.config.format
+    }
+
+    /// Loads from now on go into `table` (a rebuild's shadow table, then the sink table again).
+    pub fn set_table(&mut self, table: TableRef) {
+        self.config.table = table;
     }
 
     /// The sink database.

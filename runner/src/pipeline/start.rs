@@ -125,6 +125,7 @@ mod tests {
             in_window: None,
             loads_source: None,
             label_scheme: 1,
+            rebuild: None,
         }
     }
 

@@ -43,6 +43,9 @@ pub mod op {
     pub const UPDATE_BEFORE: i8 = 2;
     /// Update, after image.
     pub const UPDATE_AFTER: i8 = 3;
+    /// Not a Doris code: a snapshot row of a re-initialised consumer (`+R` in changelog mode, an
+    /// upsert in upsert mode), see [`crate::sink::rebuild`].
+    pub const RESNAPSHOT: i8 = -1;
 }
 
 /// How events map to sink rows.
@@ -71,7 +74,7 @@ impl EventPolicy {
     /// The upsert-mode action for an op code; `Err` for codes Doris does not define.
     pub fn upsert_action(&self, op: i8) -> Result<UpsertAction, EncodeError> {
         Ok(match op {
-            op::APPEND | op::UPDATE_AFTER => UpsertAction::Upsert,
+            op::APPEND | op::UPDATE_AFTER | op::RESNAPSHOT => UpsertAction::Upsert,
             op::DELETE if self.enable_delete => UpsertAction::Delete,
             op::UPDATE_BEFORE if !self.ignore_update_before && self.enable_delete => {
                 UpsertAction::Delete
@@ -89,6 +92,7 @@ pub fn changelog_op_text(op: i8) -> Result<&'static str, EncodeError> {
         op::DELETE => "-D",
         op::UPDATE_BEFORE => "-U",
         op::UPDATE_AFTER => "+U",
+        op::RESNAPSHOT => crate::sink::rebuild::RESNAPSHOT_OP,
         other => return Err(EncodeError::UnknownOp(other)),
     })
 }

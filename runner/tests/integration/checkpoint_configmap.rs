@@ -37,6 +37,7 @@ pub(crate) fn cp(id: u64) -> Checkpoint {
         in_window: None,
         loads_source: None,
         label_scheme: 1,
+        rebuild: None,
     }
 }
 

@@ -16,6 +16,7 @@ mod metrics;
 mod offset_table;
 mod pipeline;
 mod randomized;
+mod rebuild;
 mod retention;
 mod seam;
 mod sink_table;
