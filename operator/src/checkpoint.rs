@@ -5,8 +5,9 @@
 
 pub use dcs_crds::checkpoint::{
     CHECKPOINT_KEY, Checkpoint, CheckpointFormatError, Counters, FORMAT_VERSION, LastError, Offset,
-    PendingTxn, Position,
+    PendingTxn, Position, Stopped,
 };
+use dcs_crds::conditions::reasons::OFFSET_EXPIRED;
 
 /// Parses the stored JSON; `Ok(None)` for an empty ConfigMap value.
 ///
@@ -24,12 +25,24 @@ pub fn parse(json: &str) -> Result<Option<Checkpoint>, String> {
     })
 }
 
-/// Whether the runner reported that its minDelta offset expired from the changelog.
-pub fn reports_offset_expired(checkpoint: &Checkpoint) -> bool {
+/// Doris's own words when a minDelta read starts before the changelog's TTL (`Changelog offset
+/// has expired according to changelog.ttl_seconds`, `Row binlog offset has expired …`): runners
+/// from before the runner's own guard recorded that error under another reason.
+const DORIS_OFFSET_EXPIRED: &str = "offset has expired";
+
+/// What the runner said when it found its offset expired, if it did: its stop record (reason
+/// OffsetExpired), else its last error (that reason, or Doris's minDelta error).
+pub fn offset_expired_message(checkpoint: &Checkpoint) -> Option<&str> {
+    if let Some(stopped) = &checkpoint.stopped
+        && stopped.reason == OFFSET_EXPIRED
+    {
+        return Some(&stopped.message);
+    }
     checkpoint
         .last_error
         .as_ref()
-        .is_some_and(|e| e.reason == "OffsetExpired" || e.message.contains("offset has expired"))
+        .filter(|e| e.reason == OFFSET_EXPIRED || e.message.contains(DORIS_OFFSET_EXPIRED))
+        .map(|e| e.message.as_str())
 }
 
 #[cfg(test)]
@@ -48,7 +61,37 @@ mod tests {
         assert_eq!(cp.checkpoint_id, 42);
         assert_eq!(cp.oldest_needed_ms(), Some(1_795_960_790_000));
         assert_eq!(cp.counters.rows_deleted, 10);
-        assert!(!reports_offset_expired(&cp));
+        assert_eq!(offset_expired_message(&cp), None);
+    }
+
+    #[test]
+    fn expiry_is_read_from_the_stop_record_or_the_last_error() {
+        let mut cp = crate::reconcile::testing::streaming_checkpoint("s", 5);
+        cp.stopped = Some(Stopped {
+            at: "2026-11-29T14:05:00Z".into(),
+            reason: "OffsetExpired".into(),
+            exit_code: 3,
+            message: "window start 13:00:00 is past the TTL".into(),
+        });
+        assert_eq!(
+            offset_expired_message(&cp),
+            Some("window start 13:00:00 is past the TTL")
+        );
+        cp.stopped.as_mut().unwrap().reason = "Stopped".into();
+        assert_eq!(offset_expired_message(&cp), None);
+        cp.last_error = Some(LastError {
+            at: "2026-11-29T14:05:00Z".into(),
+            reason: "SourceQueryFailed".into(),
+            message: "Row binlog offset has expired according to binlog.ttl_seconds".into(),
+        });
+        assert_eq!(
+            offset_expired_message(&cp),
+            Some("Row binlog offset has expired according to binlog.ttl_seconds")
+        );
+        cp.last_error.as_mut().unwrap().message = "connection reset".into();
+        assert_eq!(offset_expired_message(&cp), None);
+        cp.last_error.as_mut().unwrap().reason = "OffsetExpired".into();
+        assert_eq!(offset_expired_message(&cp), Some("connection reset"));
     }
 
     #[test]

@@ -11,16 +11,17 @@
 //! - The consumer's offset-table row (`offsets.table`) is deleted over MySQL on the source FE with
 //!   the source credentials, where the runner writes it (runner `checkpoint/offset_table.rs`).
 //!   A missing table counts as done.
-//! - On re-initialisation in upsert mode the sink table is truncated over MySQL on the sink FE
-//!   (port: the source's `queryPort` when a sink FE is also a source FE, else 9030, as the runner
-//!   does). A missing table counts as done.
+//! - The sink table itself is never touched: on re-initialisation the new consumer's runner
+//!   rebuilds it (upsert: into a shadow table swapped in when complete; changelog mode: history
+//!   kept, the new snapshot marked), so readers never see it empty.
 //!
-//! [`plan_cleanup`], [`after_failure`] and [`runner_pods_wait`] are pure; [`execute`] does the I/O.
+//! [`plan_cleanup`] and [`after_failure`] are pure; [`execute`] does the I/O. Stopping the runner
+//! before any of this is `reconcile::stop`.
 
 use std::time::Duration;
 
 use dcs_crds::{
-    DorisChangelogSyncSpec, SinkMode,
+    DorisChangelogSyncSpec,
     label::{LabelOwner, LabelScheme, load_label},
     spec::TableRef,
 };
@@ -35,15 +36,6 @@ use crate::{checkpoint::Checkpoint, probe::DorisCredentials};
 
 /// How long one Doris request may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Why the cleanup runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Why {
-    /// The sync is being deleted.
-    Deleted,
-    /// The sync starts again under a new consumer id.
-    Reinitialized,
-}
 
 /// A pre-committed transaction to abort.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,17 +108,12 @@ pub struct Work {
     pub stale_labels: Option<LabelSweep>,
     /// The offset-table row to delete.
     pub offset_row: Option<OffsetRow>,
-    /// The sink table to truncate.
-    pub truncate: Option<TableRef>,
 }
 
 impl Work {
     /// Nothing to do.
     pub fn is_empty(&self) -> bool {
-        self.aborts.is_empty()
-            && self.stale_labels.is_none()
-            && self.offset_row.is_none()
-            && self.truncate.is_none()
+        self.aborts.is_empty() && self.stale_labels.is_none() && self.offset_row.is_none()
     }
 
     /// The items in words, e.g. for an event naming what was left behind.
@@ -156,20 +143,17 @@ impl Work {
                 row.consumer_id, row.table
             ));
         }
-        if let Some(table) = &self.truncate {
-            parts.push(format!("the rows of sink table {table} (not truncated)"));
-        }
         parts.join("; ")
     }
 }
 
-/// What `why` leaves to remove for this spec, checkpoint and consumer (pure).
+/// What `why` leaves to remove for this spec, checkpoint and consumer (pure). A deletion and a
+/// re-initialisation leave the same things behind; the sink table stays in both.
 pub fn plan_cleanup(
     namespace: &str,
     spec: &DorisChangelogSyncSpec,
     checkpoint: Option<&Checkpoint>,
     consumer_id: &str,
-    why: Why,
 ) -> Work {
     let sink = spec.sink.doris.as_ref();
     let sink_table = sink.and_then(|d| d.table_ref().ok());
@@ -217,70 +201,11 @@ pub fn plan_cleanup(
         }
         _ => None,
     };
-    let truncate = match (why, sink) {
-        (Why::Reinitialized, Some(d)) if d.mode == SinkMode::Upsert => sink_table,
-        _ => None,
-    };
     Work {
         aborts,
         stale_labels,
         offset_row,
-        truncate,
     }
-}
-
-/// A runner pod still there after its workload was deleted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunnerPod {
-    /// Pod name.
-    pub name: String,
-    /// `metadata.deletionTimestamp`: when its grace period ends, once it is being deleted.
-    pub deleting_until: Option<Timestamp>,
-    /// Its termination grace period (`spec.terminationGracePeriodSeconds`, default 30 s).
-    pub grace: Duration,
-}
-
-/// How long to look again while runner pods are stopping.
-pub const POD_POLL: Duration = Duration::from_secs(2);
-
-/// Whether the cleanup may read the checkpoint now that the runner's workload is deleted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PodWait {
-    /// No runner pod is left.
-    Gone,
-    /// Look again after this long.
-    Wait(Duration),
-    /// These pods outlived their grace period and the margin: go on without them.
-    Overdue(Vec<String>),
-}
-
-/// Whether to wait for `pods` (pure). A pod's deadline is the end of its grace period (its
-/// `deletionTimestamp`, else `since` + its grace period, `since` being when the waiting began)
-/// plus `margin`; the wait is over when every deadline has passed.
-pub fn runner_pods_wait(
-    pods: &[RunnerPod],
-    since: Timestamp,
-    now: Timestamp,
-    margin: Duration,
-) -> PodWait {
-    let signed = |d: Duration| k8s_openapi::jiff::SignedDuration::try_from(d).unwrap_or_default();
-    let latest = pods
-        .iter()
-        .map(|p| {
-            let end = p
-                .deleting_until
-                .unwrap_or_else(|| since.saturating_add(signed(p.grace)).unwrap_or(since));
-            end.saturating_add(signed(margin)).unwrap_or(end)
-        })
-        .max();
-    let Some(latest) = latest else {
-        return PodWait::Gone;
-    };
-    let left_ms = latest.as_millisecond() - now.as_millisecond();
-    if left_ms <= 0 {
-        return PodWait::Overdue(pods.iter().map(|p| p.name.clone()).collect());
-    }
-    PodWait::Wait(Duration::from_millis(u64::try_from(left_ms).unwrap_or(0)).min(POD_POLL))
 }
 
 /// Bounded retries of a cleanup that fails.
@@ -332,8 +257,6 @@ pub fn wait_before_attempt(next_attempt: Option<Timestamp>, now: Timestamp) -> O
 pub struct Targets {
     /// Sink FE HTTP nodes (host:port).
     pub sink_fe_nodes: Vec<String>,
-    /// Sink FE MySQL port.
-    pub sink_query_port: u16,
     /// Sink credentials (when the sink is Doris and the Secret could be read).
     pub sink_credentials: Result<DorisCredentials, String>,
     /// Source FE HTTP nodes (host:port); their hosts serve MySQL on `source_query_port`.
@@ -344,24 +267,6 @@ pub struct Targets {
     pub source_credentials: Result<DorisCredentials, String>,
     /// Credentials Secrets (`namespace/name`) that do not exist: retrying cannot help.
     pub secrets_gone: Vec<String>,
-}
-
-/// The sink's MySQL port: the source's when a sink FE is also a source FE, else 9030 (the runner's rule).
-pub fn sink_query_port(spec: &DorisChangelogSyncSpec) -> u16 {
-    let source = &spec.source;
-    let same = spec.sink.doris.as_ref().is_some_and(|d| {
-        d.fe_nodes.iter().any(|n| {
-            source
-                .fe_nodes
-                .iter()
-                .any(|s| s.trim_end_matches('/') == n.trim_end_matches('/'))
-        })
-    });
-    if same {
-        u16::try_from(source.query_port).unwrap_or(9030)
-    } else {
-        9030
-    }
 }
 
 /// What an attempt did not manage, and why.
@@ -463,27 +368,6 @@ pub async fn execute(work: &Work, targets: &Targets) -> Report {
                 "cannot delete the offset-table row of consumer {} in {}: {e}",
                 row.consumer_id, row.table
             ));
-        }
-    }
-    if let Some(table) = &work.truncate {
-        let result = match &targets.sink_credentials {
-            Err(e) => Err(e.clone()),
-            Ok(creds) => {
-                run_sql(
-                    &targets.sink_fe_nodes,
-                    targets.sink_query_port,
-                    creds,
-                    &format!("TRUNCATE TABLE {}", table.quoted()),
-                    "the sink",
-                )
-                .await
-            }
-        };
-        if let Err(e) = result {
-            report.left.truncate = Some(table.clone());
-            report
-                .errors
-                .push(format!("cannot truncate sink table {table}: {e}"));
         }
     }
     report
@@ -675,7 +559,6 @@ mod tests {
             &spec,
             Some(&checkpoint_with_txns()),
             "student-sync-r1",
-            Why::Deleted,
         );
         assert_eq!(
             work.aborts
@@ -691,7 +574,6 @@ mod tests {
                 consumer_id: "student-sync-r1".into()
             })
         );
-        assert_eq!(work.truncate, None);
         // Loads after checkpoint 5 carry the checkpoint's consumer and id 6.
         assert_eq!(
             work.stale_labels,
@@ -714,7 +596,7 @@ mod tests {
     #[test]
     fn without_a_checkpoint_the_sweep_starts_at_checkpoint_one_and_needs_2pc() {
         let mut spec = testing::spec();
-        let work = plan_cleanup("ns", &spec, None, "orders-r1", Why::Deleted);
+        let work = plan_cleanup("ns", &spec, None, "orders-r1");
         let sweep = work.stale_labels.expect("a sweep");
         assert_eq!(
             (sweep.consumer_id.as_str(), sweep.first_checkpoint_id),
@@ -729,46 +611,7 @@ mod tests {
         .tag();
         assert_eq!(sweep.label(1, 2), format!("dcs-orders-r1-{tag}-1-2"));
         spec.sink.doris.as_mut().unwrap().enable2pc = false;
-        assert!(plan_cleanup("ns", &spec, None, "orders", Why::Deleted).is_empty());
-    }
-
-    #[test]
-    fn runner_pods_are_waited_for_until_their_grace_period_and_the_margin_end() {
-        let at = |s: i64| Timestamp::from_second(1_795_960_800 + s).unwrap();
-        let margin = Duration::from_secs(30);
-        let pod = |deleting: Option<i64>| RunnerPod {
-            name: "s-runner-x".into(),
-            deleting_until: deleting.map(at),
-            grace: Duration::from_secs(30),
-        };
-        assert_eq!(runner_pods_wait(&[], at(0), at(0), margin), PodWait::Gone);
-        // Not marked for deletion yet: grace counted from when the waiting began.
-        assert_eq!(
-            runner_pods_wait(&[pod(None)], at(0), at(1), margin),
-            PodWait::Wait(POD_POLL)
-        );
-        assert_eq!(
-            runner_pods_wait(&[pod(None)], at(0), at(59), margin),
-            PodWait::Wait(Duration::from_secs(1))
-        );
-        assert_eq!(
-            runner_pods_wait(&[pod(None)], at(0), at(60), margin),
-            PodWait::Overdue(vec!["s-runner-x".into()])
-        );
-        // Being deleted: its deletionTimestamp ends the grace period.
-        assert_eq!(
-            runner_pods_wait(&[pod(Some(5))], at(0), at(34), margin),
-            PodWait::Wait(Duration::from_secs(1))
-        );
-        assert_eq!(
-            runner_pods_wait(&[pod(Some(5))], at(0), at(35), margin),
-            PodWait::Overdue(vec!["s-runner-x".into()])
-        );
-        // The latest deadline of several pods counts.
-        assert_eq!(
-            runner_pods_wait(&[pod(Some(5)), pod(None)], at(0), at(40), margin),
-            PodWait::Wait(POD_POLL)
-        );
+        assert!(plan_cleanup("ns", &spec, None, "orders").is_empty());
     }
 
     #[test]
@@ -778,7 +621,7 @@ mod tests {
             table: Some("ops.offsets".into()),
             consumer_id: None,
         });
-        let work = plan_cleanup("ns", &spec, None, "orders", Why::Deleted);
+        let work = plan_cleanup("ns", &spec, None, "orders");
         let mut report = Report::default();
         assert_eq!(
             cleaned_note(&work, &report),
@@ -790,7 +633,7 @@ mod tests {
             "removed from Doris: offset-table row consumer_id='orders' in ops.offsets; loads pre-committed after the last checkpoint (labels dcs-orders-1-0)"
         );
         spec.offsets = None;
-        let work = plan_cleanup("ns", &spec, None, "orders", Why::Deleted);
+        let work = plan_cleanup("ns", &spec, None, "orders");
         assert_eq!(
             cleaned_note(&work, &Report::default()),
             "nothing of the sync was left in Doris (no load pre-committed after its last checkpoint)"
@@ -798,28 +641,10 @@ mod tests {
     }
 
     #[test]
-    fn reinit_truncates_only_in_upsert_mode() {
-        let mut spec = testing::spec();
-        let work = plan_cleanup("ns", &spec, None, "orders", Why::Reinitialized);
-        assert_eq!(work.truncate, Some("db.dst".parse().unwrap()));
-        assert!(work.aborts.is_empty() && work.offset_row.is_none());
-        spec.sink.doris.as_mut().unwrap().mode = SinkMode::Changelog;
-        let work = plan_cleanup("ns", &spec, None, "orders", Why::Reinitialized);
-        assert_eq!(work.truncate, None);
-        assert!(work.aborts.is_empty() && work.offset_row.is_none());
-    }
-
-    #[test]
     fn a_stdout_sink_leaves_nothing_in_the_sink() {
         let mut spec = testing::spec();
         spec.sink = serde_yaml::from_str("stdout: {}").unwrap();
-        let work = plan_cleanup(
-            "ns",
-            &spec,
-            Some(&checkpoint_with_txns()),
-            "orders",
-            Why::Reinitialized,
-        );
+        let work = plan_cleanup("ns", &spec, Some(&checkpoint_with_txns()), "orders");
         assert!(work.is_empty(), "{work:?}");
     }
 
@@ -852,14 +677,5 @@ mod tests {
             wait_before_attempt(Some(later), now),
             Some(Duration::from_millis(500))
         );
-    }
-
-    #[test]
-    fn the_sink_port_follows_the_runner_rule() {
-        let mut spec = testing::spec();
-        assert_eq!(sink_query_port(&spec), 9030);
-        spec.source.query_port = 19030;
-        spec.sink.doris.as_mut().unwrap().fe_nodes = vec!["fe:8030".into()];
-        assert_eq!(sink_query_port(&spec), 19030);
     }
 }

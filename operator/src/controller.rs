@@ -11,7 +11,11 @@ use dcs_crds::DorisChangelogSync;
 use futures::StreamExt;
 use k8s_openapi::{
     NamespaceResourceScope,
-    api::{apps::v1::Deployment, batch::v1::Job, core::v1::ConfigMap},
+    api::{
+        apps::v1::Deployment,
+        batch::v1::Job,
+        core::v1::{ConfigMap, Pod},
+    },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 use kube::{
@@ -20,6 +24,7 @@ use kube::{
         Controller,
         controller::{self, Action},
         events::{Event as KubeEvent, EventType},
+        reflector::ObjectRef,
         watcher,
     },
 };
@@ -142,6 +147,13 @@ pub async fn reconcile_object(object: Arc<SyncObject>, ctx: Arc<Context>) -> cra
     Ok(Action::await_change())
 }
 
+/// The sync a runner pod belongs to (its `dcs.dev/sync` label).
+fn sync_of_pod(pod: Pod) -> Option<ObjectRef<SyncObject>> {
+    let name = pod.labels().get(crate::reconcile::build::SYNC_LABEL)?;
+    let ns = pod.namespace()?;
+    Some(ObjectRef::new(name).within(&ns))
+}
+
 /// Transient errors back off; the controller retries them.
 fn error_policy(sync: Arc<SyncObject>, error: &Error, _ctx: Arc<Context>) -> Action {
     warn!(sync = %sync.name_any(), kind = error.metric_label(), %error, "reconcile failed");
@@ -155,14 +167,16 @@ pub async fn run(
     ctx: Arc<Context>,
     metrics: Arc<Metrics>,
 ) {
-    let (syncs, deployments, jobs, configmaps) = match &namespace {
+    let (syncs, deployments, jobs, configmaps, pods) = match &namespace {
         Some(ns) => (
             Api::<SyncObject>::namespaced(client.clone(), ns),
             Api::<Deployment>::namespaced(client.clone(), ns),
             Api::<Job>::namespaced(client.clone(), ns),
             Api::<ConfigMap>::namespaced(client.clone(), ns),
+            Api::<Pod>::namespaced(client.clone(), ns),
         ),
         None => (
+            Api::all(client.clone()),
             Api::all(client.clone()),
             Api::all(client.clone()),
             Api::all(client.clone()),
@@ -178,6 +192,10 @@ pub async fn run(
         .owns(deployments, owned())
         .owns(jobs, owned())
         .owns(configmaps, owned())
+        // Runner pods belong to the sync through a ReplicaSet or Job, so they are mapped by their
+        // label: a container exiting (code 3: the offset expired) or a pod going away (the end of
+        // a stop's wait) reconciles the sync at once.
+        .watches(pods, owned(), sync_of_pod)
         .shutdown_on_signal()
         .run(reconcile_object, error_policy, ctx)
         .for_each(|result| {

@@ -116,10 +116,12 @@ reconcile/build.rs, main.rs); keep in step with the code.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
-# Runner health: the runner pods of a sync are listed by the dcs.dev/sync label to see crash loops.
+# Runner pods (label dcs.dev/sync): listed and watched to see crash loops and exits (code 3, the
+# offset expired); deleted with gracePeriodSeconds 0 when a stopping runner outlives its grace
+# period and a margin (re-initialisation, deletion).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list"]
+  verbs: ["list", "watch", "delete"]
 # Events (events.k8s.io/v1) on phase transitions; kube's Recorder creates them and patches a
 # repeated event's series.
 - apiGroups: ["events.k8s.io"]

@@ -89,7 +89,9 @@ pub fn labels(sync: &str) -> BTreeMap<String, String> {
     ])
 }
 
-/// The manifest the runner reads with `-f`: the sync with the active consumer and startup mode.
+/// The manifest the runner reads with `-f`: the sync with the active consumer and startup mode,
+/// and after a re-initialisation the annotation naming the consumer it replaces (the runner's
+/// directive to rebuild the sink, `dcs_crds::checkpoint::REINITIALIZED_FROM_ANNOTATION`).
 ///
 /// Without an offset table the runner's consumer id is the manifest's name, so the name carries the
 /// active consumer id there; with one, `offsets.consumerId` does.
@@ -107,10 +109,16 @@ pub fn effective_manifest(sync: &DorisChangelogSync, run: &Run) -> String {
         None => run.consumer_id.clone(),
     };
     spec.runner = Default::default();
+    let mut metadata = serde_json::json!({"name": name, "namespace": sync.namespace()});
+    if let Some(previous) = &run.previous_consumer_id {
+        // A re-initialised consumer: its runner rebuilds the sink when it starts afresh.
+        metadata["annotations"] =
+            serde_json::json!({ dcs_crds::checkpoint::REINITIALIZED_FROM_ANNOTATION: previous });
+    }
     let manifest = serde_json::json!({
         "apiVersion": "dcs.dev/v1alpha1",
         "kind": "DorisChangelogSync",
-        "metadata": {"name": name, "namespace": sync.namespace()},
+        "metadata": metadata,
         "spec": spec,
     });
     serde_yaml::to_string(&manifest).expect("a manifest always serializes")
@@ -601,6 +609,7 @@ resources: {limits: {memory: 512Mi}}
         let parsed = dcs_crds::from_manifest(manifest).unwrap();
         assert_eq!(parsed.consumer_id(), "orders");
         assert_eq!(parsed.spec.startup.mode, StartupMode::Initial);
+        assert_eq!(parsed.metadata.annotations, None);
         let mut later = s.clone();
         later.spec.startup.mode = StartupMode::Latest;
         let reinit = build(&later, &run_for(&later, 1), None);
@@ -608,6 +617,14 @@ resources: {limits: {memory: 512Mi}}
             dcs_crds::from_manifest(&reinit.config.data.as_ref().unwrap()[CONFIG_KEY]).unwrap();
         assert_eq!(parsed.consumer_id(), "orders-r1");
         assert_eq!(parsed.spec.startup.mode, StartupMode::Initial);
+        // The runner's directive to rebuild the sink, naming the consumer it replaces.
+        assert_eq!(
+            parsed.metadata.annotations,
+            Some(std::collections::BTreeMap::from([(
+                "dcs.dev/reinitialized-from".to_owned(),
+                "orders".to_owned()
+            )]))
+        );
         let hash = |o: &RunnerObjects| {
             deployment(o)
                 .spec

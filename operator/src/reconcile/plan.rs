@@ -9,6 +9,7 @@ use dcs_crds::{
     conditions::reasons, duration::format_duration,
 };
 
+use super::stop::StopMark;
 use crate::checkpoint::Checkpoint;
 
 /// Added to the TTL requirement on top of the snapshot, checkpoint and poll durations.
@@ -44,6 +45,21 @@ pub struct Observed {
     pub runner: RunnerState,
     /// Container restarts over the runner's pods (`None` while there is no pod).
     pub runner_restarts: Option<i32>,
+    /// The last time a runner container exited, if one did (its pod's current or last state).
+    pub runner_exit: Option<RunnerExit>,
+    /// A stop of the runner in progress (the sync's `dcs.dev/stopping` annotation).
+    pub stopping: Option<StopMark>,
+}
+
+/// How a runner container last terminated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunnerExit {
+    /// The pod.
+    pub pod: String,
+    /// The exit code.
+    pub code: i32,
+    /// The termination message or reason.
+    pub message: String,
 }
 
 /// Facts about the source table and Doris's clock.
@@ -182,6 +198,8 @@ pub struct Run {
     pub bounded: bool,
     /// The startup mode the runner is given (initial after a reinitialization).
     pub startup_mode: StartupMode,
+    /// The consumer this one re-initialises (generation > 0): the runner rebuilds the sink.
+    pub previous_consumer_id: Option<String>,
     /// Why the source probe failed while the runner kept going, if it did.
     pub probe_warning: Option<String>,
 }
@@ -199,6 +217,9 @@ pub struct Reinit {
     pub consumer_generation: i64,
     /// What happened, for the event.
     pub message: String,
+    /// While the old runner's pods are still stopping: what the re-initialisation waits for (the
+    /// status says it; nothing is changed yet).
+    pub waiting: Option<String>,
 }
 
 /// The consumer id of a generation: the base for 0, `<base>-r<generation>` after that.
@@ -218,6 +239,12 @@ pub fn base_consumer_id(observed: &Observed) -> String {
         .as_ref()
         .and_then(|o| o.consumer_id.clone())
         .unwrap_or_else(|| observed.name.clone())
+}
+
+/// Whether `consumer` is one this sync re-initialised away from (an earlier generation).
+pub fn is_earlier_consumer(observed: &Observed, consumer: &str) -> bool {
+    let base = base_consumer_id(observed);
+    (0..consumer_generation(observed)).any(|g| consumer_id_for(&base, g) == consumer)
 }
 
 /// The active consumer generation (0 before any reinitialization).
@@ -262,6 +289,15 @@ pub fn plan(observed: &Observed) -> Plan {
     let base = base_consumer_id(observed);
     let generation = consumer_generation(observed);
     let current_id = consumer_id_for(&base, generation);
+    // A started re-initialisation is finished, whatever is observed now: the runner it stopped
+    // may have restarted and cleared its stop record, a probe may fail.
+    if let Some(mark) = &observed.stopping
+        && mark.reinitializes(&current_id)
+        && let (Some(reason), super::stop::Purpose::Reinit { message, .. }) =
+            (mark.reinit_reason(), &mark.purpose)
+    {
+        return reinit(&base, generation, current_id, reason, message.clone());
+    }
     if let Some(applied) = &observed.applied_nonce
         && *applied != spec.reinit_nonce
     {
@@ -294,6 +330,12 @@ pub fn plan(observed: &Observed) -> Plan {
             };
         }
     }
+    // The runner's own word needs no probe: it stopped because the offset expired.
+    if spec.is_incremental()
+        && let Some(why) = runner_reports_expiry(observed)
+    {
+        return on_expired(spec, &base, generation, current_id, why);
+    }
     // A failed probe blocks a sync that has no runner yet; a running runner is kept (a source or
     // sink blip must not stop it: it has its own retries) with the failure as its last error.
     let probe_failed = |failure: &ProbeFailure, condition: &'static str| {
@@ -324,21 +366,32 @@ pub fn plan(observed: &Observed) -> Plan {
         return probe_failed(failure, dcs_crds::conditions::types::SINK_HEALTHY);
     }
     if spec.is_incremental()
-        && let Some(why) = expiry(observed, probe)
+        && let Some(why) = headroom_expiry(observed, probe)
     {
-        return match spec.on_offset_expired {
-            OnOffsetExpired::Reinitialize => {
-                reinit(&base, generation, current_id, reasons::OFFSET_EXPIRED, why)
-            }
-            OnOffsetExpired::Fail => Plan::Fail {
-                reason: reasons::OFFSET_EXPIRED,
-                message: format!(
-                    "{why}; onOffsetExpired is fail, so nothing was touched: set onOffsetExpired: reinitialize or change spec.reinitNonce to start again"
-                ),
-            },
-        };
+        return on_expired(spec, &base, generation, current_id, why);
     }
     Plan::Run(run(observed, current_id, generation, None))
+}
+
+/// `spec.onOffsetExpired` for an expired offset.
+fn on_expired(
+    spec: &DorisChangelogSyncSpec,
+    base: &str,
+    generation: i64,
+    current_id: String,
+    why: String,
+) -> Plan {
+    match spec.on_offset_expired {
+        OnOffsetExpired::Reinitialize => {
+            reinit(base, generation, current_id, reasons::OFFSET_EXPIRED, why)
+        }
+        OnOffsetExpired::Fail => Plan::Fail {
+            reason: reasons::OFFSET_EXPIRED,
+            message: format!(
+                "{why}; onOffsetExpired is fail, so nothing was touched: set onOffsetExpired: reinitialize or change spec.reinitNonce to start again"
+            ),
+        },
+    }
 }
 
 fn run(observed: &Observed, consumer_id: String, generation: i64, warning: Option<String>) -> Run {
@@ -353,6 +406,8 @@ fn run(observed: &Observed, consumer_id: String, generation: i64, warning: Optio
         } else {
             mode
         },
+        previous_consumer_id: (generation > 0)
+            .then(|| consumer_id_for(&base_consumer_id(observed), generation - 1)),
         probe_warning: warning,
     }
 }
@@ -370,6 +425,7 @@ fn reinit(
         consumer_id: consumer_id_for(base, generation + 1),
         consumer_generation: generation + 1,
         message,
+        waiting: None,
     })
 }
 
@@ -444,17 +500,29 @@ pub fn ttl_message(
     )
 }
 
-/// Why the offset counts as expired, if it does.
-fn expiry(observed: &Observed, probe: &SourceProbe) -> Option<String> {
-    let checkpoint = observed.checkpoint.as_ref()?;
-    if crate::checkpoint::reports_offset_expired(checkpoint) {
-        let message = checkpoint
-            .last_error
-            .as_ref()
-            .map(|e| e.message.clone())
-            .unwrap_or_default();
+/// Why the runner says the offset expired, if it does: its checkpoint records a stop or an error
+/// with reason OffsetExpired, or a runner container exited with the runner's code for it (a
+/// Deployment's pod keeps doing so in CrashLoopBackOff, which is an expiry, not a crash loop).
+fn runner_reports_expiry(observed: &Observed) -> Option<String> {
+    if let Some(message) = observed
+        .checkpoint
+        .as_ref()
+        .and_then(crate::checkpoint::offset_expired_message)
+    {
         return Some(format!("the runner reports the offset expired: {message}"));
     }
+    let exit = observed.runner_exit.as_ref()?;
+    (exit.code == dcs_crds::checkpoint::OFFSET_EXPIRED_EXIT_CODE).then(|| {
+        format!(
+            "the runner reports the offset expired: pod {} exited with code {} ({})",
+            exit.pod, exit.code, exit.message
+        )
+    })
+}
+
+/// Why the offset counts as expired by Doris's clock, if it does (also while no runner runs).
+fn headroom_expiry(observed: &Observed, probe: &SourceProbe) -> Option<String> {
+    let checkpoint = observed.checkpoint.as_ref()?;
     let now = probe.doris_now_ms?;
     let headroom = headroom_seconds(probe.ttl_seconds, now, checkpoint)?;
     (headroom <= 0).then(|| {
@@ -499,6 +567,7 @@ mod tests {
                 launch: true,
                 bounded: false,
                 startup_mode: StartupMode::Initial,
+                previous_consumer_id: None,
                 probe_warning: None,
             })
         );
@@ -755,6 +824,115 @@ mod tests {
     }
 
     #[test]
+    fn a_runner_stopped_with_offset_expired_reinitializes_at_once_even_if_the_probe_fails() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        let mut cp = streaming_checkpoint("orders", 5);
+        cp.stopped = Some(dcs_crds::checkpoint::Stopped {
+            at: "2026-11-29T13:59:00Z".into(),
+            reason: reasons::OFFSET_EXPIRED.into(),
+            exit_code: 3,
+            message: "the window starts within 60s of the changelog TTL".into(),
+        });
+        o.checkpoint = Some(cp);
+        // Full headroom by Doris's clock: only the runner knows (its safety margin).
+        o.probe = Err(ProbeFailure {
+            reason: reasons::SOURCE_UNREACHABLE,
+            message: "down".into(),
+        });
+        let Plan::Reinitialize(r) = plan(&o) else {
+            panic!("expected a reinit, got {:?}", plan(&o))
+        };
+        assert_eq!(
+            (r.reason, r.message.as_str(), r.consumer_id.as_str()),
+            (
+                "OffsetExpired",
+                "the runner reports the offset expired: the window starts within 60s of the changelog TTL",
+                "orders-r1"
+            )
+        );
+        o.spec.on_offset_expired = OnOffsetExpired::Fail;
+        assert!(matches!(
+            plan(&o),
+            Plan::Fail {
+                reason: "OffsetExpired",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_pod_exiting_with_code_3_is_an_expiry_not_a_crash_loop() {
+        let mut o = observed();
+        o.runner = RunnerState::CrashLooping {
+            restarts: 3,
+            message: "offset expired".into(),
+        };
+        o.runner_exit = Some(RunnerExit {
+            pod: "orders-runner-abc".into(),
+            code: 3,
+            message: "Error".into(),
+        });
+        let Plan::Reinitialize(r) = plan(&o) else {
+            panic!("expected a reinit")
+        };
+        assert_eq!(
+            r.message,
+            "the runner reports the offset expired: pod orders-runner-abc exited with code 3 (Error)"
+        );
+        // Any other exit code is a crash loop: the runner is kept, its status says so.
+        o.runner_exit.as_mut().unwrap().code = 1;
+        assert!(!run_of(plan(&o)).launch);
+        // Snapshot mode reads no changelog: nothing can expire.
+        o.runner_exit.as_mut().unwrap().code = 3;
+        o.spec.startup.mode = StartupMode::Snapshot;
+        assert!(matches!(plan(&o), Plan::Run(_)));
+    }
+
+    #[test]
+    fn a_started_reinit_is_finished_whatever_is_observed_now() {
+        let mut o = observed();
+        // Nothing says the offset expired any more (a restarted runner cleared its stop record),
+        // and the source probe fails: the reinit begun goes on.
+        o.probe = Err(ProbeFailure {
+            reason: reasons::SOURCE_UNREACHABLE,
+            message: "down".into(),
+        });
+        o.stopping = Some(StopMark {
+            since: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            purpose: super::super::stop::Purpose::Reinit {
+                consumer: "orders".into(),
+                reason: "OffsetExpired".into(),
+                message: "headroom -5s".into(),
+            },
+        });
+        let Plan::Reinitialize(r) = plan(&o) else {
+            panic!("expected a reinit")
+        };
+        assert_eq!(
+            (
+                r.reason,
+                r.message.as_str(),
+                r.previous_consumer_id.as_str(),
+                r.consumer_id.as_str()
+            ),
+            ("OffsetExpired", "headroom -5s", "orders", "orders-r1")
+        );
+        // Once the status holds the new consumer the mark is stale and ignored.
+        o.status.consumer_generation = Some(1);
+        assert!(matches!(plan(&o), Plan::Block(_)));
+        o.probe = Ok(crate::reconcile::testing::probe());
+        let run = run_of(plan(&o));
+        assert_eq!(
+            (
+                run.consumer_id.as_str(),
+                run.previous_consumer_id.as_deref()
+            ),
+            ("orders-r1", Some("orders"))
+        );
+    }
+
+    #[test]
     fn failed_stays_failed_until_the_nonce_changes() {
         let mut o = observed();
         o.applied_nonce = Some(String::new());
@@ -790,6 +968,17 @@ mod tests {
         let run = run_of(plan(&o));
         assert_eq!(run.consumer_id, "orders-r2");
         assert_eq!(run.startup_mode, StartupMode::Initial);
+    }
+
+    #[test]
+    fn earlier_consumers_are_the_earlier_generations_only() {
+        let mut o = observed();
+        o.status.consumer_generation = Some(2);
+        assert!(is_earlier_consumer(&o, "orders"));
+        assert!(is_earlier_consumer(&o, "orders-r1"));
+        assert!(!is_earlier_consumer(&o, "orders-r2"));
+        // A checkpoint of another base (offsets.consumerId changed by hand) is not ours to drop.
+        assert!(!is_earlier_consumer(&o, "someone-else"));
     }
 
     #[test]

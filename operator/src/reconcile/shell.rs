@@ -29,13 +29,16 @@ use tracing::{info, instrument, warn};
 
 use super::{
     build::{self, NONCE_ANNOTATION, RunnerObjects, Workload, names},
-    plan::{Observed, Plan, ProbeFailure, RunnerState, SourceProbe, consumer_id_for, plan},
+    plan::{
+        Observed, Plan, ProbeFailure, RunnerExit, RunnerState, SourceProbe, consumer_id_for, plan,
+    },
     status::{WrittenStatus, compute_status, current_status, differs, notices, remember_write},
+    stop::{self, FENCED_ANNOTATION, Purpose, STOPPING_ANNOTATION, StopMark, StopStep},
 };
 use crate::{
     Error, Result,
     checkpoint::{CHECKPOINT_KEY, Checkpoint},
-    cleanup::{self, AfterFailure, RetryPolicy, Targets, Why, Work},
+    cleanup::{self, AfterFailure, RetryPolicy, Targets, Work},
     probe::{CREDENTIALS_MISSING, DorisCredentials, probe_sink, probe_source},
 };
 
@@ -53,11 +56,8 @@ pub const CLEANUP_ATTEMPTS_ANNOTATION: &str = "dcs.dev/cleanup-attempts";
 pub const CLEANUP_NEXT_ANNOTATION: &str = "dcs.dev/cleanup-next-attempt";
 /// Annotation on a deleting sync: why the last cleanup attempt failed.
 pub const CLEANUP_ERROR_ANNOTATION: &str = "dcs.dev/cleanup-last-error";
-/// How long past a runner pod's grace period the cleanup waits for it by default.
-pub const DEFAULT_POD_WAIT_MARGIN: Duration = Duration::from_secs(30);
-/// Annotation set on the checkpoint ConfigMap of a deleted sync: changing the ConfigMap's
-/// resourceVersion fences a still-running runner (its next save fails and it stops).
-pub const FENCED_ANNOTATION: &str = "dcs.dev/fenced";
+/// How long past a runner pod's grace period a stop waits for it by default.
+pub const DEFAULT_POD_WAIT_MARGIN: Duration = stop::DEFAULT_MARGIN;
 
 /// Shared state of the reconciler.
 pub struct Context {
@@ -71,10 +71,8 @@ pub struct Context {
     pub probes: Mutex<HashMap<String, CachedProbe>>,
     /// Retries of a deleted sync's Doris cleanup before the finalizer is released anyway.
     pub cleanup_policy: RetryPolicy,
-    /// How long past a runner pod's grace period the cleanup waits for it before going on.
+    /// How long past a runner pod's grace period a stop waits for it before forcing it off.
     pub pod_wait_margin: Duration,
-    /// Since when the cleanup of a sync (namespace/name) waits for its runner pods to go.
-    pub pod_waits: Mutex<HashMap<String, PodWaitState>>,
     /// The status last written to each sync (by uid), for while the watch cache lags behind it.
     pub written: Mutex<HashMap<String, WrittenStatus>>,
     /// How many syncs are reconciled at once (each probes Doris and talks to the API server).
@@ -83,13 +81,6 @@ pub struct Context {
 
 /// The default of [`Context::max_concurrent_reconciles`].
 pub const DEFAULT_MAX_CONCURRENT_RECONCILES: u16 = 16;
-
-/// A wait for a sync's runner pods to stop.
-#[derive(Clone, Copy, Debug)]
-pub struct PodWaitState {
-    since: Timestamp,
-    reported: bool,
-}
 
 /// A cached probe result.
 #[derive(Clone, Debug)]
@@ -114,7 +105,6 @@ impl Context {
             probes: Mutex::new(HashMap::new()),
             cleanup_policy: RetryPolicy::default(),
             pod_wait_margin: DEFAULT_POD_WAIT_MARGIN,
-            pod_waits: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
             max_concurrent_reconciles: DEFAULT_MAX_CONCURRENT_RECONCILES,
         }
@@ -143,7 +133,12 @@ pub async fn reconcile(sync: Arc<DorisChangelogSync>, ctx: Arc<Context>) -> Resu
         return match cleanup(&sync, &ctx).await? {
             Some(wait) => Ok(Action::requeue(wait)),
             None => {
-                release_finalizer(&api, &*sync).await?;
+                // The cleanup may have annotated the object (its stop mark): release the
+                // finalizer on the version it left.
+                let current = get_opt(&api, &sync.name_any()).await?;
+                if let Some(current) = &current {
+                    release_finalizer(&api, current).await?;
+                }
                 if let Some(uid) = sync.uid() {
                     ctx.written.lock().expect("written lock").remove(&uid);
                 }
@@ -373,6 +368,8 @@ struct RunnerFound {
     state: RunnerState,
     /// Container restarts over the runner's pods; `None` without pods.
     restarts: Option<i32>,
+    /// The latest termination of a runner container.
+    exit: Option<RunnerExit>,
     deployment: Option<Deployment>,
     job: Option<Job>,
 }
@@ -382,16 +379,17 @@ async fn runner_state(ctx: &Context, ns: &str, name: &str) -> Result<RunnerFound
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), ns);
     let deployment = get_opt(&deployments, &names::runner(name)).await?;
     let job = get_opt(&jobs, &names::runner(name)).await?;
-    let workload = |state, restarts| RunnerFound {
+    let workload = |state, restarts, exit| RunnerFound {
         state,
         restarts,
+        exit,
         deployment: deployment.clone(),
         job: job.clone(),
     };
     if let Some(job) = &job {
         let status = job.status.clone().unwrap_or_default();
         if status.succeeded.unwrap_or(0) > 0 {
-            return Ok(workload(RunnerState::Succeeded, None));
+            return Ok(workload(RunnerState::Succeeded, None, None));
         }
         let failed = status
             .conditions
@@ -400,11 +398,11 @@ async fn runner_state(ctx: &Context, ns: &str, name: &str) -> Result<RunnerFound
             .find(|c| c.type_ == "Failed" && c.status == "True");
         if let Some(c) = failed {
             let message = c.message.unwrap_or(c.reason.unwrap_or_default());
-            return Ok(workload(RunnerState::Failed { message }, None));
+            return Ok(workload(RunnerState::Failed { message }, None, None));
         }
     }
     if deployment.is_none() && job.is_none() {
-        return Ok(workload(RunnerState::Absent, None));
+        return Ok(workload(RunnerState::Absent, None, None));
     }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
     let selector = format!("{}={name}", build::SYNC_LABEL);
@@ -414,13 +412,33 @@ async fn runner_state(ctx: &Context, ns: &str, name: &str) -> Result<RunnerFound
         .map_err(Error::Kube)?;
     let mut restarts = None;
     let mut crash_loop = None;
+    let mut exit: Option<(Option<Timestamp>, RunnerExit)> = None;
     for pod in list.items {
+        let pod_name = pod.name_any();
         for cs in pod
             .status
             .and_then(|s| s.container_statuses)
             .unwrap_or_default()
         {
             *restarts.get_or_insert(0) += cs.restart_count;
+            let terminations = [
+                cs.state.as_ref().and_then(|s| s.terminated.as_ref()),
+                cs.last_state.as_ref().and_then(|s| s.terminated.as_ref()),
+            ];
+            for t in terminations.into_iter().flatten() {
+                let finished = t.finished_at.as_ref().map(|f| f.0);
+                if exit.as_ref().is_none_or(|(at, _)| finished > *at) {
+                    let message = t.message.clone().or(t.reason.clone()).unwrap_or_default();
+                    exit = Some((
+                        finished,
+                        RunnerExit {
+                            pod: pod_name.clone(),
+                            code: t.exit_code,
+                            message,
+                        },
+                    ));
+                }
+            }
             let waiting = cs.state.as_ref().and_then(|s| s.waiting.as_ref());
             if crash_loop.is_none()
                 && waiting.and_then(|w| w.reason.as_deref()) == Some("CrashLoopBackOff")
@@ -439,6 +457,7 @@ async fn runner_state(ctx: &Context, ns: &str, name: &str) -> Result<RunnerFound
     Ok(workload(
         crash_loop.unwrap_or(RunnerState::Running),
         restarts,
+        exit.map(|(_, e)| e),
     ))
 }
 
@@ -459,6 +478,7 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
     let RunnerFound {
         state: runner,
         restarts: runner_restarts,
+        exit: runner_exit,
         deployment,
         job,
     } = runner_state(ctx, &ns, &name).await?;
@@ -500,6 +520,8 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
         applied_nonce,
         runner,
         runner_restarts,
+        runner_exit,
+        stopping: stop_mark(sync),
     };
     let active = consumer_id_for(
         &super::plan::base_consumer_id(&observed),
@@ -509,13 +531,17 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
         .as_ref()
         .and_then(build::checkpoint_text)
         .map(crate::checkpoint::parse);
+    let mut earlier_checkpoint = false;
     match stored {
         Some(Ok(Some(cp))) if cp.consumer_id == active => observed.checkpoint = Some(cp),
+        Some(Ok(Some(cp))) => {
+            earlier_checkpoint = super::plan::is_earlier_consumer(&observed, &cp.consumer_id);
+        }
         Some(Err(e)) => observed.checkpoint_error = Some(e),
         _ => {}
     }
 
-    let decision = plan(&observed);
+    let mut decision = plan(&observed);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
     let runner_name = names::runner(&name);
@@ -532,61 +558,36 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
         }
         Plan::Reinitialize(r) => {
             info!(previous = %r.previous_consumer_id, consumer = %r.consumer_id, reason = r.reason, "reinitializing");
-            delete_quietly(&deployments, &runner_name).await?;
-            delete_quietly(&jobs, &runner_name).await?;
+            let purpose = Purpose::Reinit {
+                consumer: r.previous_consumer_id.clone(),
+                reason: r.reason.to_owned(),
+                message: r.message.clone(),
+            };
             // The stopping runner may still save a checkpoint or pre-commit a load: nothing is
-            // read or changed until its pods are gone (status included, so the plan stays).
-            if let Some(wait) = wait_for_runner_pods(ctx, sync, &ns, &name).await? {
-                return Ok(Action::requeue(wait));
-            }
-            let checkpoint_cm = get_opt(&configmaps, &names::checkpoint(&name)).await?;
-            let stored_checkpoint = checkpoint_cm
-                .as_ref()
-                .and_then(build::checkpoint_text)
-                .and_then(|t| crate::checkpoint::parse(t).ok().flatten());
-            // Before the checkpoint (which lists the pending transactions) is cleared: a failure
-            // here leaves everything as it was, and the next pass tries the reinit again.
-            let mut work = cleanup::plan_cleanup(
-                &ns,
-                &sync.spec,
-                stored_checkpoint.as_ref(),
-                &r.previous_consumer_id,
-                Why::Reinitialized,
-            );
-            if checkpoint_cm.is_none() {
-                // No runner ever ran (the ConfigMap comes with the first): no load to look for.
-                work.stale_labels = None;
-            }
-            if !work.is_empty() {
-                let report = cleanup::execute(&work, &targets(sync, ctx, &ns).await).await;
-                if report.errors.is_empty() {
-                    info!(done = %cleanup::cleaned_note(&work, &report), "cleaned the old consumer's state in Doris");
-                    forget_pod_wait(ctx, &ns, &name);
-                } else {
-                    let note = format!(
-                        "cannot re-initialise yet, the old consumer's state in Doris could not be removed: {}; left: {}; retrying",
-                        report.errors.join("; "),
-                        report.left.describe()
-                    );
-                    publish(ctx, sync, true, "ReinitCleanupFailed", note.clone()).await;
-                    return Err(Error::Cleanup(note));
+            // read or changed until its pods are gone or forced off; the status says so.
+            match stop_runner(ctx, sync, &ns, &name, purpose).await? {
+                Stopping::Waiting { message, recheck } => {
+                    if let Plan::Reinitialize(r) = &mut decision {
+                        r.waiting = Some(message);
+                    }
+                    requeue = recheck;
+                }
+                Stopping::Stopped => {
+                    reinit_cleanup(ctx, sync, &ns, &name, r).await?;
+                    requeue = Duration::from_secs(1);
                 }
             }
-            if checkpoint_cm.is_some() {
-                // Also fences a runner pod that outlived the wait.
-                let clear = serde_json::json!({"data": {CHECKPOINT_KEY: null}});
-                configmaps
-                    .patch(
-                        &names::checkpoint(&name),
-                        &PatchParams::default(),
-                        &Patch::Merge(&clear),
-                    )
-                    .await
-                    .map_err(Error::Kube)?;
-            }
-            requeue = Duration::from_secs(1);
         }
         Plan::Run(run) => {
+            if earlier_checkpoint {
+                // The checkpoint of the consumer this one replaced, left by a reinit interrupted
+                // between its status write and the checkpoint's removal: its Doris state is
+                // already cleaned; the new runner must not find it.
+                clear_checkpoint(&configmaps, &name).await?;
+            }
+            if observed.stopping.is_some() {
+                forget_stop(ctx, sync, &ns).await?;
+            }
             if let Some(w) = &run.probe_warning {
                 warn!(warning = %w, "source probe failed; keeping the runner");
             }
@@ -636,22 +637,30 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
             .expect("written lock")
             .insert(uid, remembered);
     }
-    if let Plan::Reinitialize(_) = decision
-        && config_cm.is_some()
+    if let Plan::Reinitialize(r) = &decision
+        && r.waiting.is_none()
     {
-        // After the status holds the new consumer: remember the nonce this reinit answered, so the
-        // same nonce does not reinitialize again.
-        let patch = serde_json::json!({"metadata": {"annotations": {
-            NONCE_ANNOTATION: sync.spec.reinit_nonce,
-        }}});
-        configmaps
-            .patch(
-                &names::config(&name),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .map_err(Error::Kube)?;
+        // After the status holds the new consumer (so an interruption here never relaunches the
+        // old one on an empty checkpoint): the old checkpoint goes, which also fences a runner
+        // pod that outlived the stop; the stop is over; the nonce this reinit answered is kept,
+        // so the same nonce does not reinitialize again.
+        if checkpoint_cm.is_some() {
+            clear_checkpoint(&configmaps, &name).await?;
+        }
+        forget_stop(ctx, sync, &ns).await?;
+        if config_cm.is_some() {
+            let patch = serde_json::json!({"metadata": {"annotations": {
+                NONCE_ANNOTATION: sync.spec.reinit_nonce,
+            }}});
+            configmaps
+                .patch(
+                    &names::config(&name),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .map_err(Error::Kube)?;
+        }
     }
     Ok(Action::requeue(requeue))
 }
@@ -806,7 +815,6 @@ async fn targets(sync: &DorisChangelogSync, ctx: &Context, ns: &str) -> Targets 
             .as_ref()
             .map(|d| d.fe_nodes.clone())
             .unwrap_or_default(),
-        sink_query_port: cleanup::sink_query_port(spec),
         sink_credentials,
         source_fe_nodes: spec.source.fe_nodes.clone(),
         source_query_port: u16::try_from(spec.source.query_port).unwrap_or(9030),
@@ -815,92 +823,257 @@ async fn targets(sync: &DorisChangelogSync, ctx: &Context, ns: &str) -> Targets 
     }
 }
 
-/// After the runner's workload was deleted: `Some(wait)` while its pods are still stopping (a
-/// stopping runner may still pre-commit a load or save a checkpoint, so the checkpoint is read
-/// only after they are gone). A pod past its grace period and [`Context::pod_wait_margin`] is
-/// given up on, with a Warning event, and `None` is returned as when they are gone.
-async fn wait_for_runner_pods(
+/// The stop in progress recorded on `sync`, if any.
+fn stop_mark(sync: &DorisChangelogSync) -> Option<StopMark> {
+    annotation(sync, STOPPING_ANNOTATION).and_then(StopMark::from_annotation)
+}
+
+/// Where a stop of the runner stands.
+enum Stopping {
+    /// Pods are still stopping: the message for the status, and when to look again.
+    Waiting { message: String, recheck: Duration },
+    /// No runner pod is waited for any more: the checkpoint can be read.
+    Stopped,
+}
+
+/// Stops the runner of `sync` for `purpose`, the one I/O path of a re-initialisation and a
+/// deletion ([`stop`]): records the stop on the sync (once; its start survives restarts), deletes
+/// the workload, fences the checkpoint ConfigMap, then waits for the runner's pods until their
+/// grace period and [`Context::pod_wait_margin`] are over, and forces those still there off
+/// (`gracePeriodSeconds: 0`, with a Warning event).
+async fn stop_runner(
     ctx: &Context,
     sync: &DorisChangelogSync,
     ns: &str,
     name: &str,
-) -> Result<Option<Duration>> {
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    purpose: Purpose,
+) -> Result<Stopping> {
+    let client = &ctx.client;
+    let mut mark = stop_mark(sync).filter(|m| m.same_stop(&purpose));
+    if mark.is_none() {
+        // The watch cache may not show a mark written by the last pass yet: ask the API server
+        // before starting the clock again.
+        let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), ns);
+        mark = get_opt(&api, name)
+            .await?
+            .and_then(|fresh| stop_mark(&fresh))
+            .filter(|m| m.same_stop(&purpose));
+    }
+    let mark = match mark {
+        Some(mark) => mark,
+        None => {
+            let mark = StopMark {
+                since: Timestamp::now(),
+                purpose,
+            };
+            let api: Api<DorisChangelogSync> = Api::namespaced(client.clone(), ns);
+            let patch = serde_json::json!({"metadata": {"annotations": {
+                STOPPING_ANNOTATION: mark.to_annotation(),
+            }}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(Error::Kube)?;
+            mark
+        }
+    };
+
+    // Stop the runner, then fence it off its checkpoint, so no new transactions appear.
+    let runner_name = names::runner(name);
+    delete_quietly(
+        &Api::<Deployment>::namespaced(client.clone(), ns),
+        &runner_name,
+    )
+    .await?;
+    delete_quietly(&Api::<Job>::namespaced(client.clone(), ns), &runner_name).await?;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    if let Some(cm) = get_opt(&configmaps, &names::checkpoint(name)).await?
+        && cm.annotations().get(FENCED_ANNOTATION) != Some(&mark.fence())
+    {
+        let patch =
+            serde_json::json!({"metadata": {"annotations": {FENCED_ANNOTATION: mark.fence()}}});
+        match configmaps
+            .patch(
+                &cm.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(Error::Kube(e)),
+        }
+    }
+
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pods = runner_pods(&pods_api, name).await?;
+    let margin = ctx.pod_wait_margin;
+    match stop::decide(&pods, mark.since, Timestamp::now(), margin) {
+        StopStep::Proceed { lingering } => {
+            if !lingering.is_empty() {
+                info!(pods = ?lingering, "runner pods forced off are still listed; the checkpoint fence covers them");
+            }
+            Ok(Stopping::Stopped)
+        }
+        StopStep::Wait {
+            pods,
+            deadline,
+            recheck,
+        } => {
+            info!(?pods, %deadline, "waiting for the runner's pods to stop before reading its checkpoint");
+            let (why, consumer) = match &mark.purpose {
+                Purpose::Reinit {
+                    message, consumer, ..
+                } => (message.as_str(), consumer.as_str()),
+                Purpose::Deletion => ("the sync is being deleted", name),
+            };
+            Ok(Stopping::Waiting {
+                message: stop::waiting_message(why, consumer, &pods, deadline),
+                recheck,
+            })
+        }
+        StopStep::Force { pods, deadline } => {
+            let force = DeleteParams {
+                grace_period_seconds: Some(0),
+                ..DeleteParams::background()
+            };
+            for pod in &pods {
+                match pods_api.delete(pod, &force).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(Error::Kube(e)),
+                }
+            }
+            let still_there: Vec<String> = runner_pods(&pods_api, name)
+                .await?
+                .into_iter()
+                .map(|p| p.name)
+                .filter(|p| pods.contains(p))
+                .collect();
+            let note = stop::forced_note(&pods, deadline, margin, &still_there);
+            warn!(%note, "runner pods did not stop");
+            publish(ctx, sync, true, "RunnerPodsForceDeleted", note).await;
+            Ok(Stopping::Stopped)
+        }
+    }
+}
+
+/// The runner pods of sync `name` that may still run (a finished Job pod runs nothing any more).
+async fn runner_pods(pods: &Api<Pod>, name: &str) -> Result<Vec<stop::RunnerPod>> {
     let selector = format!("{}={name}", build::SYNC_LABEL);
     let list = pods
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(Error::Kube)?;
-    let running: Vec<cleanup::RunnerPod> = list
+    Ok(list
         .items
         .into_iter()
         .filter(|p| {
-            // A finished pod (a Job's) runs nothing any more.
             !matches!(
                 p.status.as_ref().and_then(|s| s.phase.as_deref()),
                 Some("Succeeded" | "Failed")
             )
         })
-        .map(|p| cleanup::RunnerPod {
+        .map(|p| stop::RunnerPod {
             name: p.name_any(),
             deleting_until: p.metadata.deletion_timestamp.as_ref().map(|t| t.0),
-            grace: Duration::from_secs(
-                p.spec
-                    .as_ref()
-                    .and_then(|s| s.termination_grace_period_seconds)
-                    .and_then(|g| u64::try_from(g).ok())
-                    .unwrap_or(30),
-            ),
+            deletion_grace_seconds: p.metadata.deletion_grace_period_seconds,
+            grace: p
+                .spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+                .and_then(|g| u64::try_from(g).ok())
+                .map_or(stop::DEFAULT_GRACE, Duration::from_secs),
         })
-        .collect();
-    let key = format!("{ns}/{name}");
-    if running.is_empty() {
-        ctx.pod_waits.lock().expect("pod wait lock").remove(&key);
-        return Ok(None);
-    }
-    let now = Timestamp::now();
-    let state = *ctx
-        .pod_waits
-        .lock()
-        .expect("pod wait lock")
-        .entry(key.clone())
-        .or_insert(PodWaitState {
-            since: now,
-            reported: false,
-        });
-    match cleanup::runner_pods_wait(&running, state.since, now, ctx.pod_wait_margin) {
-        cleanup::PodWait::Gone => Ok(None),
-        cleanup::PodWait::Wait(wait) => {
-            info!(
-                pods = running.len(),
-                "waiting for the runner's pods to stop before reading its checkpoint"
-            );
-            Ok(Some(wait))
-        }
-        cleanup::PodWait::Overdue(names) => {
-            if !state.reported {
-                let note = format!(
-                    "runner pod(s) {} still there {}s past their grace period; cleaning up without waiting any longer: a load such a pod pre-commits from now on is left to Doris's transaction timeout",
-                    names.join(", "),
-                    ctx.pod_wait_margin.as_secs()
-                );
-                warn!(%note, "runner pods did not stop");
-                publish(ctx, sync, true, "RunnerPodsLingering", note).await;
-                if let Some(s) = ctx.pod_waits.lock().expect("pod wait lock").get_mut(&key) {
-                    s.reported = true;
-                }
-            }
-            Ok(None)
-        }
+        .collect())
+}
+
+/// Removes the stop mark from the sync once the stop's work is done (a stale one is removed too).
+async fn forget_stop(ctx: &Context, sync: &DorisChangelogSync, ns: &str) -> Result<()> {
+    let api: Api<DorisChangelogSync> = Api::namespaced(ctx.client.clone(), ns);
+    let patch = serde_json::json!({"metadata": {"annotations": {STOPPING_ANNOTATION: null}}});
+    match api
+        .patch(
+            &sync.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(Error::Kube(e)),
     }
 }
 
-/// Forgets the pod wait of a sync once its cleanup is over.
-fn forget_pod_wait(ctx: &Context, ns: &str, name: &str) {
-    ctx.pod_waits
-        .lock()
-        .expect("pod wait lock")
-        .remove(&format!("{ns}/{name}"));
+/// Removes the checkpoint from the checkpoint ConfigMap: the resourceVersion moves, so a runner
+/// that still holds the old one can no longer save.
+async fn clear_checkpoint(configmaps: &Api<ConfigMap>, name: &str) -> Result<()> {
+    let clear = serde_json::json!({"data": {CHECKPOINT_KEY: null}});
+    match configmaps
+        .patch(
+            &names::checkpoint(name),
+            &PatchParams::default(),
+            &Patch::Merge(&clear),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(Error::Kube(e)),
+    }
+}
+
+/// What a stopped runner of `consumer` left in Doris, read from its checkpoint ConfigMap now that
+/// no runner can change it.
+async fn left_in_doris(
+    configmaps: &Api<ConfigMap>,
+    sync: &DorisChangelogSync,
+    ns: &str,
+    consumer: &str,
+) -> Result<cleanup::Work> {
+    let checkpoint_cm = get_opt(configmaps, &names::checkpoint(&sync.name_any())).await?;
+    let checkpoint: Option<Checkpoint> = checkpoint_cm
+        .as_ref()
+        .and_then(build::checkpoint_text)
+        .and_then(|t| crate::checkpoint::parse(t).ok().flatten());
+    let mut work = cleanup::plan_cleanup(ns, &sync.spec, checkpoint.as_ref(), consumer);
+    if checkpoint_cm.is_none() {
+        // The checkpoint ConfigMap is created with the first runner: without it none ever ran
+        // (e.g. a sync blocked from the start), so no load can be pre-committed.
+        work.stale_labels = None;
+    }
+    Ok(work)
+}
+
+/// A re-initialisation's Doris cleanup, once the old runner is stopped: its pending transactions
+/// and the loads pre-committed after its last checkpoint aborted, its offset-table row deleted.
+/// Done before the checkpoint (which lists the transactions) is cleared: a failure leaves
+/// everything as it was, with a Warning event, and the next pass tries again.
+async fn reinit_cleanup(
+    ctx: &Context,
+    sync: &DorisChangelogSync,
+    ns: &str,
+    name: &str,
+    r: &super::plan::Reinit,
+) -> Result<()> {
+    let configmaps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
+    let work = left_in_doris(&configmaps, sync, ns, &r.previous_consumer_id).await?;
+    if work.is_empty() {
+        return Ok(());
+    }
+    let report = cleanup::execute(&work, &targets(sync, ctx, ns).await).await;
+    if report.errors.is_empty() {
+        info!(sync = name, done = %cleanup::cleaned_note(&work, &report), "cleaned the old consumer's state in Doris");
+        return Ok(());
+    }
+    let note = format!(
+        "cannot re-initialise yet, the old consumer's state in Doris could not be removed: {}; left: {}; retrying",
+        report.errors.join("; "),
+        report.left.describe()
+    );
+    publish(ctx, sync, true, "ReinitCleanupFailed", note.clone()).await;
+    Err(Error::Cleanup(note))
 }
 
 fn annotation<'a>(sync: &'a DorisChangelogSync, key: &str) -> Option<&'a str> {
@@ -932,66 +1105,23 @@ async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Dura
         return Ok(Some(wait));
     }
 
-    // Stop the runner first, then fence it off its checkpoint, so no new transactions appear.
-    let client = &ctx.client;
-    let runner_name = names::runner(&name);
-    delete_quietly(
-        &Api::<Deployment>::namespaced(client.clone(), &ns),
-        &runner_name,
-    )
-    .await?;
-    delete_quietly(&Api::<Job>::namespaced(client.clone(), &ns), &runner_name).await?;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let checkpoint_cm = get_opt(&configmaps, &names::checkpoint(&name)).await?;
-    if let Some(cm) = &checkpoint_cm
-        && !cm.annotations().contains_key(FENCED_ANNOTATION)
-    {
-        let patch =
-            serde_json::json!({"metadata": {"annotations": {FENCED_ANNOTATION: "deleted"}}});
-        match configmaps
-            .patch(
-                &cm.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(Error::Kube(e)),
-        }
-    }
     // A stopping runner may still pre-commit a load (and, fenced, abort it again): the checkpoint
-    // and the labels after it are read once its pods are gone.
-    if let Some(wait) = wait_for_runner_pods(ctx, sync, &ns, &name).await? {
-        return Ok(Some(wait));
+    // and the labels after it are read once its pods are gone or forced off.
+    let client = &ctx.client;
+    if let Stopping::Waiting { recheck, .. } =
+        stop_runner(ctx, sync, &ns, &name, Purpose::Deletion).await?
+    {
+        return Ok(Some(recheck));
     }
-    let checkpoint_cm = get_opt(&configmaps, &names::checkpoint(&name)).await?;
-    let checkpoint: Option<Checkpoint> = checkpoint_cm
-        .as_ref()
-        .and_then(build::checkpoint_text)
-        .and_then(|t| crate::checkpoint::parse(t).ok().flatten());
-
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let consumer = sync
         .status
         .as_ref()
         .and_then(|s| s.consumer_id.clone())
         .unwrap_or_else(|| sync.consumer_id());
-    let mut work = cleanup::plan_cleanup(
-        &ns,
-        &sync.spec,
-        checkpoint.as_ref(),
-        &consumer,
-        Why::Deleted,
-    );
-    if checkpoint_cm.is_none() {
-        // The checkpoint ConfigMap is created with the first runner: without it none ever ran
-        // (e.g. a sync blocked from the start), so no load can be pre-committed.
-        work.stale_labels = None;
-    }
+    let work = left_in_doris(&configmaps, sync, &ns, &consumer).await?;
     if work.is_empty() {
         info!("sync deleted; nothing to clean in Doris; its runner objects go with it");
-        forget_pod_wait(ctx, &ns, &name);
         return Ok(None);
     }
     let targets = targets(sync, ctx, &ns).await;
@@ -1000,7 +1130,6 @@ async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Dura
         let note = cleanup::cleaned_note(&work, &report);
         info!(%note, "sync deleted; cleaned its state in Doris");
         publish(ctx, sync, false, "CleanedUp", note).await;
-        forget_pod_wait(ctx, &ns, &name);
         return Ok(None);
     }
     let attempts = annotation(sync, CLEANUP_ATTEMPTS_ANNOTATION)
@@ -1014,7 +1143,6 @@ async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Dura
         let note = secret_gone_note(&targets.secrets_gone, &errors, &report.left);
         warn!(%note, "giving up the cleanup of a deleted sync");
         publish(ctx, sync, true, "CleanupAbandoned", note).await;
-        forget_pod_wait(ctx, &ns, &name);
         return Ok(None);
     }
     match cleanup::after_failure(attempts, ctx.cleanup_policy) {
@@ -1022,7 +1150,6 @@ async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Dura
             let note = left_behind_note(attempts, &errors, &report.left);
             warn!(%note, "giving up the cleanup of a deleted sync");
             publish(ctx, sync, true, "CleanupAbandoned", note).await;
-            forget_pod_wait(ctx, &ns, &name);
             Ok(None)
         }
         AfterFailure::Retry(wait) => {

@@ -53,8 +53,10 @@ pub fn compute_status(
         .map(|p| p.ttl_seconds)
         .or_else(|| s.source.as_ref().and_then(|x| x.ttl_seconds));
 
+    // A re-initialisation still waiting for the old runner changes nothing yet but the phase and
+    // the conditions, which say what it waits for.
     let reinit = match plan {
-        Plan::Reinitialize(r) => Some(r),
+        Plan::Reinitialize(r) if r.waiting.is_none() => Some(r),
         _ => None,
     };
     match reinit {
@@ -292,7 +294,10 @@ fn ready(observed: &Observed, plan: &Plan, checkpoint: Option<&Checkpoint>) -> C
         Plan::Reinitialize(r) => (
             False,
             reasons::REINITIALIZING,
-            format!("{}; starting again as consumer {}", r.message, r.consumer_id),
+            match &r.waiting {
+                Some(waiting) => waiting.clone(),
+                None => format!("{}; starting again as consumer {}", r.message, r.consumer_id),
+            },
         ),
         Plan::Run(_) => match &observed.runner {
             RunnerState::CrashLooping { restarts, message } => (
@@ -512,12 +517,24 @@ pub fn notices(old: &DorisChangelogSyncStatus, new: &DorisChangelogSyncStatus) -
     };
     let mut out = Vec::new();
     let (reason, message) = ready(new);
-    if old.phase != new.phase || (new.phase == Some(Phase::Blocked) && ready(old).0 != reason) {
+    let reinitialized = new.consumer_generation.unwrap_or(0) > old.consumer_generation.unwrap_or(0)
+        && new.phase == Some(Phase::Reinitializing);
+    if reinitialized {
+        out.push(Notice {
+            warning: true,
+            reason: "Reinitialized".to_owned(),
+            note: message.clone(),
+        });
+    }
+    if (old.phase != new.phase || (new.phase == Some(Phase::Blocked) && ready(old).0 != reason))
+        && !reinitialized
+    {
         let consumer = new.consumer_id.clone().unwrap_or_default();
         let notice = match new.phase {
             Some(Phase::Blocked | Phase::Failed) => Some((true, reason.clone(), message.clone())),
+            // Waiting for the old runner's pods: the re-initialisation has begun.
             Some(Phase::Reinitializing) => {
-                Some((true, "Reinitialized".to_owned(), message.clone()))
+                Some((true, reasons::REINITIALIZING.to_owned(), message.clone()))
             }
             Some(Phase::Pending) => Some((
                 false,
@@ -911,6 +928,73 @@ mod tests {
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
             ("False", "OffsetExpired")
+        );
+    }
+
+    #[test]
+    fn a_reinit_waiting_for_the_old_runner_says_so_and_changes_nothing_else() {
+        let mut o = observed();
+        o.runner = RunnerState::Absent;
+        o.checkpoint = Some(streaming_checkpoint("orders", 86_400));
+        let streaming = {
+            let mut fresh = o.clone();
+            fresh.checkpoint = Some(streaming_checkpoint("orders", 10));
+            fresh.runner = RunnerState::Running;
+            status_of(&fresh, 50)
+        };
+        o.status = streaming.clone();
+        let Plan::Reinitialize(mut r) = plan(&o) else {
+            panic!("expected a reinit")
+        };
+        r.waiting = Some("waiting for the runner pod(s) orders-runner-x to stop".into());
+        let waiting = compute_status(&o, &Plan::Reinitialize(r.clone()), local(100));
+        assert_eq!(waiting.phase, Some(Phase::Reinitializing));
+        // Still the old consumer, no reinit recorded yet.
+        assert_eq!(waiting.consumer_id.as_deref(), Some("orders"));
+        assert_eq!(waiting.consumer_generation, Some(0));
+        assert_eq!(waiting.last_reinit, None);
+        let ready = get_condition(&waiting.conditions, types::READY).unwrap();
+        assert_eq!(
+            (
+                ready.status.as_str(),
+                ready.reason.as_str(),
+                ready.message.as_str()
+            ),
+            (
+                "False",
+                "Reinitializing",
+                "waiting for the runner pod(s) orders-runner-x to stop"
+            )
+        );
+        let n = notices(&streaming, &waiting);
+        assert_eq!(
+            n,
+            vec![Notice {
+                warning: true,
+                reason: "Reinitializing".into(),
+                note: "waiting for the runner pod(s) orders-runner-x to stop".into(),
+            }]
+        );
+        // Then the reinit itself: one Reinitialized event, though the phase stays.
+        r.waiting = None;
+        o.status = waiting.clone();
+        let done = compute_status(&o, &Plan::Reinitialize(r), local(110));
+        assert_eq!(done.consumer_id.as_deref(), Some("orders-r1"));
+        let n = notices(&waiting, &done);
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert_eq!(n[0].reason, "Reinitialized");
+        assert!(
+            n[0].note.ends_with("starting again as consumer orders-r1"),
+            "{}",
+            n[0].note
+        );
+        // A reinit without a wait: also exactly one event.
+        assert_eq!(
+            notices(&streaming, &done)
+                .into_iter()
+                .map(|n| n.reason)
+                .collect::<Vec<_>>(),
+            ["Reinitialized"]
         );
     }
 

@@ -54,6 +54,8 @@ pub fn observed() -> Observed {
         applied_nonce: None,
         runner: RunnerState::Absent,
         runner_restarts: None,
+        runner_exit: None,
+        stopping: None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! Doris cleanup against doris-emu and the test bed's control plane: deletion aborts the pending pre-committed
 //! transaction and the loads pre-committed after the checkpoint, and deletes the offset-table
-//! row, after the runner's pods are gone (or overdue); re-initialisation in upsert mode truncates
-//! the sink; an unreachable sink is reported and let go after the bounded retries; a deleted
+//! row, after the runner's pods are gone (or forced off); re-initialisation cleans the old consumer
+//! the same way and leaves the sink table to the new runner's rebuild; an unreachable sink is reported and let go after the bounded retries; a deleted
 //! credentials Secret gives up at once.
 
 use std::{sync::Arc, time::Duration};
@@ -277,7 +277,7 @@ async fn deletion_aborts_pending_txns_and_deletes_the_offset_row() -> Result<()>
         )]
     );
     assert!(
-        events_about(client, "s", "RunnerPodsLingering")
+        events_about(client, "s", "RunnerPodsForceDeleted")
             .await?
             .is_empty()
     );
@@ -297,7 +297,7 @@ async fn deletion_aborts_pending_txns_and_deletes_the_offset_row() -> Result<()>
 }
 
 #[tokio::test]
-async fn reinit_in_upsert_mode_truncates_the_sink_and_drops_the_old_offset_row() -> Result<()> {
+async fn reinit_in_upsert_mode_keeps_the_sink_and_drops_the_old_offset_row() -> Result<()> {
     let bed = Bed::start().await?;
     let (api, client, doris) = (&bed.api, &bed.client, &bed.doris);
     let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
@@ -330,8 +330,9 @@ async fn reinit_in_upsert_mode_truncates_the_sink_and_drops_the_old_offset_row()
     };
     assert_eq!(status.phase, Some(Phase::Reinitializing));
     assert_eq!(status.consumer_id.as_deref(), Some("s-r1"));
+    // Readers keep the old rows: the new consumer's runner rebuilds the table and swaps it in.
     let count: Option<i64> = conn.query_first("SELECT COUNT(*) FROM db.dst").await?;
-    assert_eq!(count, Some(0), "the sink was not truncated");
+    assert_eq!(count, Some(2), "the sink was touched");
     assert!(offset_consumers(doris).await?.is_empty());
     conn.disconnect().await?;
 
@@ -415,7 +416,7 @@ async fn an_unreachable_sink_blocks_and_deletion_gives_up_after_the_retries() ->
 }
 
 #[tokio::test]
-async fn deletion_waits_for_the_runner_pods_and_gives_up_on_overdue_ones() -> Result<()> {
+async fn deletion_waits_for_the_runner_pods_and_forces_overdue_ones_off() -> Result<()> {
     let bed = Bed::start().await?;
     let (api, client, ports) = (&bed.api, &bed.client, bed.ports);
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
@@ -442,14 +443,14 @@ async fn deletion_waits_for_the_runner_pods_and_gives_up_on_overdue_ones() -> Re
     assert!(api.get_opt("s").await?.is_some());
     assert_eq!(txn_state(ports.fe_http_port, txn).await?, "PRECOMMITTED");
     let cm = bed.configmaps.get("s-checkpoint").await?;
-    assert_eq!(
-        cm.metadata
-            .annotations
-            .unwrap_or_default()
-            .get("dcs.dev/fenced")
-            .map(String::as_str),
-        Some("deleted")
-    );
+    let fence = cm
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .get("dcs.dev/fenced")
+        .cloned()
+        .unwrap_or_default();
+    assert!(fence.starts_with("deleted since "), "{fence}");
     // Meanwhile the stopping runner pre-commits a load of checkpoint 4.
     let late = precommit(ports.be_http_port, "dcs-s-4-0").await?;
 
@@ -458,13 +459,23 @@ async fn deletion_waits_for_the_runner_pods_and_gives_up_on_overdue_ones() -> Re
     assert!(passes > 1, "the operator did not wait ({passes} passes)");
     assert_eq!(txn_state(ports.fe_http_port, txn).await?, "ABORTED");
     assert_eq!(txn_state(ports.fe_http_port, late).await?, "ABORTED");
-    let lingering = events_about(client, "s", "RunnerPodsLingering").await?;
+    let forced = events_about(client, "s", "RunnerPodsForceDeleted").await?;
+    assert_eq!(forced.len(), 1, "{forced:?}");
+    assert!(
+        forced[0].1.starts_with(
+            "runner pod(s) s-runner-held did not stop within their grace period and a 2s margin (until "
+        ) && forced[0].1.ends_with(
+            "): deleted them with gracePeriodSeconds 0 and went on; s-runner-held still listed (a finalizer or an unreachable node): the checkpoint ConfigMap fence keeps it from saving or committing, and a load it pre-commits is left to Doris's transaction timeout"
+        ),
+        "{}",
+        forced[0].1
+    );
     assert_eq!(
-        lingering,
-        vec![(
-            "Warning".to_owned(),
-            "runner pod(s) s-runner-held still there 2s past their grace period; cleaning up without waiting any longer: a load such a pod pre-commits from now on is left to Doris's transaction timeout".to_owned()
-        )]
+        pods.get("s-runner-held")
+            .await?
+            .metadata
+            .deletion_grace_period_seconds,
+        Some(0)
     );
     assert_eq!(events_about(client, "s", "CleanedUp").await?.len(), 1);
     bed.shutdown().await;

@@ -9,3 +9,4 @@ mod common;
 mod controller;
 mod leader;
 mod reconcile;
+mod reinit;
