@@ -227,8 +227,10 @@ scenario_runner_killed() {
     wait_for "no pre-committed loads left in ${db}_sink" 30 no_precommitted_loads "${db}_sink"
 }
 
-# 3. doris-emu's clock moved past the TTL while the runner was stopped: re-initialised under
-# `<base>-r<n>`, and the sink equals the source again (also for rows deleted in the lost window).
+# 3. doris-emu's clock moves past the TTL behind a live runner's offset: the runner stops with
+# OffsetExpired (exit 3) instead of reading on, the operator re-initialises under `<base>-r<n>`,
+# and the sink equals the source again (also for rows deleted in the lost window) without ever
+# being empty.
 scenario_reinit_on_expiry() {
     local ns=$1 db=e2e_reinit
     create_source_table "$db" src '"changelog.ttl_seconds" = "600"'
@@ -242,26 +244,28 @@ scenario_reinit_on_expiry() {
     wait_for "a checkpoint in the checkpoint ConfigMap" 30 checkpoint_streaming "$ns" s3
     wait_for "the offset-table row of $base" 30 offset_rows_are "$db.offsets" "$base" 1
 
-    # Stop reading (suspend), change the source, then let the changelog expire behind the offset.
-    kubectl -n "$ns" patch dcs s3 --type merge -p '{"spec":{"suspend":true}}' >/dev/null
-    wait_phase "$ns" s3 Suspended 60
-    wait_for "runner pods gone" 60 no_runner_pods "$ns" s3
+    # The runner keeps running: change the source, then let the changelog expire behind its offset
+    # before its next window.
     some_changes "$db.src" 21 30 lost-window
     sql "DELETE FROM $db.src WHERE id IN (5, 6)"
-    log "advancing doris-emu's clock by 700 s (TTL 600 s): $(doris_clock_advance 700)"
-    kubectl -n "$ns" patch dcs s3 --type merge -p '{"spec":{"suspend":false}}' >/dev/null
+    log "advancing doris-emu's clock by 700 s (TTL 600 s) under the live runner: $(doris_clock_advance 700)"
 
-    wait_for "status.consumerId is $base-r<n>" 60 \
+    wait_for "status.consumerId is $base-r<n>" 120 \
         bash -c "[[ \"\$(kubectl -n $ns get dcs s3 -o jsonpath='{.status.consumerId}')\" =~ ^$base-r[0-9]+\$ ]]"
     local consumer
     consumer=$(jget "$ns" s3 .status.consumerId)
     log "re-initialised: consumer $base -> $consumer; lastReinit $(jget "$ns" s3 .status.lastReinit)"
     [[ "$(jget "$ns" s3 .status.lastReinit.previousConsumerId)" == "$base" ]] ||
         fail "status.lastReinit.previousConsumerId is not $base"
+    [[ "$(jget "$ns" s3 .status.lastReinit.reason)" == OffsetExpired ]] ||
+        fail "lastReinit.reason is '$(jget "$ns" s3 .status.lastReinit.reason)', expected OffsetExpired"
     wait_for "a Reinitialized event" 30 \
         bash -c "kubectl -n $ns get events -o json | jq -e '[.items[] | select(.reason | test(\"Reinit\"))] | length > 0' >/dev/null"
+    # Readers kept the old table until the rebuilt one was swapped in: never empty.
+    [[ "$(sql "SELECT COUNT(*) FROM ${db}_sink.dst")" -gt 0 ]] || fail "the sink table is empty during the reinit"
     wait_phase "$ns" s3 Streaming 90
     wait_tables_equal "$db.src" "${db}_sink.dst" 60
+    [[ -z "$(sql "SHOW TABLES FROM ${db}_sink LIKE 'dst__dcs_shadow'")" ]] || fail "the shadow table is still there after the swap"
     some_changes "$db.src" 31 40 after-reinit
     wait_tables_equal "$db.src" "${db}_sink.dst"
     [[ "$(jget "$ns" s3 .status.consumerId)" == "$consumer" ]] || fail "re-initialised more than once"
