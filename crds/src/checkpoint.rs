@@ -85,8 +85,14 @@ fn label_scheme_v1() -> u32 {
 }
 
 /// The process exit code of a runner whose changelog offset expired (`dcs-runner`'s code 3): a
-/// pod that keeps exiting with it needs a re-initialisation, not a restart.
-pub const OFFSET_EXPIRED_EXIT_CODE: i32 = 3;
+/// pod that keeps exiting with it needs a re-initialisation, not a restart. The stop record's
+/// reason is then [`crate::conditions::reasons::OFFSET_EXPIRED`].
+pub const OFFSET_EXPIRED_EXIT_CODE: u8 = 3;
+
+/// Doris's own words when a minDelta read starts before the changelog's TTL (`Changelog offset
+/// has expired according to changelog.ttl_seconds`, `Row binlog offset has expired according to
+/// binlog.ttl_seconds`): an error holding them is an expired offset.
+pub const DORIS_OFFSET_EXPIRED: &str = "offset has expired according to";
 
 /// The annotation on a runner's manifest that says its consumer re-initialises the named earlier
 /// consumer: a runner that starts without a checkpoint then rebuilds the sink (an upsert sink

@@ -7,7 +7,7 @@ pub use dcs_crds::checkpoint::{
     CHECKPOINT_KEY, Checkpoint, CheckpointFormatError, Counters, FORMAT_VERSION, LastError, Offset,
     PendingTxn, Position, Stopped,
 };
-use dcs_crds::conditions::reasons::OFFSET_EXPIRED;
+use dcs_crds::{checkpoint::DORIS_OFFSET_EXPIRED, conditions::reasons::OFFSET_EXPIRED};
 
 /// Parses the stored JSON; `Ok(None)` for an empty ConfigMap value.
 ///
@@ -25,11 +25,6 @@ pub fn parse(json: &str) -> Result<Option<Checkpoint>, String> {
     })
 }
 
-/// Doris's own words when a minDelta read starts before the changelog's TTL (`Changelog offset
-/// has expired according to changelog.ttl_seconds`, `Row binlog offset has expired …`): runners
-/// from before the runner's own guard recorded that error under another reason.
-const DORIS_OFFSET_EXPIRED: &str = "offset has expired";
-
 /// What the runner said when it found its offset expired, if it did: its stop record (reason
 /// OffsetExpired), else its last error (that reason, or Doris's minDelta error).
 pub fn offset_expired_message(checkpoint: &Checkpoint) -> Option<&str> {
@@ -38,6 +33,8 @@ pub fn offset_expired_message(checkpoint: &Checkpoint) -> Option<&str> {
     {
         return Some(&stopped.message);
     }
+    // Runners from before the runner's own retention guard recorded Doris's error under another
+    // reason.
     checkpoint
         .last_error
         .as_ref()

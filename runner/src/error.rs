@@ -252,7 +252,7 @@ pub mod exit_code {
     /// The manifest, environment or command line is wrong.
     pub const CONFIG: u8 = 2;
     /// The changelog offset has expired: the runner's own retention check, or minDelta's error.
-    pub const OFFSET_EXPIRED: u8 = 3;
+    pub const OFFSET_EXPIRED: u8 = dcs_crds::checkpoint::OFFSET_EXPIRED_EXIT_CODE;
     /// Another runner owns the checkpoint.
     pub const FENCED: u8 = 4;
 }
@@ -267,7 +267,9 @@ impl Error {
     /// changelog.ttl_seconds`, or the `binlog.*` spelling).
     pub fn is_offset_expired(&self) -> bool {
         matches!(self, Self::OffsetExpired { .. } | Self::LoadsLost { .. })
-            || self.to_string().contains("offset has expired according to")
+            || self
+                .to_string()
+                .contains(dcs_crds::checkpoint::DORIS_OFFSET_EXPIRED)
     }
 
     /// The process exit code this error stops `dcs-runner` with (see [`exit_code`]).
@@ -289,7 +291,7 @@ impl Error {
             Self::Fenced { .. } | Self::CheckpointLocked { .. } | Self::LabelInUse { .. } => {
                 "Fenced"
             }
-            e if e.is_offset_expired() => "OffsetExpired",
+            e if e.is_offset_expired() => dcs_crds::conditions::reasons::OFFSET_EXPIRED,
             Self::Sink { .. } => "StreamLoadFailed",
             Self::CheckpointStore { .. } | Self::CheckpointSaveUnknown { .. } => {
                 "CheckpointStoreFailed"

@@ -512,7 +512,7 @@ fn runner_reports_expiry(observed: &Observed) -> Option<String> {
         return Some(format!("the runner reports the offset expired: {message}"));
     }
     let exit = observed.runner_exit.as_ref()?;
-    (exit.code == dcs_crds::checkpoint::OFFSET_EXPIRED_EXIT_CODE).then(|| {
+    (exit.code == i32::from(dcs_crds::checkpoint::OFFSET_EXPIRED_EXIT_CODE)).then(|| {
         format!(
             "the runner reports the offset expired: pod {} exited with code {} ({})",
             exit.pod, exit.code, exit.message
