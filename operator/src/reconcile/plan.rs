@@ -312,23 +312,27 @@ pub fn plan(observed: &Observed) -> Plan {
             ),
         );
     }
-    if observed.status.phase == Some(Phase::Failed) {
-        let reason = observed
-            .status
-            .last_error
-            .as_ref()
-            .and_then(|e| e.reason.as_deref());
-        if reason == Some(reasons::OFFSET_EXPIRED) {
-            return Plan::Fail {
+    // Failed on an expired offset: nothing says so any more (the runner is stopped, its stop
+    // record may be gone), so the sync stays Failed until a person acts, as its message says:
+    // a new reinitNonce (above) or onOffsetExpired: reinitialize.
+    if observed.status.phase == Some(Phase::Failed)
+        && let Some(error) = &observed.status.last_error
+        && error.reason.as_deref() == Some(reasons::OFFSET_EXPIRED)
+    {
+        let message = error.message.clone().unwrap_or_default();
+        return match spec.on_offset_expired {
+            OnOffsetExpired::Fail => Plan::Fail {
                 reason: reasons::OFFSET_EXPIRED,
-                message: observed
-                    .status
-                    .last_error
-                    .as_ref()
-                    .and_then(|e| e.message.clone())
-                    .unwrap_or_default(),
-            };
-        }
+                message,
+            },
+            OnOffsetExpired::Reinitialize => reinit(
+                &base,
+                generation,
+                current_id,
+                reasons::OFFSET_EXPIRED,
+                format!("onOffsetExpired is now reinitialize; the sync had failed: {message}"),
+            ),
+        };
     }
     // The runner's own word needs no probe: it stopped because the offset expired.
     if spec.is_incremental()
@@ -933,16 +937,37 @@ mod tests {
     }
 
     #[test]
-    fn failed_stays_failed_until_the_nonce_changes() {
+    fn failed_stays_failed_until_the_nonce_or_on_offset_expired_changes() {
         let mut o = observed();
         o.applied_nonce = Some(String::new());
+        o.spec.on_offset_expired = OnOffsetExpired::Fail;
         o.status.phase = Some(Phase::Failed);
         o.status.last_error = Some(ErrorStatus {
             at: None,
             reason: Some("OffsetExpired".into()),
             message: Some("expired".into()),
         });
-        assert!(matches!(plan(&o), Plan::Fail { .. }));
+        // Nothing observed says expired any more: still Failed, with the same message.
+        assert_eq!(
+            plan(&o),
+            Plan::Fail {
+                reason: "OffsetExpired",
+                message: "expired".into()
+            }
+        );
+        o.spec.on_offset_expired = OnOffsetExpired::Reinitialize;
+        let Plan::Reinitialize(r) = plan(&o) else {
+            panic!("expected a reinit, got {:?}", plan(&o))
+        };
+        assert_eq!(
+            (r.reason, r.message.as_str(), r.consumer_id.as_str()),
+            (
+                "OffsetExpired",
+                "onOffsetExpired is now reinitialize; the sync had failed: expired",
+                "orders-r1"
+            )
+        );
+        o.spec.on_offset_expired = OnOffsetExpired::Fail;
         o.spec.reinit_nonce = "again".into();
         let Plan::Reinitialize(r) = plan(&o) else {
             panic!()

@@ -317,19 +317,20 @@ async fn reinit_in_upsert_mode_keeps_the_sink_and_drops_the_old_offset_row() -> 
         &Patch::Merge(serde_json::json!({"spec": {"reinitNonce": "again"}})),
     )
     .await?;
-    // The runner's pods go first (the test bed's control plane's garbage collector deletes them after the Deployment).
+    // The runner's pods go first (the control plane's garbage collector deletes them after the
+    // Deployment): meanwhile the phase is Reinitializing under the old consumer.
     let mut passes = 0;
     let status = loop {
         passes += 1;
         reconcile(Arc::new(api.get("s").await?), ctx.clone()).await?;
         let status = api.get("s").await?.status.expect("a status");
-        if status.phase == Some(Phase::Reinitializing) || passes == 50 {
+        if status.consumer_id.as_deref() == Some("s-r1") || passes == 100 {
             break status;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(status.phase, Some(Phase::Reinitializing));
     assert_eq!(status.consumer_id.as_deref(), Some("s-r1"));
+    assert_eq!(status.phase, Some(Phase::Reinitializing));
     // Readers keep the old rows: the new consumer's runner rebuilds the table and swaps it in.
     let count: Option<i64> = conn.query_first("SELECT COUNT(*) FROM db.dst").await?;
     assert_eq!(count, Some(2), "the sink was touched");

@@ -17,7 +17,7 @@ use kube::{
 
 use crate::common;
 
-use common::{create_doris_secret, doris_with_tables, events_about, install_crd};
+use common::{create_doris_secret, doris_with_tables, events_about, install_crd, poll};
 
 /// The CRD with a schema-less spec, as a cluster may hold objects stored before validation.
 async fn install_lenient_crd(client: &Client) -> Result<()> {
@@ -29,24 +29,6 @@ async fn install_lenient_crd(client: &Client) -> Result<()> {
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] =
         serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
     common::apply_crd(client, crd).await
-}
-
-async fn poll<T>(
-    what: &str,
-    timeout: Duration,
-    mut check: impl AsyncFnMut() -> Result<Option<T>>,
-) -> Result<T> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await? {
-            return Ok(v);
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test]

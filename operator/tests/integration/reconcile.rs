@@ -170,24 +170,27 @@ async fn blocked_then_launched_then_suspended() -> Result<()> {
     Ok(())
 }
 
-/// Reconciles until the status has `phase` (a re-initialisation first waits for the runner's pods,
-/// which the test bed's control plane's garbage collector deletes after the Deployment); the last status.
-async fn reconcile_until_phase(
+/// Reconciles until the status records `consumer` (a re-initialisation first waits for the
+/// runner's pods, which the control plane's garbage collector deletes after the Deployment, with
+/// phase Reinitializing and the old consumer meanwhile); the status of that pass.
+async fn reconcile_until_consumer(
     api: &Api<DorisChangelogSync>,
     name: &str,
     ctx: &Arc<Context>,
-    phase: Phase,
+    consumer: &str,
 ) -> Result<dcs_crds::DorisChangelogSyncStatus> {
-    let mut passes = 0;
-    loop {
-        passes += 1;
+    for _ in 0..100 {
         reconcile(Arc::new(api.get(name).await?), ctx.clone()).await?;
         let status = api.get(name).await?.status.unwrap_or_default();
-        if status.phase == Some(phase) || passes == 50 {
+        if status.consumer_id.as_deref() == Some(consumer) {
             return Ok(status);
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+    panic!(
+        "consumer {consumer} not reached; status {:?}",
+        api.get(name).await?.status
+    );
 }
 
 #[tokio::test]
@@ -249,9 +252,8 @@ async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
         .send()
         .await?
         .error_for_status()?;
-    let status = reconcile_until_phase(&api, "s", &ctx, Phase::Reinitializing).await?;
+    let status = reconcile_until_consumer(&api, "s", &ctx, "s-r1").await?;
     assert_eq!(status.phase, Some(Phase::Reinitializing));
-    assert_eq!(status.consumer_id.as_deref(), Some("s-r1"));
     let reinit = status.last_reinit.expect("lastReinit");
     assert_eq!(
         (
@@ -280,7 +282,7 @@ async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
         &Patch::Merge(serde_json::json!({"spec": {"reinitNonce": "again"}})),
     )
     .await?;
-    let status = reconcile_until_phase(&api, "s", &ctx, Phase::Reinitializing).await?;
+    let status = reconcile_until_consumer(&api, "s", &ctx, "s-r2").await?;
     assert_eq!(status.phase, Some(Phase::Reinitializing));
     assert_eq!(
         status.last_reinit.and_then(|r| r.reason).as_deref(),

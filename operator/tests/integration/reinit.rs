@@ -23,7 +23,7 @@ use mysql_async::prelude::Queryable;
 
 use crate::common;
 
-use common::{create_doris_secret, doris_with_tables, events_about, install_crd, mysql};
+use common::{create_doris_secret, doris_with_tables, events_about, install_crd, mysql, poll};
 
 const TABLES: [&str; 2] = [
     "CREATE TABLE db.src (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
@@ -64,6 +64,11 @@ impl Bed {
     }
 
     async fn create_sync(&self, name: &str) -> Result<()> {
+        self.create_sync_with(name, "").await
+    }
+
+    /// A sync whose spec also has the `extra` lines (indented as spec fields).
+    async fn create_sync_with(&self, name: &str, extra: &str) -> Result<()> {
         let ports = self.doris.ports();
         let yaml = format!(
             r#"
@@ -82,6 +87,7 @@ spec:
       feNodes: ["127.0.0.1:{fe}"]
       table: db.dst
       credentials: {{secretName: doris}}
+{extra}
 "#,
             fe = ports.fe_http_port,
             query = ports.query_port,
@@ -106,6 +112,22 @@ spec:
     /// The checkpoint a runner of consumer `name` saved at Doris's now, optionally with the stop
     /// record the runner writes when it finds its offset expired (exit code 3).
     async fn save_checkpoint(&self, name: &str, expired: bool) -> Result<()> {
+        let stopped = expired.then(|| {
+            serde_json::json!({
+                "at": "2026-11-29T14:00:05Z", "reason": "OffsetExpired", "exitCode": 3,
+                "message": "the changelog window from 2026-11-29 13:00:00 starts within 60s of the TTL",
+            })
+        });
+        self.save_checkpoint_stopped(name, stopped).await
+    }
+
+    /// The checkpoint a runner of consumer `name` saved at Doris's now, with `stopped` as its stop
+    /// record.
+    async fn save_checkpoint_stopped(
+        &self,
+        name: &str,
+        stopped: Option<serde_json::Value>,
+    ) -> Result<()> {
         let now_ms = self.doris_now_ms().await?;
         let mut checkpoint = serde_json::json!({
             "formatVersion": 1, "consumerId": name, "checkpointId": 9,
@@ -114,11 +136,8 @@ spec:
                          "offset": {"timestamp": "2026-11-29 14:00:00", "epochMs": now_ms, "tso": now_ms << 18}},
             "counters": {"rowsRead": 5, "rowsWritten": 5, "rowsDeleted": 0, "loads": 2, "bytes": 10},
         });
-        if expired {
-            checkpoint["stopped"] = serde_json::json!({
-                "at": "2026-11-29T14:00:05Z", "reason": "OffsetExpired", "exitCode": 3,
-                "message": "the changelog window from 2026-11-29 13:00:00 starts within 60s of the TTL",
-            });
+        if let Some(stopped) = stopped {
+            checkpoint["stopped"] = stopped;
         }
         self.configmaps
             .patch(
@@ -129,6 +148,19 @@ spec:
                 ),
             )
             .await?;
+        Ok(())
+    }
+
+    /// A sync (spec with the `extra` lines) launched and Streaming on a checkpoint its runner
+    /// saved at Doris's now.
+    async fn streaming_sync(&self, name: &str, extra: &str, ctx: &Arc<Context>) -> Result<()> {
+        self.create_sync_with(name, extra).await?;
+        for _ in 0..3 {
+            self.reconcile(name, ctx).await?;
+        }
+        self.save_checkpoint(name, false).await?;
+        self.reconcile(name, ctx).await?;
+        assert_eq!(self.status(name).await?.phase, Some(Phase::Streaming));
         Ok(())
     }
 
@@ -166,46 +198,35 @@ fn ready(status: &dcs_crds::DorisChangelogSyncStatus) -> (String, String, String
     (c.status.clone(), c.reason.clone(), c.message.clone())
 }
 
-#[tokio::test]
-async fn a_runner_stopped_with_offset_expired_is_reinitialized_at_the_next_reconcile() -> Result<()>
-{
-    let bed = Bed::start().await?;
-    let ctx = Arc::new(Context::new(bed.client.clone(), None));
-    bed.create_sync("s").await?;
-    for _ in 0..3 {
-        bed.reconcile("s", &ctx).await?;
-    }
-    bed.save_checkpoint("s", false).await?;
-    bed.reconcile("s", &ctx).await?;
-    assert_eq!(bed.status("s").await?.phase, Some(Phase::Streaming));
-    // The sink holds the old consumer's rows; they stay until the new runner swaps its rebuild in.
-    let mut conn = mysql(&bed.doris).await?;
-    conn.query_drop("INSERT INTO db.dst (id, v) VALUES (1, 'a'), (2, 'b')")
-        .await?;
-
-    // Full headroom by Doris's clock: only the runner's stop record says the offset expired.
-    bed.save_checkpoint("s", true).await?;
-    bed.reconcile("s", &ctx).await?;
-    let status = bed.status("s").await?;
+/// The status is Reinitializing with OffsetHealthy False OffsetExpired, its message starting with
+/// `why`.
+fn assert_reinitializing_on_expiry(status: &dcs_crds::DorisChangelogSyncStatus, why: &str) {
     assert_eq!(status.phase, Some(Phase::Reinitializing), "{status:?}");
     let offset = get_condition(&status.conditions, "OffsetHealthy").expect("OffsetHealthy");
     assert_eq!(
         (offset.status.as_str(), offset.reason.as_str()),
         ("False", "OffsetExpired")
     );
-    assert!(
-        offset.message.starts_with(
-            "the runner reports the offset expired: the changelog window from 2026-11-29 13:00:00 starts within 60s of the TTL"
-        ),
-        "{}",
-        offset.message
-    );
+    assert!(offset.message.starts_with(why), "{}", offset.message);
+}
 
-    let status = reconcile_until(&bed, "s", &ctx, "the reinit", |s| {
+/// Reconciles until consumer `s` is re-initialised as `s-r1`; the status.
+async fn until_s_r1(bed: &Bed, ctx: &Arc<Context>) -> Result<dcs_crds::DorisChangelogSyncStatus> {
+    reconcile_until(bed, "s", ctx, "the reinit", |s| {
         s.consumer_id.as_deref() == Some("s-r1")
     })
-    .await?;
-    let reinit = status.last_reinit.expect("lastReinit");
+    .await
+}
+
+/// Reconciles until consumer `s` is re-initialised as `s-r1` on an expired offset: `lastReinit`
+/// says so, and one Warning event `Reinitialized` starting with `why`; the status.
+async fn reinitialized_on_expiry(
+    bed: &Bed,
+    ctx: &Arc<Context>,
+    why: &str,
+) -> Result<dcs_crds::DorisChangelogSyncStatus> {
+    let status = until_s_r1(bed, ctx).await?;
+    let reinit = status.last_reinit.clone().expect("lastReinit");
     assert_eq!(
         (
             reinit.reason.as_deref(),
@@ -217,10 +238,30 @@ async fn a_runner_stopped_with_offset_expired_is_reinitialized_at_the_next_recon
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].0, "Warning");
     assert!(
-        events[0].1.ends_with("starting again as consumer s-r1"),
+        events[0].1.starts_with(why) && events[0].1.ends_with("; starting again as consumer s-r1"),
         "{}",
         events[0].1
     );
+    Ok(status)
+}
+
+#[tokio::test]
+async fn a_runner_stopped_with_offset_expired_is_reinitialized_at_the_next_reconcile() -> Result<()>
+{
+    let bed = Bed::start().await?;
+    let ctx = Arc::new(Context::new(bed.client.clone(), None));
+    bed.streaming_sync("s", "", &ctx).await?;
+    // The sink holds the old consumer's rows; they stay until the new runner swaps its rebuild in.
+    let mut conn = mysql(&bed.doris).await?;
+    conn.query_drop("INSERT INTO db.dst (id, v) VALUES (1, 'a'), (2, 'b')")
+        .await?;
+
+    // Full headroom by Doris's clock: only the runner's stop record says the offset expired.
+    bed.save_checkpoint("s", true).await?;
+    bed.reconcile("s", &ctx).await?;
+    let why = "the runner reports the offset expired: the changelog window from 2026-11-29 13:00:00 starts within 60s of the TTL";
+    assert_reinitializing_on_expiry(&bed.status("s").await?, why);
+    reinitialized_on_expiry(&bed, &ctx, why).await?;
     let cm = bed.configmaps.get("s-checkpoint").await?;
     assert!(!cm.data.unwrap_or_default().contains_key("checkpoint.json"));
     let sync = bed.api.get("s").await?;
@@ -252,6 +293,180 @@ async fn a_runner_stopped_with_offset_expired_is_reinitialized_at_the_next_recon
             .get("dcs.dev/reinitialized-from")
             .map(String::as_str),
         Some("s")
+    );
+    Ok(())
+}
+
+/// Doris's emulated clock moves `seconds` on.
+async fn advance_doris_clock(bed: &Bed, seconds: i64) -> Result<()> {
+    reqwest::Client::new()
+        .post(format!(
+            "http://127.0.0.1:{}/_emu/clock/advance",
+            bed.doris.ports().fe_http_port
+        ))
+        .json(&serde_json::json!({ "seconds": seconds }))
+        .send()
+        .await?
+        .error_for_status()?;
+    Ok(())
+}
+
+/// The sync's runner pod (the Deployment's, Pending without a kubelet), once there is one.
+async fn runner_pod(bed: &Bed, name: &str) -> Result<Pod> {
+    poll("the runner pod", Duration::from_secs(30), async || {
+        let list = bed
+            .pods
+            .list(&kube::api::ListParams::default().labels(&format!("dcs.dev/sync={name}")))
+            .await?;
+        Ok(list.items.into_iter().next())
+    })
+    .await
+}
+
+/// What a kubelet reports for a runner container that keeps exiting with `code`.
+async fn crash_loop(bed: &Bed, pod: &Pod, code: i32) -> Result<()> {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    bed.pods
+        .patch_status(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"containerStatuses": [{
+                "name": "runner", "image": "dcs-runner", "imageID": "", "ready": false,
+                "restartCount": 4,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                "lastState": {"terminated": {"exitCode": code, "reason": "Error",
+                                             "startedAt": now, "finishedAt": now}},
+            }]}})),
+        )
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn headroom_reaching_zero_by_doris_clock_while_the_runner_is_down_reinitializes() -> Result<()>
+{
+    let bed = Bed::start().await?;
+    let ctx = Arc::new(Context::new(bed.client.clone(), None));
+    bed.streaming_sync("s", "", &ctx).await?;
+
+    // The runner is down, for a reason of its own (exit code 1, not 3): it says nothing about the
+    // offset, and a crash loop alone is no reason to re-initialise.
+    bed.save_checkpoint_stopped(
+        "s",
+        Some(serde_json::json!({
+            "at": "2026-11-29T14:00:05Z", "reason": "StreamLoadFailed", "exitCode": 1,
+            "message": "the sink refused the load",
+        })),
+    )
+    .await?;
+    let pod = runner_pod(&bed, "s").await?;
+    crash_loop(&bed, &pod, 1).await?;
+    bed.reconcile("s", &ctx).await?;
+    let status = bed.status("s").await?;
+    assert_eq!(status.consumer_id.as_deref(), Some("s"), "{status:?}");
+    assert_ne!(status.phase, Some(Phase::Reinitializing), "{status:?}");
+    let (_, reason, _) = ready(&status);
+    assert_eq!(reason, "RunnerFailed");
+
+    // Meanwhile Doris's clock reaches the TTL (86400 s) past the checkpoint's offset.
+    advance_doris_clock(&bed, 86_400).await?;
+    bed.reconcile("s", &ctx).await?;
+    let why = "the oldest change still needed is older than the changelog TTL (86400s): headroom ";
+    assert_reinitializing_on_expiry(&bed.status("s").await?, why);
+    reinitialized_on_expiry(&bed, &ctx, why).await?;
+    let cm = bed.configmaps.get("s-checkpoint").await?;
+    assert!(!cm.data.unwrap_or_default().contains_key("checkpoint.json"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn on_offset_expired_fail_ends_failed_and_touches_nothing() -> Result<()> {
+    let bed = Bed::start().await?;
+    let ctx = Arc::new(Context::new(bed.client.clone(), None));
+    bed.streaming_sync("s", "  onOffsetExpired: fail", &ctx)
+        .await?;
+    let deployments: Api<Deployment> = Api::default_namespaced(bed.client.clone());
+    assert!(deployments.get_opt("s-runner").await?.is_some());
+
+    // Full headroom by Doris's clock: the runner's stop record alone says the offset expired.
+    bed.save_checkpoint("s", true).await?;
+    bed.reconcile("s", &ctx).await?;
+    let expected = "the runner reports the offset expired: the changelog window from 2026-11-29 13:00:00 starts within 60s of the TTL; onOffsetExpired is fail, so nothing was touched: set onOffsetExpired: reinitialize or change spec.reinitNonce to start again";
+    let check_failed = async || -> Result<()> {
+        let status = bed.status("s").await?;
+        assert_eq!(status.phase, Some(Phase::Failed), "{status:?}");
+        assert_eq!(
+            ready(&status),
+            (
+                "False".to_owned(),
+                "OffsetExpired".to_owned(),
+                expected.to_owned()
+            )
+        );
+        let error = status.last_error.clone().expect("lastError");
+        assert_eq!(
+            (error.reason.as_deref(), error.message.as_deref()),
+            (Some("OffsetExpired"), Some(expected))
+        );
+        let offset = get_condition(&status.conditions, "OffsetHealthy").expect("OffsetHealthy");
+        assert_eq!(
+            (offset.status.as_str(), offset.reason.as_str()),
+            ("False", "OffsetExpired")
+        );
+        // Nothing touched: same consumer, no reinit, the checkpoint kept; the runner is stopped.
+        assert_eq!(status.consumer_id.as_deref(), Some("s"));
+        assert_eq!(status.last_reinit, None);
+        let cm = bed.configmaps.get("s-checkpoint").await?;
+        let text = cm.data.unwrap_or_default()["checkpoint.json"].clone();
+        let checkpoint: serde_json::Value = serde_json::from_str(&text)?;
+        assert_eq!(checkpoint["consumerId"], "s");
+        assert!(deployments.get_opt("s-runner").await?.is_none());
+        Ok(())
+    };
+    check_failed().await?;
+    let events = events_about(&bed.client, "s", "OffsetExpired").await?;
+    assert_eq!(events, vec![("Warning".to_owned(), expected.to_owned())]);
+
+    // The stop record goes (a person started the runner by hand, which claimed the checkpoint):
+    // the sync stays Failed until a person changes the spec, and says so once.
+    bed.save_checkpoint("s", false).await?;
+    for _ in 0..3 {
+        bed.reconcile("s", &ctx).await?;
+        check_failed().await?;
+    }
+    assert_eq!(
+        events_about(&bed.client, "s", "OffsetExpired").await?.len(),
+        1
+    );
+    assert!(
+        events_about(&bed.client, "s", "Reinitialized")
+            .await?
+            .is_empty()
+    );
+
+    // What the message offers: onOffsetExpired: reinitialize starts again under the next
+    // consumer (a new reinitNonce does too: e2e expiry_fail_then_nonce).
+    bed.api
+        .patch(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"onOffsetExpired": "reinitialize"}})),
+        )
+        .await?;
+    let status = until_s_r1(&bed, &ctx).await?;
+    assert_eq!(
+        status.last_reinit.and_then(|r| r.reason).as_deref(),
+        Some("OffsetExpired")
+    );
+    let events = events_about(&bed.client, "s", "Reinitialized").await?;
+    assert_eq!(
+        events,
+        vec![(
+            "Warning".to_owned(),
+            format!(
+                "onOffsetExpired is now reinitialize; the sync had failed: {expected}; starting again as consumer s-r1"
+            )
+        )]
     );
     Ok(())
 }
@@ -342,10 +557,7 @@ async fn a_runner_pod_that_does_not_go_is_forced_off_and_the_reinit_completes() 
         fresh.pod_wait_margin = Duration::from_secs(2);
         Arc::new(fresh)
     };
-    let status = reconcile_until(&bed, "s", &ctx, "the reinit", |s| {
-        s.consumer_id.as_deref() == Some("s-r1")
-    })
-    .await?;
+    let status = until_s_r1(&bed, &ctx).await?;
     assert_eq!(
         status.last_reinit.and_then(|r| r.reason).as_deref(),
         Some("OffsetExpired")
@@ -387,24 +599,6 @@ async fn a_runner_pod_that_does_not_go_is_forced_off_and_the_reinit_completes() 
         )
         .await?;
     Ok(())
-}
-
-async fn poll<T>(
-    what: &str,
-    timeout: Duration,
-    mut check: impl AsyncFnMut() -> Result<Option<T>>,
-) -> Result<T> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await? {
-            return Ok(v);
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// The real watch loop: a checkpoint that says OffsetExpired, and a runner pod exiting with code 3,

@@ -140,3 +140,22 @@ pub async fn events_about(
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// Polls `check` every 100 ms until it gives a value; panics naming `what` after `timeout`.
+pub async fn poll<T>(
+    what: &str,
+    timeout: std::time::Duration,
+    mut check: impl AsyncFnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await? {
+            return Ok(v);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
