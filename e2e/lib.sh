@@ -237,6 +237,48 @@ restart_count() {
         jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .status.containerStatuses[]?.restartCount] | add // 0'
 }
 
+# runner_exited_with NS SYNC CODE: succeeds once a runner container of the sync has terminated
+# with exit code CODE (its current or its last state, as the kubelet reports it).
+runner_exited_with() {
+    kubectl -n "$1" get pods -l "dcs.dev/sync=$2" -o json |
+        jq -e --argjson code "$3" '[.items[].status.containerStatuses[]?
+            | (.state.terminated.exitCode, .lastState.terminated.exitCode) | select(. == $code)]
+            | length > 0' >/dev/null
+}
+
+# checkpoint_stopped_with NS SYNC REASON CODE: succeeds once the runner's checkpoint records that it
+# stopped with REASON and exit code CODE.
+checkpoint_stopped_with() {
+    checkpoint_json "$1" "$2" |
+        jq -e --arg r "$3" --argjson c "$4" '.stopped.reason == $r and .stopped.exitCode == $c' >/dev/null
+}
+
+# operator_scale N: scales the operator's Deployment to N replicas and waits until N pods are
+# Ready (0: until its pods are gone).
+operator_scale() {
+    local n=$1
+    kubectl -n "$OPERATOR_NAMESPACE" scale deployment -l app.kubernetes.io/name=dcs-operator \
+        --replicas="$n" >/dev/null
+    if ((n == 0)); then
+        wait_for "the operator's pods gone" 60 bash -c \
+            "[[ -z \$(kubectl -n $OPERATOR_NAMESPACE get pods -l app.kubernetes.io/name=dcs-operator -o name) ]]"
+    else
+        wait_for "$n operator pod(s) Ready" 60 bash -c "(( \$(kubectl -n $OPERATOR_NAMESPACE get pods \
+            -l app.kubernetes.io/name=dcs-operator -o json | jq '[.items[] | select(.metadata.deletionTimestamp == null)
+            | select(any(.status.conditions[]?; .type == \"Ready\" and .status == \"True\"))] | length') == $n ))"
+    fi
+}
+
+# watch_rows DB.TABLE FILE: until killed, appends the table's row count to FILE every 0.1 s (what a
+# reader of the table sees; "error" when the query failed).
+watch_rows() {
+    local table=$1 file=$2
+    while true; do
+        sql "SELECT COUNT(*) FROM $table" >>"$file" 2>/dev/null || echo error >>"$file"
+        sleep 0.1
+    done
+}
+
 # ---------------------------------------------------------------- diagnostics
 
 dump_namespace() {

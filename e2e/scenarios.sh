@@ -245,11 +245,31 @@ scenario_reinit_on_expiry() {
     wait_for "the offset-table row of $base" 30 offset_rows_are "$db.offsets" "$base" 1
 
     # The runner keeps running: change the source, then let the changelog expire behind its offset
-    # before its next window.
+    # before its next window. The operator is paused meanwhile, so that only the runner can notice
+    # (a live operator probing Doris's clock first would re-initialise on the headroom instead):
+    # its own guard must stop it with OffsetExpired, exit code 3, and record why in its checkpoint.
+    operator_scale 0
+    # Whatever happens next, the operator comes back (the scenario runs in a subshell of its own;
+    # the trap sees only globals once the function has returned).
+    REINIT_WATCHER=""
+    trap 'kill ${REINIT_WATCHER:-} 2>/dev/null || true; operator_scale 1' EXIT
     some_changes "$db.src" 21 30 lost-window
     sql "DELETE FROM $db.src WHERE id IN (5, 6)"
     log "advancing doris-emu's clock by 700 s (TTL 600 s) under the live runner: $(doris_clock_advance 700)"
+    wait_for "the runner exited with code 3" 60 runner_exited_with "$ns" s3 3
+    wait_for "the checkpoint records the stop (OffsetExpired, exit code 3)" 30 \
+        checkpoint_stopped_with "$ns" s3 OffsetExpired 3
+    log "the runner stopped: $(checkpoint_json "$ns" s3 | jq -c .stopped)"
+    [[ "$(jget "$ns" s3 .status.consumerId)" == "$base" ]] || fail "the consumer changed while the operator was paused"
 
+    # A reader polls the sink from now on, through the reinit and the rebuild's swap.
+    local counts=$WORK/reinit-sink-counts old_rows
+    old_rows=$(sql "SELECT COUNT(*) FROM ${db}_sink.dst")
+    : >"$counts"
+    watch_rows "${db}_sink.dst" "$counts" &
+    REINIT_WATCHER=$!
+    # The operator's first reconcile after its restart acts on the runner's word.
+    operator_scale 1
     wait_for "status.consumerId is $base-r<n>" 120 \
         bash -c "[[ \"\$(kubectl -n $ns get dcs s3 -o jsonpath='{.status.consumerId}')\" =~ ^$base-r[0-9]+\$ ]]"
     local consumer
@@ -260,11 +280,25 @@ scenario_reinit_on_expiry() {
     [[ "$(jget "$ns" s3 .status.lastReinit.reason)" == OffsetExpired ]] ||
         fail "lastReinit.reason is '$(jget "$ns" s3 .status.lastReinit.reason)', expected OffsetExpired"
     wait_for "a Reinitialized event" 30 \
-        bash -c "kubectl -n $ns get events -o json | jq -e '[.items[] | select(.reason | test(\"Reinit\"))] | length > 0' >/dev/null"
-    # Readers kept the old table until the rebuilt one was swapped in: never empty.
-    [[ "$(sql "SELECT COUNT(*) FROM ${db}_sink.dst")" -gt 0 ]] || fail "the sink table is empty during the reinit"
+        bash -c "kubectl -n $ns get events -o json | jq -e '[.items[] | select(.reason == \"Reinitialized\")] | length > 0' >/dev/null"
+    local event
+    event=$(kubectl -n "$ns" get events -o json | jq -r '[.items[] | select(.reason == "Reinitialized")][0] | .message // .note')
+    log "Reinitialized event: $event"
+    [[ "$event" == "the runner reports the offset expired: "* ]] ||
+        fail "the Reinitialized event does not give the runner's word: $event"
     wait_phase "$ns" s3 Streaming 90
     wait_tables_equal "$db.src" "${db}_sink.dst" 60
+    kill "$REINIT_WATCHER" 2>/dev/null || true
+    wait "$REINIT_WATCHER" 2>/dev/null || true
+    # Readers saw the old table until the rebuilt one was swapped in, then the whole rebuild (the
+    # source's rows, nothing changed it meanwhile): never empty, never part of either.
+    local new_rows seen
+    new_rows=$(sql "SELECT COUNT(*) FROM $db.src")
+    seen=$(sort "$counts" | uniq -c | awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}')
+    log "a reader of the sink saw (rows x reads): $seen; old table $old_rows rows, rebuilt $new_rows"
+    grep -qvx -e "$old_rows" -e "$new_rows" "$counts" &&
+        fail "a reader saw the sink neither as the old table ($old_rows rows) nor as the rebuilt one ($new_rows rows): $seen"
+    grep -qx "$new_rows" "$counts" || fail "the reader never saw the rebuilt table: $seen"
     [[ -z "$(sql "SHOW TABLES FROM ${db}_sink LIKE 'dst__dcs_shadow'")" ]] || fail "the shadow table is still there after the swap"
     some_changes "$db.src" 31 40 after-reinit
     wait_tables_equal "$db.src" "${db}_sink.dst"
