@@ -4,11 +4,15 @@
 //! repeats them (the runner's standalone mode has no API server) and adds what CEL cannot check
 //! well: formats, ranges after parsing, names. All errors are collected, not just the first.
 
-use std::{fmt, time::Duration};
+use std::{collections::BTreeMap, fmt, time::Duration};
+
+use k8s_openapi::{
+    api::core::v1::ResourceRequirements, apimachinery::pkg::api::resource::Quantity,
+};
 
 use crate::{
     duration::parse_duration,
-    quantity::parse_byte_quantity,
+    quantity::{parse_byte_quantity, parse_resource_quantity},
     spec::{
         BatchSpec, ChangelogSpec, Credentials, DorisChangelogSyncSpec, DorisSink, SinkMode,
         SourceSpec, StartupMode, TableRef, parse_timestamp,
@@ -82,7 +86,49 @@ pub fn validate(spec: &DorisChangelogSyncSpec) -> Result<(), Vec<FieldError>> {
             "is empty; remove it to use the operator's default image",
         );
     }
+    if let Some(resources) = &spec.runner.resources {
+        errors
+            .0
+            .extend(validate_resources("spec.runner.resources", resources));
+    }
     errors.finish()
+}
+
+/// Checks container resources as the API server would before it admits the pod: every request and
+/// limit a quantity, no request above its limit. `path` names the field in the messages.
+pub fn validate_resources(path: &str, resources: &ResourceRequirements) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let mut parse = |kind: &str, map: &Option<BTreeMap<String, Quantity>>| {
+        let mut parsed = BTreeMap::new();
+        for (name, quantity) in map.iter().flatten() {
+            match parse_resource_quantity(&quantity.0) {
+                Ok(q) => {
+                    parsed.insert(name.clone(), (q, quantity.0.clone()));
+                }
+                Err(e) => errors.push(FieldError::new(
+                    format!("{path}.{kind}.{name}"),
+                    e.to_string(),
+                )),
+            }
+        }
+        parsed
+    };
+    let requests = parse("requests", &resources.requests);
+    let limits = parse("limits", &resources.limits);
+    for (name, (request, request_text)) in &requests {
+        if let Some((limit, limit_text)) = limits.get(name)
+            && request > limit
+        {
+            errors.push(FieldError::new(
+                format!("{path}.requests.{name}"),
+                format!(
+                    "is {request_text}, more than the limit {limit_text} ({path}.limits.{name}); \
+                     Kubernetes admits no pod whose request is above its limit"
+                ),
+            ));
+        }
+    }
+    errors
 }
 
 #[derive(Default)]

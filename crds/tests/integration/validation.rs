@@ -414,6 +414,30 @@ fn each_rule_reports_its_path_and_message() {
             set(spec(), "/runner", json!({"image": ""})),
             "spec.runner.image: is empty; remove it to use the operator's default image",
         ),
+        (
+            set(
+                spec(),
+                "/runner",
+                json!({"resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "512Mi"}}}),
+            ),
+            "spec.runner.resources.requests.memory: is 1Gi, more than the limit 512Mi (spec.runner.resources.limits.memory); Kubernetes admits no pod whose request is above its limit",
+        ),
+        (
+            set(
+                spec(),
+                "/runner",
+                json!({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}}),
+            ),
+            "spec.runner.resources.requests.cpu: is 2, more than the limit 1500m (spec.runner.resources.limits.cpu); Kubernetes admits no pod whose request is above its limit",
+        ),
+        (
+            set(
+                spec(),
+                "/runner",
+                json!({"resources": {"limits": {"memory": "512MB"}}}),
+            ),
+            r#"spec.runner.resources.limits.memory: "512MB" is not a quantity; write a number with an optional suffix (m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei) or exponent, e.g. "250m", "0.5" or "512Mi""#,
+        ),
     ];
     for (spec, expected) in cases {
         assert_eq!(
@@ -447,6 +471,16 @@ fn allowed_values_pass() {
             spec(),
             "/sink/doris/batch",
             json!({"maxRows": 1, "maxBytes": "1", "interval": "500ms"}),
+        ),
+        set(
+            spec(),
+            "/runner",
+            json!({"resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "0.5", "memory": "0.5Gi"}}}),
+        ),
+        set(
+            spec(),
+            "/runner",
+            json!({"resources": {"requests": {"memory": "1G"}, "limits": {"memory": "1Gi", "cpu": 2}}}),
         ),
         set(spec(), "/sink/doris/autoRedirect", json!(false)),
     ];
