@@ -1,16 +1,27 @@
-//! End to end: a snapshot-mode sync of `DCS_BENCH_ROWS` rows (default 1 000 000) from doris-emu
-//! into a Doris sink table on the same emulator, run by the real `dcs-runner` binary in a child
-//! process. Prints rows/s, the runner's peak RSS (VmHWM from /proc, sampled every 10 ms while it
-//! runs) and the emulator's memory (this process: the emulator runs in it).
+//! End to end: the real `dcs-runner` binary in a child process against doris-emu (in this
+//! process), in the three situations that decide how much memory a runner needs (BENCHMARKS.md,
+//! "Runner memory"; `DCS_BENCH_SCENARIOS`, comma separated, default all three):
 //!
-//! `cargo bench -p dcs-runner --bench e2e` measures; without `--bench` (as `cargo test
-//! --all-targets` runs it) it syncs 20 000 rows as a smoke test. The source is loaded with Stream
-//! Load (CSV, 100 000 rows per load), not row by row.
+//! - `snapshot`: a snapshot-mode sync of `DCS_BENCH_ROWS` rows (default 1 000 000) into a Doris
+//!   sink table on the same emulator;
+//! - `changelog`: one changelog window holding `DCS_BENCH_ROWS` / 2 inserts, then updates of half
+//!   of those rows and deletes of a tenth (a sync started `fromTimestamp` before all of them);
+//! - `outage`: the snapshot again while the sink answers 503 to eight Stream Loads in a row (three
+//!   in the smoke run), so the runner holds its batch through retries backing off towards 10 s
+//!   while the source side fills up;
+//! - `big_batches`: the snapshot with `batch: {maxRows: 1000000, maxBytes: 64Mi}` instead of the
+//!   default 50 000 rows / 10 MiB, to see what the batch limit costs.
+//!
+//! Each prints rows/s, the runner's peak RSS (VmHWM from /proc, sampled every 10 ms while it runs)
+//! and the emulator's memory (this process). `cargo bench -p dcs-runner --bench e2e` measures;
+//! without `--bench` (as `cargo test --all-targets` runs it) each runs on 20 000 rows as a smoke
+//! test. Sources are loaded with Stream Load (CSV, 100 000 rows per load), not row by row.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use dcs_doris_emu::faults::{FaultState, StreamLoadFault};
 use dcs_doris_emu::sql::{self, Session};
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
 use mysql_async::prelude::Queryable;
@@ -59,15 +70,16 @@ async fn count(emu: &RunningEmulator, table: &str) -> u64 {
     n.unwrap()
 }
 
-/// Load `rows` rows into `bench.src` with CSV Stream Loads straight to the BE.
-async fn load_source(emu: &RunningEmulator, rows: u64) {
+/// Load rows `ids` into `bench.src` with CSV Stream Loads straight to the BE; `version` goes into
+/// the names, so a second load of the same ids is an update.
+async fn load_source(emu: &RunningEmulator, ids: std::ops::RangeInclusive<u64>, version: u32) {
     const CHUNK: u64 = 100_000;
     let client = reqwest::Client::new();
     let url = format!(
         "http://127.0.0.1:{}/api/bench/src/_stream_load",
         emu.ports().be_http_port
     );
-    let mut first = 1;
+    let (mut first, rows) = (*ids.start(), *ids.end());
     let mut n = 0;
     while first <= rows {
         let last = (first + CHUNK - 1).min(rows);
@@ -76,7 +88,7 @@ async fn load_source(emu: &RunningEmulator, rows: u64) {
             let name = if id % 10 == 0 {
                 "\\N".to_owned()
             } else {
-                format!("student number {id}")
+                format!("student number {id} v{version}")
             };
             writeln!(
                 body,
@@ -96,7 +108,7 @@ async fn load_source(emu: &RunningEmulator, rows: u64) {
             .put(&url)
             .basic_auth("root", Some(""))
             .header("Expect", "100-continue")
-            .header("label", format!("bench-source-{n}"))
+            .header("label", format!("bench-source-v{version}-{n}"))
             .body(body)
             .send()
             .await
@@ -110,7 +122,8 @@ async fn load_source(emu: &RunningEmulator, rows: u64) {
     }
 }
 
-fn manifest(emu: &RunningEmulator) -> String {
+/// The sync's manifest: `startup` and `extra_sink` are YAML flow mappings' contents.
+fn manifest(emu: &RunningEmulator, startup: &str, extra_sink: &str) -> String {
     let fe = emu.fe_http_addr();
     let qp = emu.ports().query_port;
     format!(
@@ -119,15 +132,26 @@ kind: DorisChangelogSync
 metadata: {{name: bench}}
 spec:
   source: {{feNodes: ["{fe}"], queryPort: {qp}, table: bench.src, credentials: {{secretName: s}}}}
-  startup: {{mode: snapshot}}
+  startup: {{{startup}}}
+  changelog: {{pollInterval: 1s}}
   checkpoint: {{interval: 10s}}
   sink:
     doris:
       feNodes: ["{fe}"]
       table: bench.dst
       credentials: {{secretName: d}}
+      {extra_sink}
 "#
     )
+}
+
+/// One measured scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scenario {
+    Snapshot,
+    Changelog,
+    Outage,
+    BigBatches,
 }
 
 fn main() {
@@ -136,23 +160,116 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if measuring { 1_000_000 } else { 20_000 });
+    let scenarios: Vec<Scenario> = std::env::var("DCS_BENCH_SCENARIOS")
+        .unwrap_or_else(|_| "snapshot,changelog,outage,big_batches".into())
+        .split(',')
+        .map(|s| match s.trim() {
+            "snapshot" => Scenario::Snapshot,
+            "changelog" => Scenario::Changelog,
+            "outage" => Scenario::Outage,
+            "big_batches" => Scenario::BigBatches,
+            other => {
+                panic!("unknown scenario {other:?}: snapshot, changelog, outage or big_batches")
+            }
+        })
+        .collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(bench(rows));
+    // The smoke run keeps the outage short: the back-off alone would take half a minute.
+    let refused = if measuring { 8 } else { 3 };
+    for scenario in scenarios {
+        runtime.block_on(bench(scenario, rows, refused));
+    }
 }
 
-async fn bench(rows: u64) {
+/// The runner's run: wall time, peak RSS (KiB) and the rows it read (its last checkpoint's).
+struct RunnerRun {
+    wall: Duration,
+    peak_kib: u64,
+    rows_read: u64,
+}
+
+/// Runs `dcs-runner run` on `manifest` until it exits, or until `done` says the sink has it all
+/// (then it is stopped with SIGTERM, as Kubernetes stops a pod).
+async fn run_runner(
+    emu: &RunningEmulator,
+    manifest: &str,
+    done: impl AsyncFn(&RunningEmulator) -> bool,
+) -> RunnerRun {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sync.yaml");
+    std::fs::write(&file, manifest).unwrap();
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dcs-runner"))
+        .args(["run", "--metrics-addr", "127.0.0.1:0", "-f"])
+        .arg(&file)
+        .arg("--checkpoint-dir")
+        .arg(dir.path().join("cp"))
+        .env("DCS_SOURCE_USERNAME", "root")
+        .env("DCS_SOURCE_PASSWORD", "")
+        .env("DCS_SINK_USERNAME", "root")
+        .env("DCS_SINK_PASSWORD", "")
+        .env("RUST_LOG", "warn")
+        .env_remove("DCS_CHECKPOINT_CONFIGMAP")
+        .env_remove("DCS_METRICS_ADDR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let mut peak_kib = 0;
+    let mut checked = Instant::now();
+    let mut wall = None;
+    let status = loop {
+        if let Some(kib) = proc_status_kib(&pid, "VmHWM:") {
+            peak_kib = peak_kib.max(kib);
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if wall.is_none() && checked.elapsed() > Duration::from_millis(500) {
+            checked = Instant::now();
+            if done(emu).await {
+                wall = Some(start.elapsed());
+                let _ = Command::new("kill").args(["-TERM", &pid]).status();
+            }
+        }
+        if start.elapsed() > Duration::from_secs(1800) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the sync took more than 30 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(status.success(), "dcs-runner exited with {status}");
+    let checkpoint: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("cp").join("checkpoint.json")).unwrap(),
+    )
+    .unwrap();
+    RunnerRun {
+        wall: wall.unwrap_or_else(|| start.elapsed()),
+        peak_kib,
+        rows_read: checkpoint["counters"]["rowsRead"].as_u64().unwrap(),
+    }
+}
+
+async fn bench(scenario: Scenario, rows: u64, refused: u32) {
     let me = std::process::id().to_string();
     let emu = dcs_doris_emu::start(EmuConfig::ephemeral()).await.unwrap();
+    let changelog = if scenario == Scenario::Changelog {
+        ", \"changelog.enable\" = \"true\""
+    } else {
+        ""
+    };
     exec(
         &emu,
         &[
             "CREATE DATABASE bench",
             &format!(
                 "CREATE TABLE bench.src ({TABLE_COLUMNS}) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) \
-                 BUCKETS 8 PROPERTIES (\"replication_num\" = \"1\")"
+                 BUCKETS 8 PROPERTIES (\"replication_num\" = \"1\"{changelog})"
             ),
             &format!(
                 "CREATE TABLE bench.dst ({TABLE_COLUMNS}) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) \
@@ -163,63 +280,122 @@ async fn bench(rows: u64) {
     .await;
     let rss_before = proc_status_kib(&me, "VmRSS:").unwrap_or(0);
     let load_start = Instant::now();
-    load_source(&emu, rows).await;
+    // What the sink must hold at the end, and how many rows (changes) the runner reads.
+    let mut start_timestamp = String::new();
+    let expected = match scenario {
+        Scenario::Snapshot | Scenario::Outage | Scenario::BigBatches => {
+            load_source(&emu, 1..=rows, 1).await;
+            rows
+        }
+        Scenario::Changelog => {
+            let inserts = rows / 2;
+            let from = emu.doris.clock.now_ms() - 1_000;
+            load_source(&emu, 1..=inserts, 1).await;
+            load_source(&emu, 1..=inserts / 2, 2).await;
+            exec(
+                &emu,
+                &[&format!(
+                    "DELETE FROM bench.src WHERE id <= {}",
+                    inserts / 10
+                )],
+            )
+            .await;
+            // The window ends at Doris's now floored to the second: let the last change fall in.
+            tokio::time::sleep(Duration::from_millis(1_100)).await;
+            let timestamp = jiff::Timestamp::from_millisecond(from)
+                .unwrap()
+                .strftime("%Y-%m-%d %H:%M:%S")
+                .to_string();
+            start_timestamp = timestamp;
+            inserts - inserts / 10
+        }
+    };
     let load_time = load_start.elapsed();
     let rss_loaded = proc_status_kib(&me, "VmRSS:").unwrap_or(0);
 
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("sync.yaml");
-    std::fs::write(&file, manifest(&emu)).unwrap();
-    let start = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dcs-runner"))
-        .args(["run", "-f"])
-        .arg(&file)
-        .arg("--checkpoint-dir")
-        .arg(dir.path().join("cp"))
-        .env("DCS_SOURCE_USERNAME", "root")
-        .env("DCS_SOURCE_PASSWORD", "")
-        .env("DCS_SINK_USERNAME", "root")
-        .env("DCS_SINK_PASSWORD", "")
-        .env("RUST_LOG", "warn")
-        .env_remove("DCS_CHECKPOINT_CONFIGMAP")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let pid = child.id().to_string();
-    let mut runner_peak = 0;
-    let status = loop {
-        if let Some(kib) = proc_status_kib(&pid, "VmHWM:") {
-            runner_peak = runner_peak.max(kib);
+    let manifest = match scenario {
+        Scenario::Snapshot => manifest(&emu, "mode: snapshot", ""),
+        Scenario::BigBatches => manifest(
+            &emu,
+            "mode: snapshot",
+            "batch: {maxRows: 1000000, maxBytes: 64Mi}",
+        ),
+        Scenario::Changelog => manifest(
+            &emu,
+            &format!("mode: fromTimestamp, timestamp: \"{start_timestamp}\""),
+            "",
+        ),
+        Scenario::Outage => {
+            // Stream Loads fail once the first one is in: the runner is mid-snapshot with its
+            // reader and channels full. Back-off: 0.2 s doubling, jittered, 20-30 s for eight.
+            let doris = emu.doris.clone();
+            tokio::spawn(async move {
+                while doris.counters.get("be_stream_load") == 0 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                doris.faults.set(FaultState {
+                    stream_load: Some(StreamLoadFault {
+                        count: refused,
+                        http_status: Some(503),
+                        status: None,
+                        message: Some("bench: sink unavailable".into()),
+                    }),
+                    ..FaultState::default()
+                });
+            });
+            manifest(&emu, "mode: snapshot", "maxRetries: 10")
         }
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(1800) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the sync took more than 30 minutes");
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    let sync_time = start.elapsed();
-    assert!(status.success(), "dcs-runner exited with {status}");
-    assert_eq!(count(&emu, "bench.dst").await, rows, "rows in the sink");
+    let done = async |emu: &RunningEmulator| count(emu, "bench.dst").await == expected;
+    let run = if scenario == Scenario::Changelog {
+        run_runner(&emu, &manifest, done).await
+    } else {
+        run_runner(&emu, &manifest, async |_: &RunningEmulator| false).await
+    };
+    assert_eq!(count(&emu, "bench.dst").await, expected, "rows in the sink");
+    if scenario == Scenario::Outage {
+        assert!(
+            emu.doris.counters.get("be_stream_load") > u64::from(refused),
+            "the outage did not happen: {:?}",
+            emu.doris.counters.snapshot()
+        );
+    }
     let emu_hwm = proc_status_kib(&me, "VmHWM:").unwrap_or(0);
     let emu_rss = proc_status_kib(&me, "VmRSS:").unwrap_or(0);
 
-    println!("e2e snapshot sync, {rows} rows (dcs-runner binary against doris-emu):");
+    let what = match scenario {
+        Scenario::Snapshot => format!("snapshot sync, {rows} rows"),
+        Scenario::Changelog => format!(
+            "changelog sync, one window of {} change rows ({} rows inserted, half updated, a tenth deleted)",
+            run.rows_read,
+            rows / 2
+        ),
+        Scenario::Outage => {
+            format!("snapshot sync, {rows} rows, {refused} Stream Loads refused with 503")
+        }
+        Scenario::BigBatches => format!("snapshot sync, {rows} rows, batches of 1M rows / 64 MiB"),
+    };
+    println!("e2e {what} (dcs-runner binary against doris-emu):");
     println!(
-        "  source load (Stream Load, CSV):   {:.2} s, {:.0} rows/s",
-        load_time.as_secs_f64(),
-        rows as f64 / load_time.as_secs_f64()
+        "  source load (Stream Load, CSV):   {:.2} s",
+        load_time.as_secs_f64()
     );
     println!(
-        "  sync (process start to exit):     {:.2} s, {:.0} rows/s",
-        sync_time.as_secs_f64(),
-        rows as f64 / sync_time.as_secs_f64()
+        "  sync (process start to {}):{} {:.2} s, {:.0} rows/s",
+        if scenario == Scenario::Changelog {
+            "sink complete"
+        } else {
+            "exit"
+        },
+        if scenario == Scenario::Changelog {
+            ""
+        } else {
+            "         "
+        },
+        run.wall.as_secs_f64(),
+        run.rows_read as f64 / run.wall.as_secs_f64()
     );
-    println!("  dcs-runner peak RSS (VmHWM):      {}", mib(runner_peak));
+    println!("  dcs-runner peak RSS (VmHWM):      {}", mib(run.peak_kib));
     println!(
         "  doris-emu RSS (bench process):    {} before load, {} with the source, {} at the end (peak {})",
         mib(rss_before),

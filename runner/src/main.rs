@@ -56,8 +56,9 @@ enum Command {
         /// Longest time a stop request may take before the runner exits anyway.
         #[arg(long, default_value = "25s", value_parser = parse_duration)]
         grace_period: Duration,
-        /// Where /metrics, /healthz and /readyz are served.
-        #[arg(long, default_value = "0.0.0.0:9464")]
+        /// Where /metrics, /healthz and /readyz are served. In a pod the operator probes port
+        /// 9464; where pods share one network (a test kubelet), `$(POD_IP):9464` keeps them apart.
+        #[arg(long, env = "DCS_METRICS_ADDR", default_value = "0.0.0.0:9464")]
         metrics_addr: SocketAddr,
     },
     /// Print what `run` would do with a manifest (start point, increment type, TTL, sink table)

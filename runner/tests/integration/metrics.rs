@@ -173,3 +173,106 @@ spec:
     assert_eq!(get(&format!("{base}/readyz")).await.0, 503);
     assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
 }
+
+/// What the pod's probes rely on (operator/src/reconcile/build.rs): a runner stuck on a window
+/// Doris does not make visible (a long visibility wait) is alive (`/healthz` 200, the liveness
+/// probe) but not ready (`/readyz` 503) until its first read succeeds.
+#[tokio::test]
+async fn a_runner_waiting_for_visibility_is_live_but_not_ready() {
+    use dcs_doris_emu::faults::{FaultState, IncrFault};
+    let emu = source_support::emu().await;
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE demo",
+            "CREATE DATABASE sink",
+            "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64)) UNIQUE KEY(id) \
+             DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\", \
+             \"changelog.enable\" = \"true\")",
+            "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64)) UNIQUE KEY(id) \
+             DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\")",
+        ],
+    )
+    .await;
+    let fe = emu.fe_http_addr();
+    let qp = emu.ports().query_port;
+    let yaml = format!(
+        r#"
+apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {{name: student-sync}}
+spec:
+  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.student, credentials: {{secretName: src}}}}
+  startup: {{mode: latest}}
+  changelog: {{visibleWaitTimeout: 10m}}
+  sink:
+    doris:
+      feNodes: ["{fe}"]
+      table: sink.student
+      credentials: {{secretName: dst}}
+"#
+    );
+    let creds = Credentials {
+        source_user: "root".into(),
+        sink_user: "root".into(),
+        ..Credentials::default()
+    };
+    let mut cfg =
+        PipelineConfig::from_sync(&dcs_crds::from_manifest(&yaml).unwrap(), creds).unwrap();
+    cfg.changelog.poll_interval = Duration::from_millis(200);
+    cfg.changelog.retry_delay = Duration::from_millis(100);
+    cfg.changelog.max_retry_delay = Duration::from_millis(200);
+    emu.doris.faults.set(FaultState {
+        incr_error: Some(IncrFault {
+            code: 5101,
+            count: 1_000_000,
+        }),
+        ..FaultState::default()
+    });
+
+    let (control, mut handle) = Control::new();
+    let health = Health::new();
+    let labels = Labels {
+        sync: "student-sync".into(),
+        consumer: "student-sync".into(),
+    };
+    let (addr, _server) = metrics::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        labels,
+        handle.progress.clone(),
+        health.clone(),
+    )
+    .await
+    .unwrap();
+    let base = format!("http://{addr}");
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = FileStore::open(dir.path()).unwrap();
+    let task = tokio::spawn(async move { pipeline::run(cfg, &mut store, control).await });
+    // Several refused windows: the runner is in its visibility wait.
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while emu.doris.counters.get("sql_incr") < 5 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the runner never asked for a window");
+    assert!(!task.is_finished());
+    assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
+    assert_eq!(get(&format!("{base}/readyz")).await.0, 503);
+    let text = get(&format!("{base}/metrics")).await.1;
+    assert_eq!(parse(&text)["dcs_ready"], 0.0, "{text}");
+
+    // Doris makes the window visible: the first read succeeds and the runner is ready.
+    emu.doris.faults.clear();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !handle.progress.borrow_and_update().ready {
+            handle.progress.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("the runner never became ready");
+    assert_eq!(get(&format!("{base}/readyz")).await.0, 200);
+    assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
+    handle.shutdown.send(true).unwrap();
+    assert_eq!(task.await.unwrap().unwrap(), Outcome::Stopped);
+}
