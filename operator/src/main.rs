@@ -10,8 +10,9 @@ use dcs_operator::{
     controller::{self, Metrics},
     leader::{self, LeaderElector, LeaseConfig, Outcome},
     metrics,
-    reconcile::Context,
+    reconcile::{Context, build},
 };
+use k8s_openapi::api::core::v1::ResourceRequirements;
 use kube::{Api, Client, api::ListParams};
 use tracing::{error, info};
 
@@ -28,6 +29,10 @@ struct Args {
     /// The runner image used when a sync does not set spec.runner.image.
     #[arg(long, env = "DCS_RUNNER_IMAGE")]
     runner_image: Option<String>,
+    /// Requests and limits (JSON) of runner containers whose sync does not set
+    /// spec.runner.resources; a built-in default when omitted.
+    #[arg(long, env = "DCS_RUNNER_RESOURCES", value_parser = build::parse_runner_resources)]
+    runner_resources: Option<ResourceRequirements>,
     /// Reconcile only while holding a coordination.k8s.io/v1 Lease (run several replicas).
     #[arg(long, env = "DCS_LEADER_ELECTION")]
     leader_election: bool,
@@ -94,6 +99,7 @@ async fn main() {
     });
     let mut ctx = Context::new(client.clone(), args.runner_image.clone());
     ctx.max_concurrent_reconciles = args.max_concurrent_reconciles;
+    ctx.runner.resources = args.runner_resources.clone();
     let ctx = Arc::new(ctx);
     let shutdown = Shutdown::on_signals();
     let controllers = {

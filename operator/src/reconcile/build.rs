@@ -10,13 +10,18 @@ use k8s_openapi::{
         apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy},
         batch::v1::{Job, JobSpec},
         core::v1::{
-            Capabilities, ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource,
-            ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile,
-            SecretKeySelector, SecurityContext, ServiceAccount, Volume, VolumeMount,
+            Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar,
+            EnvVarSource, HTTPGetAction, ObjectFieldSelector, PodSecurityContext, PodSpec,
+            PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretKeySelector,
+            SecurityContext, ServiceAccount, Volume, VolumeMount,
         },
         rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
     },
-    apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
+    apimachinery::pkg::{
+        api::resource::Quantity,
+        apis::meta::v1::{LabelSelector, ObjectMeta},
+        util::intstr::IntOrString,
+    },
 };
 use kube::{Resource, ResourceExt};
 
@@ -37,6 +42,126 @@ pub const SYNC_LABEL: &str = "dcs.dev/sync";
 /// The default runner image: `dcs-runner:<crate version>`.
 pub fn default_runner_image() -> String {
     format!("dcs-runner:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// What the operator's flags say about runners, for what a sync's `spec.runner` leaves unset.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunnerDefaults {
+    /// `--runner-image`.
+    pub image: Option<String>,
+    /// `--runner-resources` (the chart's `runner.resources`).
+    pub resources: Option<ResourceRequirements>,
+}
+
+/// The port the runner serves `/metrics`, `/healthz` and `/readyz` on (its `--metrics-addr`).
+pub const RUNNER_METRICS_PORT: i32 = 9464;
+/// The name of that container port: the probes and a PodMonitor refer to it.
+pub const RUNNER_METRICS_PORT_NAME: &str = "metrics";
+
+/// The built-in requests and limits of a runner container (BENCHMARKS.md, "Runner memory"): the
+/// runner peaked at 38–40 MiB in a 1M-row snapshot, a changelog window of 800 000 changes and a
+/// sink outage, whatever the table size, because its batches and channels are bounded (73–78 MiB
+/// with 64 MiB batches). The memory request is about three times that; the limit leaves room for
+/// larger `batch.maxBytes`, wider rows and the allocator's slack before an OOM kill (a restart,
+/// not data loss). No CPU limit: CPU is compressible, and a throttled runner answers its probes
+/// late and runs fewer async workers.
+pub fn default_runner_resources() -> ResourceRequirements {
+    let quantities = |pairs: &[(&str, &str)]| {
+        Some(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
+                .collect(),
+        )
+    };
+    ResourceRequirements {
+        requests: quantities(&[("cpu", "100m"), ("memory", "128Mi")]),
+        limits: quantities(&[("memory", "512Mi")]),
+        claims: None,
+    }
+}
+
+/// The runner container's resources: the sync's `spec.runner.resources`, else the operator's
+/// default, else [`default_runner_resources`]. The first that is set is taken whole (fields are
+/// not mixed across levels, so a request never meets a limit it was not chosen with); an empty
+/// `resources: {}` in a sync asks for none.
+pub fn runner_resources(
+    sync: Option<&ResourceRequirements>,
+    operator_default: Option<&ResourceRequirements>,
+) -> ResourceRequirements {
+    sync.or(operator_default)
+        .cloned()
+        .unwrap_or_else(default_runner_resources)
+}
+
+/// Reads `--runner-resources`: container resources in JSON (or YAML), as the chart passes them,
+/// checked as the API server would check them.
+///
+/// # Errors
+/// The reason, naming the flag and the field, when the text is not such resources.
+pub fn parse_runner_resources(text: &str) -> Result<ResourceRequirements, String> {
+    const FLAG: &str = "--runner-resources";
+    const EXAMPLE: &str =
+        r#"{"requests":{"cpu":"100m","memory":"128Mi"},"limits":{"memory":"512Mi"}}"#;
+    let value: serde_json::Value = serde_yaml::from_str(text)
+        .map_err(|e| format!("{FLAG}: not JSON or YAML ({e}); write e.g. {EXAMPLE}"))?;
+    let Some(object) = value.as_object() else {
+        return Err(format!("{FLAG}: not an object; write e.g. {EXAMPLE}"));
+    };
+    if let Some(key) = object
+        .keys()
+        .find(|k| !["requests", "limits", "claims"].contains(&k.as_str()))
+    {
+        return Err(format!(
+            "{FLAG}: unknown field {key:?}; the fields are requests, limits and claims"
+        ));
+    }
+    let resources: ResourceRequirements =
+        serde_json::from_value(value).map_err(|e| format!("{FLAG}: {e}; write e.g. {EXAMPLE}"))?;
+    let errors = dcs_crds::validate::validate_resources(FLAG, &resources);
+    if errors.is_empty() {
+        Ok(resources)
+    } else {
+        Err(errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "))
+    }
+}
+
+fn http_probe(path: &str, failure_threshold: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_owned()),
+            port: IntOrString::String(RUNNER_METRICS_PORT_NAME.to_owned()),
+            ..Default::default()
+        }),
+        period_seconds: Some(10),
+        // A loaded node answers late; a probe's timeout is not the runner's health.
+        timeout_seconds: Some(5),
+        success_threshold: Some(1),
+        failure_threshold: Some(failure_threshold),
+        ..Default::default()
+    }
+}
+
+/// Liveness on `/healthz`, which the runner's metrics server answers from its own task whatever
+/// the pipeline is doing: a long snapshot split, a visibility wait or Stream Load retries never
+/// fail it. It fails only when the process cannot answer at all (a starved or wedged runtime, a
+/// metrics port it could not bind), and six misses in a row (a minute) are needed before the
+/// kubelet restarts the container, so a slow node or a garbage-collecting API server never does.
+/// No `initialDelaySeconds`: the server is up before the runner first reaches out to Doris.
+pub fn liveness_probe() -> Probe {
+    http_probe("/healthz", 6)
+}
+
+/// Readiness on `/readyz`: 503 until the start point is resolved and the first read from the
+/// source succeeded, and after a fatal error. Readiness never restarts anything; it is what
+/// `kubectl rollout status`, `kubectl wait --for=condition=Ready` and PodDisruptionBudgets read.
+/// Three misses (30 s) keep one late answer from flapping it.
+pub fn readiness_probe() -> Probe {
+    http_probe("/readyz", 3)
 }
 
 /// Names of a sync's objects.
@@ -193,8 +318,8 @@ fn field_env(name: &str, path: &str) -> EnvVar {
     }
 }
 
-/// Builds every object of the runner for `run`; `default_image` is the operator's `--runner-image`.
-pub fn build(sync: &DorisChangelogSync, run: &Run, default_image: Option<&str>) -> RunnerObjects {
+/// Builds every object of the runner for `run`; `defaults` are the operator's runner flags.
+pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) -> RunnerObjects {
     let name = sync.name_any();
     let spec = &sync.spec;
     let manifest = effective_manifest(sync, run);
@@ -284,7 +409,7 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, default_image: Option<&str>) 
         .runner
         .image
         .clone()
-        .or_else(|| default_image.map(str::to_owned))
+        .or_else(|| defaults.image.clone())
         .unwrap_or_else(default_runner_image);
     let container = Container {
         name: "runner".to_owned(),
@@ -295,7 +420,18 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, default_image: Option<&str>) 
             format!("{CONFIG_DIR}/{CONFIG_KEY}"),
         ]),
         env: Some(env),
-        resources: spec.runner.resources.clone(),
+        ports: Some(vec![ContainerPort {
+            name: Some(RUNNER_METRICS_PORT_NAME.to_owned()),
+            container_port: RUNNER_METRICS_PORT,
+            protocol: Some("TCP".to_owned()),
+            ..Default::default()
+        }]),
+        liveness_probe: Some(liveness_probe()),
+        readiness_probe: Some(readiness_probe()),
+        resources: Some(runner_resources(
+            spec.runner.resources.as_ref(),
+            defaults.resources.as_ref(),
+        )),
         security_context: Some(restricted_container()),
         volume_mounts: Some(vec![VolumeMount {
             name: "config".to_owned(),
@@ -413,6 +549,28 @@ mod tests {
         }
     }
 
+    fn rr(yaml: &str) -> ResourceRequirements {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    /// The operator's flags as the chart passes them.
+    fn ops_defaults() -> RunnerDefaults {
+        RunnerDefaults {
+            image: Some("ops/runner:2".into()),
+            resources: Some(rr(
+                "{requests: {cpu: 1, memory: 1Gi}, limits: {memory: 2Gi}}",
+            )),
+        }
+    }
+
+    fn runner_container(objects: &RunnerObjects) -> Container {
+        let template = match &objects.workload {
+            Workload::Deployment(d) => &d.spec.as_ref().unwrap().template,
+            Workload::Job(j) => &j.spec.as_ref().unwrap().template,
+        };
+        template.spec.as_ref().unwrap().containers[0].clone()
+    }
+
     fn deployment(objects: &RunnerObjects) -> &Deployment {
         match &objects.workload {
             Workload::Deployment(d) => d,
@@ -428,7 +586,7 @@ mod tests {
             r.bounded = true;
             r
         }] {
-            let o = build(&s, &run, None);
+            let o = build(&s, &run, &RunnerDefaults::default());
             let template = match &o.workload {
                 Workload::Deployment(d) => d.spec.as_ref().unwrap().template.clone(),
                 Workload::Job(j) => j.spec.as_ref().unwrap().template.clone(),
@@ -457,9 +615,167 @@ mod tests {
     }
 
     #[test]
+    fn resources_come_from_the_sync_then_the_operator_then_the_built_in_default() {
+        let own = rr("{limits: {memory: 3Gi}}");
+        let chart = rr("{requests: {cpu: 1, memory: 1Gi}, limits: {memory: 2Gi}}");
+        assert_eq!(runner_resources(Some(&own), Some(&chart)), own);
+        assert_eq!(runner_resources(Some(&own), None), own);
+        assert_eq!(runner_resources(None, Some(&chart)), chart);
+        assert_eq!(runner_resources(None, None), default_runner_resources());
+        // Taken whole: the chart's requests do not join a sync's own limits.
+        assert_eq!(runner_resources(Some(&own), Some(&chart)).requests, None);
+        // `resources: {}` in a sync asks for none.
+        let none = rr("{}");
+        assert_eq!(runner_resources(Some(&none), Some(&chart)), none);
+        assert_eq!(
+            default_runner_resources(),
+            rr("{requests: {cpu: 100m, memory: 128Mi}, limits: {memory: 512Mi}}")
+        );
+        assert_eq!(
+            dcs_crds::validate::validate_resources("default", &default_runner_resources()),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn the_operator_flag_is_read_and_checked() {
+        assert_eq!(
+            parse_runner_resources(
+                r#"{"requests":{"memory":"256Mi"},"limits":{"memory":"1Gi","cpu":2}}"#
+            ),
+            Ok(rr(
+                "{requests: {memory: 256Mi}, limits: {memory: 1Gi, cpu: '2'}}"
+            ))
+        );
+        assert_eq!(parse_runner_resources("{}"), Ok(rr("{}")));
+        assert_eq!(
+            parse_runner_resources(r#"{"requests":{"memory":"2Gi"},"limits":{"memory":"1Gi"}}"#),
+            Err(
+                "--runner-resources.requests.memory: is 2Gi, more than the limit 1Gi \
+                 (--runner-resources.limits.memory); Kubernetes admits no pod whose request is \
+                 above its limit"
+                    .into()
+            )
+        );
+        assert_eq!(
+            parse_runner_resources(r#"{"limit":{"memory":"1Gi"}}"#),
+            Err(r#"--runner-resources: unknown field "limit"; the fields are requests, limits and claims"#.into())
+        );
+        let err = parse_runner_resources(r#"{"limits":{"memory":"lots"}}"#).unwrap_err();
+        assert!(
+            err.starts_with(r#"--runner-resources.limits.memory: "lots" is not a quantity"#),
+            "{err}"
+        );
+        let err = parse_runner_resources("[1]").unwrap_err();
+        assert!(
+            err.starts_with("--runner-resources: not an object"),
+            "{err}"
+        );
+        let err = parse_runner_resources("{").unwrap_err();
+        assert!(
+            err.starts_with("--runner-resources: not JSON or YAML"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_built_pod_carries_the_chosen_resources() {
+        let mut s = sync();
+        let built = |s: &DorisChangelogSync, d: &RunnerDefaults| {
+            runner_container(&build(s, &run_for(s, 0), d)).resources
+        };
+        assert_eq!(
+            built(&s, &RunnerDefaults::default()),
+            Some(default_runner_resources())
+        );
+        assert_eq!(built(&s, &ops_defaults()), ops_defaults().resources);
+        s.spec.runner.resources = Some(rr("{requests: {memory: 300Mi}}"));
+        assert_eq!(
+            built(&s, &ops_defaults()),
+            Some(rr("{requests: {memory: 300Mi}}"))
+        );
+        s.spec.startup.mode = StartupMode::Snapshot;
+        let job = build(&s, &run_for(&s, 0), &ops_defaults());
+        assert!(matches!(job.workload, Workload::Job(_)));
+        assert_eq!(
+            runner_container(&job).resources,
+            Some(rr("{requests: {memory: 300Mi}}"))
+        );
+    }
+
+    #[test]
+    fn runners_are_probed_on_their_metrics_port() {
+        let s = sync();
+        let mut snapshot = s.clone();
+        snapshot.spec.startup.mode = StartupMode::Snapshot;
+        for (sync, objects) in [
+            (&s, build(&s, &run_for(&s, 0), &RunnerDefaults::default())),
+            (
+                &snapshot,
+                build(
+                    &snapshot,
+                    &run_for(&snapshot, 0),
+                    &RunnerDefaults::default(),
+                ),
+            ),
+        ] {
+            let c = runner_container(&objects);
+            let ports = c.ports.clone().unwrap();
+            assert_eq!(ports.len(), 1, "{}", sync.name_any());
+            assert_eq!(
+                (
+                    ports[0].name.as_deref(),
+                    ports[0].container_port,
+                    ports[0].protocol.as_deref()
+                ),
+                (Some("metrics"), 9464, Some("TCP"))
+            );
+            let describe = |p: &Probe| {
+                let get = p.http_get.as_ref().unwrap();
+                (
+                    get.path.clone().unwrap(),
+                    get.port.clone(),
+                    p.initial_delay_seconds,
+                    p.period_seconds,
+                    p.timeout_seconds,
+                    p.success_threshold,
+                    p.failure_threshold,
+                )
+            };
+            let port = IntOrString::String("metrics".into());
+            assert_eq!(
+                describe(c.liveness_probe.as_ref().unwrap()),
+                (
+                    "/healthz".into(),
+                    port.clone(),
+                    None,
+                    Some(10),
+                    Some(5),
+                    Some(1),
+                    Some(6)
+                )
+            );
+            assert_eq!(
+                describe(c.readiness_probe.as_ref().unwrap()),
+                (
+                    "/readyz".into(),
+                    port,
+                    None,
+                    Some(10),
+                    Some(5),
+                    Some(1),
+                    Some(3)
+                )
+            );
+            // No startup probe: it would only delay liveness, which does not depend on Doris.
+            assert_eq!(c.startup_probe, None);
+        }
+    }
+
+    #[test]
     fn a_deployment_with_one_replica_recreate_and_owner() {
         let s = sync();
-        let o = build(&s, &run_for(&s, 0), None);
+        let o = build(&s, &run_for(&s, 0), &RunnerDefaults::default());
         let d = deployment(&o);
         let spec = d.spec.as_ref().unwrap();
         assert_eq!(spec.replicas, Some(1));
@@ -496,7 +812,7 @@ mod tests {
     #[test]
     fn env_holds_only_references() {
         let s = sync();
-        let o = build(&s, &run_for(&s, 0), None);
+        let o = build(&s, &run_for(&s, 0), &RunnerDefaults::default());
         let env = deployment(&o)
             .spec
             .as_ref()
@@ -538,7 +854,7 @@ mod tests {
     #[test]
     fn the_role_allows_only_the_checkpoint_configmap() {
         let s = sync();
-        let o = build(&s, &run_for(&s, 0), None);
+        let o = build(&s, &run_for(&s, 0), &RunnerDefaults::default());
         let (sa, role, binding) = o.rbac.unwrap();
         assert_eq!(sa.metadata.name.as_deref(), Some("orders-runner"));
         let rules = role.rules.unwrap();
@@ -574,7 +890,7 @@ resources: {limits: {memory: 512Mi}}
 "#,
         )
         .unwrap();
-        let o = build(&s, &run_for(&s, 0), Some("ops/runner:2"));
+        let o = build(&s, &run_for(&s, 0), &ops_defaults());
         assert!(o.rbac.is_none());
         let t = &deployment(&o).spec.as_ref().unwrap().template;
         let pod = t.spec.as_ref().unwrap();
@@ -587,9 +903,9 @@ resources: {limits: {memory: 512Mi}}
         let c = &pod.containers[0];
         assert_eq!(c.image.as_deref(), Some("my/runner:1"));
         assert_eq!(c.env.as_ref().unwrap().last().unwrap().name, "RUST_LOG");
-        assert!(c.resources.is_some());
+        assert_eq!(c.resources.as_ref(), Some(&rr("{limits: {memory: 512Mi}}")));
         s.spec.runner.image = None;
-        let o = build(&s, &run_for(&s, 0), Some("ops/runner:2"));
+        let o = build(&s, &run_for(&s, 0), &ops_defaults());
         let pod = deployment(&o)
             .spec
             .as_ref()
@@ -604,7 +920,7 @@ resources: {limits: {memory: 512Mi}}
     #[test]
     fn the_manifest_carries_the_active_consumer_and_a_change_rolls_the_runner() {
         let s = sync();
-        let first = build(&s, &run_for(&s, 0), None);
+        let first = build(&s, &run_for(&s, 0), &RunnerDefaults::default());
         let manifest = &first.config.data.as_ref().unwrap()[CONFIG_KEY];
         let parsed = dcs_crds::from_manifest(manifest).unwrap();
         assert_eq!(parsed.consumer_id(), "orders");
@@ -612,7 +928,7 @@ resources: {limits: {memory: 512Mi}}
         assert_eq!(parsed.metadata.annotations, None);
         let mut later = s.clone();
         later.spec.startup.mode = StartupMode::Latest;
-        let reinit = build(&later, &run_for(&later, 1), None);
+        let reinit = build(&later, &run_for(&later, 1), &RunnerDefaults::default());
         let parsed =
             dcs_crds::from_manifest(&reinit.config.data.as_ref().unwrap()[CONFIG_KEY]).unwrap();
         assert_eq!(parsed.consumer_id(), "orders-r1");
@@ -640,7 +956,10 @@ resources: {limits: {memory: 512Mi}}
                 .clone()
         };
         assert_ne!(hash(&first), hash(&reinit));
-        assert_eq!(hash(&first), hash(&build(&s, &run_for(&s, 0), None)));
+        assert_eq!(
+            hash(&first),
+            hash(&build(&s, &run_for(&s, 0), &RunnerDefaults::default()))
+        );
         // No secret name's value, only its name, anywhere in the config.
         assert!(!manifest.contains("password:"), "{manifest}");
     }
@@ -652,7 +971,7 @@ resources: {limits: {memory: 512Mi}}
             table: Some("ops.offsets".into()),
             consumer_id: Some("student".into()),
         });
-        let o = build(&s, &run_for(&s, 2), None);
+        let o = build(&s, &run_for(&s, 2), &RunnerDefaults::default());
         let parsed = dcs_crds::from_manifest(&o.config.data.as_ref().unwrap()[CONFIG_KEY]).unwrap();
         assert_eq!(parsed.consumer_id(), "student-r2");
         assert_eq!(parsed.metadata.name.as_deref(), Some("orders"));
@@ -662,7 +981,7 @@ resources: {limits: {memory: 512Mi}}
     fn snapshot_mode_is_a_job() {
         let mut s = sync();
         s.spec.startup.mode = StartupMode::Snapshot;
-        let o = build(&s, &run_for(&s, 0), None);
+        let o = build(&s, &run_for(&s, 0), &RunnerDefaults::default());
         let Workload::Job(job) = &o.workload else {
             panic!("expected a Job")
         };

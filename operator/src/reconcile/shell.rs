@@ -63,8 +63,8 @@ pub const DEFAULT_POD_WAIT_MARGIN: Duration = stop::DEFAULT_MARGIN;
 pub struct Context {
     /// The Kubernetes client.
     pub client: Client,
-    /// The operator's `--runner-image`, if given.
-    pub runner_image: Option<String>,
+    /// The operator's `--runner-image` and `--runner-resources`, if given.
+    pub runner: build::RunnerDefaults,
     /// Publishes Kubernetes Events about the syncs.
     pub recorder: Recorder,
     /// Table facts per sync (namespace/name), with when and for which generation they were read.
@@ -101,7 +101,10 @@ impl Context {
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
-            runner_image,
+            runner: build::RunnerDefaults {
+                image: runner_image,
+                resources: None,
+            },
             probes: Mutex::new(HashMap::new()),
             cleanup_policy: RetryPolicy::default(),
             pod_wait_margin: DEFAULT_POD_WAIT_MARGIN,
@@ -591,7 +594,7 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
             if let Some(w) = &run.probe_warning {
                 warn!(warning = %w, "source probe failed; keeping the runner");
             }
-            let objects = build::build(sync, run, ctx.runner_image.as_deref());
+            let objects = build::build(sync, run, &ctx.runner);
             launch(
                 ctx,
                 &ns,
