@@ -18,12 +18,17 @@ evaluated with:
     verbs(rules, resource, group="")        the verbs granted on resource in group
     crd_file              the chart's crds/dorischangelogsyncs.yaml, parsed
     crd_text              its text
+    runner_labels         the labels operator/src/reconcile/build.rs puts on runner pods
+    runner_port_name      the name of the runner container's metrics port there
+    selects(selector, labels)  whether a matchLabels selector selects pods with those labels
+    json, re              the modules
 
 EXPR must be truthy; on failure the script prints what it saw and exits 1.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -33,6 +38,21 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CRD_PATH = os.path.join(HERE, "dcs-operator", "crds", "dorischangelogsyncs.yaml")
+BUILD_RS = os.path.join(HERE, "..", "operator", "src", "reconcile", "build.rs")
+
+
+def from_build_rs() -> tuple[dict[str, str], str]:
+    """The runner pods' labels (the constant ones of `labels()`) and metrics port name."""
+    with open(BUILD_RS, encoding="utf-8") as fh:
+        code = fh.read()
+    body = re.search(r"pub fn labels\(sync: &str\)[^{]*\{(.*?)\n\}", code, re.S)
+    if not body:
+        raise Failure("no labels() in build.rs")
+    labels = dict(re.findall(r'\(\s*"([^"]+)"\.to_owned\(\),\s*"([^"]+)"\.to_owned\(\),?\s*\)', body.group(1)))
+    port = re.search(r'pub const RUNNER_METRICS_PORT_NAME: &str = "([^"]+)";', code)
+    if not labels or not port:
+        raise Failure("runner labels or RUNNER_METRICS_PORT_NAME not found in build.rs")
+    return labels, port.group(1)
 
 
 class Failure(Exception):
@@ -114,6 +134,12 @@ def main() -> int:
                 out.extend(r["verbs"])
         return out
 
+    def selects(selector: dict, labels: dict) -> bool:
+        match = selector.get("matchLabels") or {}
+        if selector.get("matchExpressions"):
+            raise Failure("matchExpressions are not checked here")
+        return bool(match) and all(labels.get(k) == v for k, v in match.items())
+
     with open(CRD_PATH, encoding="utf-8") as fh:
         crd_text = fh.read()
     crd_file = yaml.safe_load(crd_text)
@@ -129,10 +155,13 @@ def main() -> int:
         "verbs": verbs,
         "crd_file": crd_file,
         "crd_text": crd_text,
+        "selects": selects,
         "re": re,
+        "json": json,
         "path": path,
     }
     try:
+        scope["runner_labels"], scope["runner_port_name"] = from_build_rs()
         ok = eval(expr, scope)  # noqa: S307 - test expressions written in charts/test.sh
     except Failure as e:
         print(f"    {e}")

@@ -99,6 +99,11 @@ lint "lint --strict, namespaced RBAC" --set rbac.namespaced=true --set 'watchNam
 lint "lint --strict, everything on" --set rbac.namespaced=true --set 'watchNamespaces={a,b}' \
     --set leaderElection.enabled=true --set replicaCount=2 --set metrics.serviceMonitor.enabled=true \
     --set 'imagePullSecrets[0].name=regcred' --set-json 'extraEnv=[{"name":"RUST_LOG","value":"debug"}]'
+lint "lint --strict, observability and network policies on" --set 'watchNamespaces={a,b}' \
+    --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true --set runner.podMonitor.enabled=true \
+    --set metrics.serviceMonitor.enabled=true --set networkPolicy.enabled=true \
+    --set 'networkPolicy.apiServer.cidrs={10.0.0.1/32}' --set 'networkPolicy.doris.cidrs={10.1.0.0/16}' \
+    --set-json 'runner.resources={"requests":{"memory":"256Mi"},"limits":{"memory":"1Gi"}}'
 if out=$("$HELM" lint "$CHART" --strict --set bogusKey=1 2>&1); then
     ko "lint fails on a value the schema rejects" "$out"
 else
@@ -144,6 +149,8 @@ expect default "least privilege: no wildcard, escalate, bind, impersonate, delet
     'not any("*" in r["verbs"] or "*" in r["resources"] or "*" in r["apiGroups"] or {"escalate", "bind", "impersonate"} & set(r["verbs"]) for r in rules("ClusterRole")) and not verbs(rules("ClusterRole"), "customresourcedefinitions", "apiextensions.k8s.io") and not verbs(rules("ClusterRole"), "leases", "coordination.k8s.io") and not verbs(rules("ClusterRole"), "events")'
 expect default "no Role, no leader-election objects, no ServiceMonitor" \
     'not find("Role") and not find("RoleBinding") and not find("ServiceMonitor")'
+expect default "off by default: NetworkPolicy, PrometheusRule, PodMonitor, dashboard; no --runner-resources" \
+    'not (find("NetworkPolicy") or find("PrometheusRule") or find("PodMonitor") or find("ConfigMap")) and not any(a.startswith("--runner-resources") for a in args())'
 
 # --- watched namespaces, cluster-wide RBAC -----------------------------------------------------
 render watch --set 'watchNamespaces={a,b}'
@@ -189,13 +196,93 @@ reject "replicaCount > 1 without leader election is refused with a clear message
 render monitor --set metrics.serviceMonitor.enabled=true --set metrics.serviceMonitor.interval=15s \
     --set metrics.serviceMonitor.labels.release=prom --set metrics.port=9100
 expect monitor "ServiceMonitor when enabled, scraping the metrics Service" \
-    'one("ServiceMonitor")["apiVersion"] == "monitoring.coreos.com/v1" and one("ServiceMonitor")["spec"]["endpoints"][0] == {"port": "metrics", "path": "/metrics", "interval": "15s"} and one("ServiceMonitor")["metadata"]["labels"]["release"] == "prom" and all(one("Service")["metadata"]["labels"].get(k) == v for k, v in one("ServiceMonitor")["spec"]["selector"]["matchLabels"].items())'
+    'one("ServiceMonitor")["apiVersion"] == "monitoring.coreos.com/v1" and one("ServiceMonitor")["spec"]["endpoints"][0] == {"port": "metrics", "path": "/metrics", "interval": "15s", "honorLabels": True} and one("ServiceMonitor")["metadata"]["labels"]["release"] == "prom" and all(one("Service")["metadata"]["labels"].get(k) == v for k, v in one("ServiceMonitor")["spec"]["selector"]["matchLabels"].items())'
 expect monitor "metrics.port reaches the flag, the container port and the Service" \
     '"--metrics-addr=0.0.0.0:9100" in args() and container()["ports"][0]["containerPort"] == 9100 and one("Service")["spec"]["ports"][0]["port"] == 9100'
 render nosvc --set metrics.service.enabled=false
 expect nosvc "no Service when metrics.service.enabled=false" 'not find("Service") and not find("ServiceMonitor")'
 reject "ServiceMonitor without the Service is refused" "needs metrics.service.enabled" \
     --set metrics.serviceMonitor.enabled=true --set metrics.service.enabled=false
+
+# --- runner defaults, alerts, dashboard ---------------------------------------------------------------
+render runner --set-json 'runner.resources={"requests":{"cpu":"200m","memory":"256Mi"},"limits":{"memory":"1Gi"}}'
+expect runner "runner.resources reaches --runner-resources as JSON" \
+    '[json.loads(a.split("=", 1)[1]) for a in args() if a.startswith("--runner-resources=")] == [{"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}]'
+render observe --namespace ops --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true \
+    --set runner.podMonitor.enabled=true --set metrics.serviceMonitor.enabled=true \
+    --set prometheusRule.labels.release=prom --set prometheusRule.alertLabels.team=data \
+    --set prometheusRule.lagSeconds=120 --set prometheusRule.lagFor=3m \
+    --set prometheusRule.runbookBaseUrl=https://example.com/operator/README.md
+alerts='[r for g in one("PrometheusRule")["spec"]["groups"] for r in g["rules"]]'
+expect observe "PrometheusRule: the nine alerts, each with severity, team, summary, description, runbook" \
+    "sorted(r['alert'] for r in $alerts) == sorted(['DcsSyncNearExpiry', 'DcsSyncOffsetExpired', 'DcsSyncLagHigh', 'DcsSyncSinkUnhealthy', 'DcsSinkLoadsRetrying', 'DcsRunnerCrashLooping', 'DcsSyncReinitialized', 'DcsSyncNotReady', 'DcsOperatorAbsent']) and all(r['labels']['severity'] in ('warning', 'critical') and r['labels']['team'] == 'data' and r['annotations']['summary'] and len(r['annotations']['description']) > 80 and r['annotations']['runbook_url'] == 'https://example.com/operator/README.md#' + r['alert'].lower() for r in $alerts)"
+expect observe "PrometheusRule labels for the ruleSelector, lag threshold and duration from values" \
+    "one('PrometheusRule')['metadata']['labels']['release'] == 'prom' and [(r['expr'], r['for']) for r in $alerts if r['alert'] == 'DcsSyncLagHigh'] == [('dcs_sync_lag_seconds > 120', '3m')]"
+expect observe "every alert has an anchor in operator/README.md (the runbook)" \
+    "all(re.search(r'^#+ ' + r['alert'] + r'\s*$', open('../operator/README.md').read(), re.M) for r in $alerts)"
+expect observe "the alerts' templates are Prometheus's, not Helm's (\$labels survive the render)" \
+    "all('{{ \$labels.namespace }}' in r['annotations']['description'] for r in $alerts if r['alert'] != 'DcsOperatorAbsent') and 'namespace=\"ops\"' in [r for r in $alerts if r['alert'] == 'DcsOperatorAbsent'][0]['expr']"
+if out=$("$PY" metrics_check.py "$T/observe.yaml" --source ../operator/src/metrics.rs ../runner/src/metrics.rs 2>&1); then
+    ok "observe: every metric in the alerts and the dashboard is one operator/src/metrics.rs or runner/src/metrics.rs exports"
+else
+    ko "observe: every metric in the alerts and the dashboard is one operator/src/metrics.rs or runner/src/metrics.rs exports" "$out"
+fi
+sed 's/dcs_sync_lag_seconds >/dcs_sync_lag_secondz >/' "$T/observe.yaml" >"$T/tampered.yaml"
+if out=$("$PY" metrics_check.py "$T/tampered.yaml" --source ../operator/src/metrics.rs ../runner/src/metrics.rs 2>&1); then
+    ko "the metric check fails on a metric nobody exports" "$out"
+elif grep -q "alert DcsSyncLagHigh: dcs_sync_lag_secondz is not exported" <<<"$out"; then
+    ok "the metric check fails on a metric nobody exports, naming alert and metric"
+else
+    ko "the metric check fails on a metric nobody exports, naming alert and metric" "$out"
+fi
+dash='json.loads(one("ConfigMap")["data"]["dcs.json"])'
+expect observe "dashboard ConfigMap: sidecar label grafana_dashboard=1, in the release namespace" \
+    'one("ConfigMap")["metadata"]["labels"]["grafana_dashboard"] == "1" and one("ConfigMap")["metadata"]["namespace"] == "ops" and list(one("ConfigMap")["data"]) == ["dcs.json"]'
+expect observe "dashboard: a uid, unique panel ids, every query on the \${datasource} variable, panels inside 24 columns" \
+    "$dash['uid'] == 'dcs-overview' and len({p['id'] for p in $dash['panels']}) == len($dash['panels']) and all(p['datasource']['uid'] == '\${datasource}' and all(t['datasource']['uid'] == '\${datasource}' for t in p['targets']) for p in $dash['panels'] if p['type'] != 'row') and all(p['gridPos']['x'] + p['gridPos']['w'] <= 24 for p in $dash['panels']) and [v['name'] for v in $dash['templating']['list']] == ['datasource', 'namespace', 'sync']"
+expect observe "dashboard: the operator's and the runners' metrics both shown" \
+    "any('dcs_sync_lag_seconds' in t['expr'] for p in $dash['panels'] for t in p.get('targets', [])) and any('dcs_rows_written_total' in t['expr'] for p in $dash['panels'] for t in p.get('targets', []))"
+render dashns --set grafanaDashboard.enabled=true --set grafanaDashboard.namespace=monitoring \
+    --set grafanaDashboard.annotations.grafana_folder=Data --set-json 'grafanaDashboard.labels={"dash":"yes"}'
+expect dashns "dashboard: namespace, annotations and more labels from values (Helm merges them with the sidecar's)" \
+    'one("ConfigMap")["metadata"]["namespace"] == "monitoring" and one("ConfigMap")["metadata"]["annotations"] == {"grafana_folder": "Data"} and one("ConfigMap")["metadata"]["labels"]["dash"] == "yes" and one("ConfigMap")["metadata"]["labels"]["grafana_dashboard"] == "1"'
+expect observe "PodMonitor selects runner pods (build.rs labels) on their metrics port, in every namespace" \
+    'selects(one("PodMonitor")["spec"]["selector"], runner_labels) and not selects(one("PodMonitor")["spec"]["selector"], one("Deployment")["spec"]["template"]["metadata"]["labels"]) and one("PodMonitor")["spec"]["podMetricsEndpoints"] == [{"port": runner_port_name, "path": "/metrics", "interval": "30s"}] and one("PodMonitor")["spec"]["namespaceSelector"] == {"any": True}'
+expect observe "ServiceMonitor keeps the syncs' namespace label (honorLabels)" \
+    'one("ServiceMonitor")["spec"]["endpoints"][0]["honorLabels"] is True'
+render podmon_ns --set runner.podMonitor.enabled=true --set 'watchNamespaces={a,b}'
+expect podmon_ns "PodMonitor looks only in watchNamespaces when set" \
+    'one("PodMonitor")["spec"]["namespaceSelector"] == {"matchNames": ["a", "b"]}'
+
+# --- network policies -----------------------------------------------------------------------------------
+np_values=(--set networkPolicy.enabled=true --set 'networkPolicy.apiServer.cidrs={10.0.0.1/32,192.168.1.10/32}'
+    --set 'networkPolicy.doris.cidrs={10.1.0.0/16}' --set 'watchNamespaces={a,b}')
+render netpol --namespace ops "${np_values[@]}" \
+    --set-json 'networkPolicy.metricsFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]'
+op_np='one("NetworkPolicy", namespace="ops")'
+ports='lambda rule: sorted((p["port"], p["protocol"]) for p in rule["ports"])'
+expect netpol "one policy for the operator (release namespace), one per watched namespace for the runners" \
+    'sorted((o["metadata"]["namespace"], o["metadata"]["name"]) for o in find("NetworkPolicy")) == [("a", "dcs-operator-runners"), ("b", "dcs-operator-runners"), ("ops", "dcs-operator")]'
+expect netpol "the operator's policy selects the operator's pods and no runner pod" \
+    "selects($op_np['spec']['podSelector'], one('Deployment')['spec']['template']['metadata']['labels']) and not selects($op_np['spec']['podSelector'], runner_labels)"
+expect netpol "the runners' policies select the pods build.rs labels, not the operator's" \
+    'all(selects(o["spec"]["podSelector"], dict(runner_labels, **{"dcs.dev/sync": "any"})) and not selects(o["spec"]["podSelector"], one("Deployment")["spec"]["template"]["metadata"]["labels"]) for o in find("NetworkPolicy", name="dcs-operator-runners"))'
+expect netpol "both directions are policed; ingress only on the metrics port, from metricsFrom" \
+    "all(o['spec']['policyTypes'] == ['Ingress', 'Egress'] and o['spec']['ingress'] == [{'ports': [{'port': 'metrics', 'protocol': 'TCP'}], 'from': [{'namespaceSelector': {'matchLabels': {'kubernetes.io/metadata.name': 'monitoring'}}}]}] for o in find('NetworkPolicy')) and runner_port_name == 'metrics'"
+expect netpol "operator egress: API server, DNS (UDP+TCP), Doris FE HTTP + query port and BE HTTP" \
+    "[(r['to'], ($ports)(r)) for r in $op_np['spec']['egress']] == [([{'ipBlock': {'cidr': '10.0.0.1/32'}}, {'ipBlock': {'cidr': '192.168.1.10/32'}}], [(443, 'TCP'), (6443, 'TCP')]), ([{'namespaceSelector': {'matchLabels': {'kubernetes.io/metadata.name': 'kube-system'}}, 'podSelector': {'matchLabels': {'k8s-app': 'kube-dns'}}}], [(53, 'TCP'), (53, 'UDP')]), ([{'ipBlock': {'cidr': '10.1.0.0/16'}}], [(8030, 'TCP'), (8040, 'TCP'), (9030, 'TCP')])]"
+expect netpol "runner egress: the same plus Flight SQL at the FEs and BEs" \
+    "all([($ports)(r) for r in o['spec']['egress']][2] == [(8030, 'TCP'), (8040, 'TCP'), (8050, 'TCP'), (8070, 'TCP'), (9030, 'TCP')] and o['spec']['egress'][:2] == $op_np['spec']['egress'][:2] for o in find('NetworkPolicy', name='dcs-operator-runners'))"
+render netpol_ports "${np_values[@]}" --set networkPolicy.runnerNamespaces='{c}' --set networkPolicy.dns.enabled=false \
+    --set networkPolicy.doris.fe.queryPort=19030 --set networkPolicy.doris.be.flightSqlPort=18050 --set 'networkPolicy.apiServer.ports={443}'
+expect netpol_ports "runnerNamespaces wins over watchNamespaces; ports from values; DNS off" \
+    "[o['metadata']['namespace'] for o in find('NetworkPolicy', name='dcs-operator-runners')] == ['c'] and [($ports)(r) for r in one('NetworkPolicy', name='dcs-operator-runners')['spec']['egress']] == [[(443, 'TCP')], [(8030, 'TCP'), (8040, 'TCP'), (8070, 'TCP'), (18050, 'TCP'), (19030, 'TCP')]] and 'from' not in one('NetworkPolicy', name='dcs-operator')['spec']['ingress'][0]"
+reject "networkPolicy without the API server's addresses is refused" "needs networkPolicy.apiServer.cidrs" \
+    --set networkPolicy.enabled=true --set 'networkPolicy.doris.cidrs={10.1.0.0/16}' --set 'watchNamespaces={a}'
+reject "networkPolicy without Doris's addresses is refused" "needs networkPolicy.doris.cidrs" \
+    --set networkPolicy.enabled=true --set 'networkPolicy.apiServer.cidrs={10.0.0.1/32}' --set 'watchNamespaces={a}'
+reject "networkPolicy without namespaces for the runners is refused" "needs networkPolicy.runnerNamespaces or watchNamespaces" \
+    --set networkPolicy.enabled=true --set 'networkPolicy.apiServer.cidrs={10.0.0.1/32}' --set 'networkPolicy.doris.cidrs={10.1.0.0/16}'
 
 # --- images, service account, rbac.create, extras ------------------------------------------------------
 render custom --release my-dcs --namespace team --set image.repository=reg.example/dcs-operator \
@@ -226,6 +313,16 @@ reject "schema rejects a wrong type, naming the key" "/replicaCount.*got string,
 reject "schema rejects a bad enum, naming the key" "/logFormat" --set logFormat=xml
 reject "schema rejects a bad namespace name, naming the key" "/watchNamespaces/0" --set 'watchNamespaces={Bad_NS}'
 reject "schema rejects a port out of range, naming the key" "/metrics/port" --set metrics.port=70000
+reject "schema rejects a runner quantity that is none, naming the key" "/runner/resources/limits/memory" \
+    --set runner.resources.limits.memory=lots
+reject "schema rejects an unknown runner.resources key, naming it" "/runner/resources.*additional propert.*limit" \
+    --set runner.resources.limit.memory=1Gi
+reject "schema rejects a CIDR that is none, naming the key" "/networkPolicy/doris/cidrs/0" \
+    --set 'networkPolicy.doris.cidrs={doris-fe}'
+reject "schema rejects a lag threshold that is not a number, naming the key" "/prometheusRule/lagSeconds" \
+    --set prometheusRule.lagSeconds=soon
+reject "schema rejects an unknown dashboard key, naming it" "/grafanaDashboard.*additional propert.*folder" \
+    --set grafanaDashboard.folder=x
 
 # --- CRDs and NOTES ------------------------------------------------------------------------------------------
 render crds --include-crds

@@ -79,6 +79,14 @@ pub struct SyncSample {
     pub lag_seconds: Option<i64>,
     /// `status.ttlHeadroomSeconds`.
     pub ttl_headroom_seconds: Option<i64>,
+    /// `status.source.ttlSeconds`.
+    pub ttl_seconds: Option<i64>,
+    /// `status.runnerRestarts`.
+    pub runner_restarts: Option<i32>,
+    /// `status.consumerGeneration`: re-initialisations so far (0 once the sync has a status).
+    pub reinits: Option<i64>,
+    /// `status.conditions` as (type, status, reason).
+    pub conditions: Vec<(String, String, String)>,
     /// The object does not deserialize.
     pub invalid: bool,
 }
@@ -93,6 +101,19 @@ impl SyncSample {
             phase: status.and_then(|s| s.phase),
             lag_seconds: status.and_then(|s| s.lag_seconds),
             ttl_headroom_seconds: status.and_then(|s| s.ttl_headroom_seconds),
+            ttl_seconds: status
+                .and_then(|s| s.source.as_ref())
+                .and_then(|s| s.ttl_seconds),
+            runner_restarts: status.and_then(|s| s.runner_restarts),
+            reinits: status.map(|s| s.consumer_generation.unwrap_or(0)),
+            conditions: status
+                .map(|s| {
+                    s.conditions
+                        .iter()
+                        .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
             invalid: object.parsed.is_err(),
         }
     }
@@ -159,32 +180,75 @@ pub fn render_text(
     }
     let mut sorted: Vec<&SyncSample> = samples.iter().collect();
     sorted.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    let gauge =
-        |out: &mut String, metric: &str, help: &str, pick: fn(&SyncSample) -> Option<i64>| {
-            let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} gauge");
-            for s in &sorted {
-                if let Some(v) = pick(s) {
-                    let _ = writeln!(
-                        out,
-                        "{metric}{{namespace=\"{}\",name=\"{}\"}} {v}",
-                        escape(&s.namespace),
-                        escape(&s.name)
-                    );
-                }
+    let series = |out: &mut String,
+                  metric: &str,
+                  kind: &str,
+                  help: &str,
+                  pick: fn(&SyncSample) -> Option<i64>| {
+        let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} {kind}");
+        for s in &sorted {
+            if let Some(v) = pick(s) {
+                let _ = writeln!(
+                    out,
+                    "{metric}{{namespace=\"{}\",name=\"{}\"}} {v}",
+                    escape(&s.namespace),
+                    escape(&s.name)
+                );
             }
-        };
-    gauge(
+        }
+    };
+    series(
         &mut out,
         "dcs_sync_lag_seconds",
+        "gauge",
         "Doris time minus the committed offset (status.lagSeconds).",
         |s| s.lag_seconds,
     );
-    gauge(
+    series(
         &mut out,
         "dcs_sync_ttl_headroom_seconds",
+        "gauge",
         "Seconds before the oldest change still needed expires (status.ttlHeadroomSeconds).",
         |s| s.ttl_headroom_seconds,
     );
+    series(
+        &mut out,
+        "dcs_sync_ttl_seconds",
+        "gauge",
+        "The source table's changelog TTL (status.source.ttlSeconds).",
+        |s| s.ttl_seconds,
+    );
+    series(
+        &mut out,
+        "dcs_sync_runner_restarts_total",
+        "counter",
+        "Container restarts of the sync's runner pod (status.runnerRestarts); a new pod starts from 0.",
+        |s| s.runner_restarts.map(i64::from),
+    );
+    series(
+        &mut out,
+        "dcs_sync_reinits_total",
+        "counter",
+        "Re-initialisations of the sync (status.consumerGeneration).",
+        |s| s.reinits,
+    );
+    let _ = writeln!(
+        out,
+        "# HELP dcs_sync_condition 1 for each of the sync's status conditions, labelled with its type, status and reason.\n# TYPE dcs_sync_condition gauge"
+    );
+    for s in &sorted {
+        for (type_, status, reason) in &s.conditions {
+            let _ = writeln!(
+                out,
+                "dcs_sync_condition{{namespace=\"{}\",name=\"{}\",type=\"{}\",status=\"{}\",reason=\"{}\"}} 1",
+                escape(&s.namespace),
+                escape(&s.name),
+                escape(type_),
+                escape(status),
+                escape(reason)
+            );
+        }
+    }
     out
 }
 
@@ -335,6 +399,10 @@ mod tests {
             phase,
             lag_seconds: lag,
             ttl_headroom_seconds: headroom,
+            ttl_seconds: None,
+            runner_restarts: None,
+            reinits: None,
+            conditions: Vec::new(),
             invalid: false,
         }
     }
@@ -380,5 +448,98 @@ mod tests {
         let text = render_text(0, &BTreeMap::new(), None, &[]);
         assert!(!text.contains("dcs_operator_leader"), "{text}");
         assert!(text.contains("dcs_syncs{phase=\"Unknown\"} 0"), "{text}");
+    }
+
+    #[test]
+    fn per_sync_ttl_restarts_reinits_and_conditions() {
+        let mut a = sample("a", Some(Phase::Streaming), Some(30), Some(10_000));
+        a.ttl_seconds = Some(86_400);
+        a.runner_restarts = Some(4);
+        a.reinits = Some(2);
+        a.conditions = vec![
+            ("Ready".into(), "True".into(), "Streaming".into()),
+            ("OffsetHealthy".into(), "False".into(), "NearExpiry".into()),
+        ];
+        let mut b = sample("b\"q", Some(Phase::Pending), None, None);
+        b.reinits = Some(0);
+        let text = render_text(0, &BTreeMap::new(), None, &[b, a]);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        for line in [
+            "dcs_sync_ttl_seconds{namespace=\"default\",name=\"a\"} 86400",
+            "dcs_sync_runner_restarts_total{namespace=\"default\",name=\"a\"} 4",
+            "dcs_sync_reinits_total{namespace=\"default\",name=\"a\"} 2",
+            "dcs_sync_reinits_total{namespace=\"default\",name=\"b\\\"q\"} 0",
+            "dcs_sync_condition{namespace=\"default\",name=\"a\",type=\"Ready\",status=\"True\",reason=\"Streaming\"} 1",
+            "dcs_sync_condition{namespace=\"default\",name=\"a\",type=\"OffsetHealthy\",status=\"False\",reason=\"NearExpiry\"} 1",
+        ] {
+            assert!(lines.contains(&line), "{line} missing in\n{text}");
+        }
+        // No restarts series without a runner pod, no TTL before a probe.
+        assert!(!text.contains("dcs_sync_runner_restarts_total{namespace=\"default\",name=\"b"));
+        assert!(!text.contains("dcs_sync_ttl_seconds{namespace=\"default\",name=\"b"));
+        for (name, kind) in [
+            ("dcs_sync_ttl_seconds", "gauge"),
+            ("dcs_sync_runner_restarts_total", "counter"),
+            ("dcs_sync_reinits_total", "counter"),
+            ("dcs_sync_condition", "gauge"),
+        ] {
+            assert!(
+                text.contains(&format!("# TYPE {name} {kind}\n")),
+                "{name}\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_sample_reads_the_status() {
+        use dcs_crds::{DorisChangelogSync, DorisChangelogSyncStatus, SourceStatus};
+        let mut sync: DorisChangelogSync = serde_yaml::from_str(
+            r#"
+apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {name: s, namespace: team}
+spec:
+  source: {feNodes: ["fe:8030"], table: a.b, credentials: {secretName: x}}
+  sink: {stdout: {}}
+"#,
+        )
+        .unwrap();
+        let object = |sync: &DorisChangelogSync| SyncObject {
+            metadata: sync.metadata.clone(),
+            parsed: Ok(Arc::new(sync.clone())),
+        };
+        assert_eq!(SyncSample::of(&object(&sync)).reinits, None);
+        sync.status = Some(DorisChangelogSyncStatus {
+            source: Some(SourceStatus {
+                ttl_seconds: Some(600),
+                ..Default::default()
+            }),
+            runner_restarts: Some(3),
+            conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: "SinkHealthy".into(),
+                status: "False".into(),
+                reason: "RunnerFailed".into(),
+                message: "boom".into(),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ),
+                observed_generation: None,
+            }],
+            ..Default::default()
+        });
+        let sample = SyncSample::of(&object(&sync));
+        assert_eq!(
+            (
+                sample.namespace.as_str(),
+                sample.ttl_seconds,
+                sample.runner_restarts,
+                sample.reinits
+            ),
+            ("team", Some(600), Some(3), Some(0))
+        );
+        assert_eq!(
+            sample.conditions,
+            vec![("SinkHealthy".into(), "False".into(), "RunnerFailed".into())]
+        );
     }
 }

@@ -41,6 +41,46 @@ app.kubernetes.io/part-of: dcs
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{/* The labels the operator puts on every runner pod (operator/src/reconcile/build.rs, labels()). */}}
+{{- define "dcs-operator.runnerSelectorLabels" -}}
+app.kubernetes.io/name: dcs-runner
+app.kubernetes.io/managed-by: dcs-operator
+{{- end -}}
+
+{{/* The namespaces whose runners get a NetworkPolicy, as a JSON list. */}}
+{{- define "dcs-operator.runnerNamespaces" -}}
+{{- toJson (default .Values.watchNamespaces .Values.networkPolicy.runnerNamespaces) -}}
+{{- end -}}
+
+{{/* Egress rules both NetworkPolicies share: the API server and DNS. */}}
+{{- define "dcs-operator.egressApiServerDns" -}}
+{{- $np := .Values.networkPolicy -}}
+- to:
+    {{- range $np.apiServer.cidrs }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  ports:
+    {{- range $np.apiServer.ports }}
+    - {port: {{ . }}, protocol: TCP}
+    {{- end }}
+{{- if $np.dns.enabled }}
+- to:
+    {{- toYaml $np.dns.to | nindent 4 }}
+  ports:
+    - {port: {{ $np.dns.port }}, protocol: UDP}
+    - {port: {{ $np.dns.port }}, protocol: TCP}
+{{- end }}
+{{- end -}}
+
+{{/* The Doris FEs and BEs as NetworkPolicy peers. */}}
+{{- define "dcs-operator.dorisPeers" -}}
+{{- range .Values.networkPolicy.doris.cidrs }}
+- ipBlock:
+    cidr: {{ . }}
+{{- end }}
+{{- end -}}
+
 {{- define "dcs-operator.runnerImage" -}}
 {{- printf "%s:%s" .Values.runnerImage.repository (default .Chart.AppVersion .Values.runnerImage.tag) -}}
 {{- end -}}
@@ -61,6 +101,17 @@ depends on them so that any render fails with the message.
 {{- end -}}
 {{- if and .Values.leaderElection.enabled (not .Values.leaderElection.leaseName) -}}
 {{- fail "leaderElection.enabled=true needs leaderElection.leaseName" -}}
+{{- end -}}
+{{- if .Values.networkPolicy.enabled -}}
+{{- if empty .Values.networkPolicy.apiServer.cidrs -}}
+{{- fail "networkPolicy.enabled=true needs networkPolicy.apiServer.cidrs: the API server's addresses (kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes), or the operator and the runners could not reach it" -}}
+{{- end -}}
+{{- if empty .Values.networkPolicy.doris.cidrs -}}
+{{- fail "networkPolicy.enabled=true needs networkPolicy.doris.cidrs: the addresses of the Doris FEs and BEs the syncs read from and write to" -}}
+{{- end -}}
+{{- if and (empty .Values.networkPolicy.runnerNamespaces) (empty .Values.watchNamespaces) -}}
+{{- fail "networkPolicy.enabled=true needs networkPolicy.runnerNamespaces or watchNamespaces: a NetworkPolicy only selects pods of its own namespace, so the chart must know where the runners run" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -127,4 +178,12 @@ reconcile/build.rs, main.rs); keep in step with the code.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- end -}}
+
+{{/* runbook_url for alert (index . 1) when prometheusRule (index . 0) has a runbookBaseUrl. */}}
+{{- define "dcs-operator.runbook" -}}
+{{- $pr := index . 0 -}}
+{{- with $pr.runbookBaseUrl -}}
+runbook_url: {{ printf "%s#%s" . (lower (index $ 1)) }}
+{{- end -}}
 {{- end -}}
