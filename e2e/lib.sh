@@ -138,9 +138,13 @@ delete_namespace() {
 
 # sync_manifest NS NAME SOURCE_TABLE SINK_TABLE [EXTRA_SPEC_YAML]: a DorisChangelogSync on stdin
 # format, with short intervals so the scenarios stay quick. EXTRA is appended under spec (indented
-# by two spaces by the caller).
+# by two spaces by the caller). On the test bed pods share the host's network, so each runner
+# serves its metrics and probes on its own pod address (DCS_METRICS_ADDR) rather than 0.0.0.0.
 sync_manifest() {
-    local ns=$1 name=$2 source=$3 sink=$4 extra=${5:-}
+    local ns=$1 name=$2 source=$3 sink=$4 extra=${5:-} metrics_env=""
+    [[ -n "${E2E_KUBECONFIG:-}" ]] || metrics_env='
+      - name: DCS_METRICS_ADDR
+        value: "$(POD_IP):9464"'
     cat <<EOF
 apiVersion: dcs.dev/v1alpha1
 kind: DorisChangelogSync
@@ -181,7 +185,7 @@ spec:
       - name: RUST_LOG
         value: info
       - name: NO_COLOR
-        value: "1"
+        value: "1"$metrics_env
 $extra
 EOF
 }
@@ -220,6 +224,45 @@ runner_pod_running() {
 }
 
 no_runner_pods() { [[ -z "$(kubectl -n "$1" get pods -l "dcs.dev/sync=$2" -o name)" ]]; }
+
+# runner_pod_ready NS SYNC STATUS: the one runner pod's Ready condition is STATUS (True/False).
+runner_pod_ready() {
+    kubectl -n "$1" get pods -l "dcs.dev/sync=$2" -o json |
+        jq -e --arg s "$3" '[.items[] | select(.metadata.deletionTimestamp == null)] as $p
+            | ($p | length) == 1 and any($p[0].status.conditions[]?; .type == "Ready" and .status == $s)' >/dev/null
+}
+
+# pod_events NS POD REASON: the messages of the pod's events with that reason, one per line.
+pod_events() {
+    kubectl -n "$1" get events -o json |
+        jq -r --arg pod "$2" --arg r "$3" '.items[] | select(.involvedObject.name == $pod and .reason == $r) | .message'
+}
+
+# pod_status NS POD PORT PATH: the HTTP status of GET PATH on the pod's PORT. Test bed only: pods
+# share the host's network there, so the pod's address is reachable from here.
+pod_status() {
+    local ip
+    ip=$(kubectl -n "$1" get pod "$2" -o jsonpath='{.status.podIP}')
+    curl -sS -o /dev/null -w '%{http_code}' "http://$ip:$3$4"
+}
+
+# pod_metrics NS POD PORT: the pod's /metrics (on the bed from its address, elsewhere through the
+# API server's pod proxy).
+pod_metrics() {
+    local ip
+    if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
+        ip=$(kubectl -n "$1" get pod "$2" -o jsonpath='{.status.podIP}')
+        curl -fsS "http://$ip:$3/metrics"
+    else
+        kubectl get --raw "/api/v1/namespaces/$1/pods/$2:$3/proxy/metrics"
+    fi
+}
+
+# doris_faults JSON: arms doris-emu's faults (replacing them all; '{}' disarms).
+doris_faults() {
+    curl -fsS -X PUT "http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/faults" \
+        -H 'Content-Type: application/json' -d "$1" >/dev/null
+}
 
 # checkpoint_json NS SYNC: the runner's checkpoint (empty when none).
 checkpoint_json() {

@@ -7,7 +7,7 @@
 # The order run.sh runs them in (and the names `e2e/run.sh NAME...` accepts).
 # shellcheck disable=SC2034 # used by run.sh
 SCENARIOS=(streaming ttl_blocked suspend_resume spec_change runner_killed reinit_on_expiry deletion broken_secret
-    expiry_fail_then_nonce snapshot_job ha_namespaced)
+    expiry_fail_then_nonce snapshot_job probes ha_namespaced)
 
 # start_sync NS NAME DB [EXTRA_SPEC]: source table DB.src with ids 1..20, sink DB_sink.dst, the sync
 # applied and Streaming with the snapshot copied.
@@ -76,6 +76,9 @@ $described"
     sql "UPDATE $db.src SET name = NULL WHERE id = 30"
     wait_tables_equal "$db.src" "${db}_sink.dst"
     wait_for "condition SinkHealthy=True" 30 condition_is "$ns" s1 SinkHealthy True
+    # The kubelet probes the runner (build.rs): it is Ready once it reads, and never restarted.
+    wait_for "the runner pod Ready (its readiness probe on /readyz)" 60 runner_pod_ready "$ns" s1 True
+    [[ "$(restart_count "$ns" s1)" == 0 ]] || fail "the runner container restarted: $(kubectl -n "$ns" get pods -o wide)"
 }
 
 # 2. A TTL shorter than the sync needs: Blocked, TtlSufficient False with the numbers, no runner.
@@ -426,6 +429,44 @@ scenario_snapshot_job() {
     log "phase $(jget "$ns" s10 .status.phase), snapshot $(jget "$ns" s10 .status.snapshot)"
 }
 
+# 12. The runner pod's probes on a runner that is slow but healthy: doris-emu refuses every
+# changelog window as not yet visible (5101), so the runner stays in its visibility wait. The
+# kubelet's readiness probe sees /readyz answer 503 (Unhealthy events) and keeps the pod not Ready;
+# its liveness probe (/healthz) passes, so the container is never restarted. Once Doris answers,
+# the first read succeeds and the pod turns Ready.
+scenario_probes() {
+    local ns=$1 db=e2e_probes pod
+    create_source_table "$db" src
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    doris_faults '{"incr_error": {"code": 5101, "count": 1000000}}'
+    trap 'doris_faults "{}" || true' EXIT
+    sync_manifest "$ns" p1 "$db.src" "${db}_sink.dst" |
+        sed 's/mode: initial/mode: latest/; s/visibleWaitTimeout: 30s/visibleWaitTimeout: 10m/' |
+        kubectl apply -f - >/dev/null
+    wait_for "the runner pod running" 60 runner_pod_running "$ns" p1
+    pod=$(runner_pods "$ns" p1)
+    # Readiness: three misses 10 s apart before the kubelet reports it.
+    readiness_503() { pod_events "$ns" "$pod" Unhealthy | grep -q 'Readiness probe failed: HTTP probe failed with statuscode: 503'; }
+    wait_for "a readiness probe failure with 503 on $pod" 90 readiness_503
+    runner_pod_ready "$ns" p1 False || fail "the runner pod is Ready while it has read nothing"
+    if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
+        [[ "$(pod_status "$ns" "$pod" 9464 /healthz)" == 200 ]] || fail "/healthz of $pod does not answer 200"
+        [[ "$(pod_status "$ns" "$pod" 9464 /readyz)" == 503 ]] || fail "/readyz of $pod does not answer 503"
+    fi
+    [[ "$(restart_count "$ns" p1)" == 0 ]] || fail "the runner was restarted during its visibility wait"
+    ! pod_events "$ns" "$pod" Unhealthy | grep -q Liveness || fail "a liveness probe failed: $(pod_events "$ns" "$pod" Unhealthy)"
+    [[ "$(jget "$ns" p1 .status.phase)" != Streaming ]] || fail "the sync streams although no window was read"
+
+    log "doris-emu makes the windows visible again"
+    doris_faults '{}'
+    wait_for "the runner pod Ready" 60 runner_pod_ready "$ns" p1 True
+    wait_phase "$ns" p1 Streaming 60
+    [[ "$(restart_count "$ns" p1)" == 0 ]] || fail "the runner container restarted"
+    ! pod_events "$ns" "$pod" Unhealthy | grep -q Liveness || fail "a liveness probe failed: $(pod_events "$ns" "$pod" Unhealthy)"
+    insert_rows "$db.src" 1 10
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+}
+
 # 11. The chart's other install: two replicas with leader election and RBAC granted only in the
 # watched namespace (rbac.namespaced, watchNamespaces). The operator works with exactly that RBAC,
 # ignores syncs elsewhere, and a standby takes over when the leader's pod is deleted. Replaces the
@@ -440,8 +481,14 @@ scenario_ha_namespaced() {
     "$HELM" uninstall "$RELEASE" --namespace "$OPERATOR_NAMESPACE" >/dev/null
     wait_for "the cluster-wide operator gone" 60 bash -c \
         "[[ -z \$(kubectl -n $OPERATOR_NAMESPACE get pods -l app.kubernetes.io/name=dcs-operator -o name) ]]"
+    # On the bed also the NetworkPolicies (nothing enforces them there; the API server validates
+    # them and the selection is checked below) and the dashboard ConfigMap.
+    local extra=()
+    [[ -n "${E2E_KUBECONFIG:-}" ]] || extra=(--set networkPolicy.enabled=true
+        --set 'networkPolicy.apiServer.cidrs={127.0.0.1/32}' --set "networkPolicy.doris.cidrs={$DORIS_HOST/32}"
+        --set grafanaDashboard.enabled=true)
     helm_operator install --set rbac.namespaced=true --set "watchNamespaces={$ns}" \
-        --set leaderElection.enabled=true --set replicaCount=2 >/dev/null
+        --set leaderElection.enabled=true --set replicaCount=2 "${extra[@]}" >/dev/null
     wait_for "two operator pods Ready" 90 operator_pods_ready 2
     local as
     as="system:serviceaccount:$OPERATOR_NAMESPACE:$(kubectl -n "$OPERATOR_NAMESPACE" get pods \
@@ -463,6 +510,39 @@ scenario_ha_namespaced() {
     [[ -z "$(kubectl -n "$other" get dcs s11 -o jsonpath='{.metadata.finalizers}{.status.phase}')" ]] ||
         fail "the operator touched a sync outside watchNamespaces"
     [[ -z "$(kubectl -n "$other" get deployments -o name)" ]] || fail "a runner was started outside watchNamespaces"
+
+    # The chart's alerts and dashboard use only what the running operator and runner export.
+    local scraped runner
+    scraped=$(mktemp -d)
+    runner=$(runner_pods "$ns" s11)
+    pod_metrics "$OPERATOR_NAMESPACE" "$leader" "$METRICS_PORT" >"$scraped/operator.txt"
+    pod_metrics "$ns" "$runner" 9464 >"$scraped/runner.txt"
+    grep -q '^dcs_sync_condition{namespace="'"$ns"'",name="s11",type="Ready",status="True"' "$scraped/operator.txt" ||
+        fail "the leader's /metrics has no Ready condition of s11: $(grep dcs_sync_condition "$scraped/operator.txt")"
+    "$HELM" template "$RELEASE" "$CHART" --namespace "$OPERATOR_NAMESPACE" \
+        --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true >"$scraped/chart.yaml"
+    python3 charts/metrics_check.py "$scraped/chart.yaml" --scrape "$scraped/operator.txt" "$scraped/runner.txt" ||
+        fail "the chart's alerts or dashboard use metrics or labels the operator and the runner do not export"
+    rm -rf "$scraped"
+    if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
+        # np_pods NS NAME: the pods NetworkPolicy NAME selects in NS.
+        np_pods() {
+            local sel
+            sel=$(kubectl -n "$1" get networkpolicy "$2" -o json |
+                jq -r '.spec.podSelector.matchLabels | to_entries | map("\(.key)=\(.value)") | join(",")')
+            kubectl -n "$1" get pods -l "$sel" -o json |
+                jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name] | sort | join(" ")'
+        }
+        [[ "$(np_pods "$ns" "$RELEASE-runners")" == "$runner" ]] ||
+            fail "NetworkPolicy $ns/$RELEASE-runners selects '$(np_pods "$ns" "$RELEASE-runners")', not the runner pod $runner"
+        local operators
+        operators=$(kubectl -n "$OPERATOR_NAMESPACE" get pods -l app.kubernetes.io/name=dcs-operator -o json |
+            jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name] | sort | join(" ")')
+        [[ "$(np_pods "$OPERATOR_NAMESPACE" "$RELEASE")" == "$operators" ]] ||
+            fail "NetworkPolicy $OPERATOR_NAMESPACE/$RELEASE selects '$(np_pods "$OPERATOR_NAMESPACE" "$RELEASE")', not the operator pods $operators"
+        kubectl -n "$OPERATOR_NAMESPACE" get configmap "$RELEASE-dashboard" -o jsonpath='{.metadata.labels.grafana_dashboard}' |
+            grep -qx 1 || fail "no dashboard ConfigMap with the sidecar label"
+    fi
 
     # Fail over: the leader's pod goes, the standby takes the Lease and reconciles.
     log "kubectl delete pod $leader"
