@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Builds the Go programs the tests run (tests/kube-control-plane, tests/helm) from their published
-# modules, pinned by each directory's go.mod and go.sum:
+# Builds the Go programs the tests run (tests/kube-control-plane, tests/helm, tests/prometheus-crds)
+# from their published modules, pinned by each directory's go.mod and go.sum:
 #
 #   tests/go-tools/build.sh kube-control-plane   etcd, kube-apiserver, kube-controller-manager, kube-scheduler
 #   tests/go-tools/build.sh helm                 helm
+#   tests/go-tools/build.sh prometheus-crds      controller-gen, and with it the Prometheus Operator's
+#                                                ServiceMonitor, PodMonitor and PrometheusRule CRDs
+#                                                generated from its API module into target/prometheus-crds/crds
 #   tests/go-tools/build.sh all
 #
 # The binaries land in target/<name>/bin (DCS_GO_TOOLS_DIR replaces target/). A stamp beside them
@@ -84,9 +87,32 @@ build_helm() {
         helm=helm.sh/helm/v4/cmd/helm
 }
 
+# The CRDs the chart's ServiceMonitor, PodMonitor and PrometheusRule need, as the Prometheus Operator
+# generates them: controller-gen over the Go types of its published API module
+# (github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring), so the API server of
+# the test bed validates those objects against the genuine schemas. Regenerated when controller-gen
+# is newer than them (a new go.mod builds a new one).
+build_prometheus_crds() {
+    local dir="$root/tests/prometheus-crds" out="$out_root/prometheus-crds" kind missing=0
+    build prometheus-crds "" controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen
+    for kind in servicemonitors podmonitors prometheusrules; do
+        [[ "$out/crds/monitoring.coreos.com_$kind.yaml" -nt "$out/bin/controller-gen" ]] || missing=1
+    done
+    [[ $missing == 1 ]] || return 0
+    rm -rf "$out/crds.tmp"
+    (cd "$dir" && GOFLAGS="-mod=readonly" "$out/bin/controller-gen" crd:crdVersions=v1,maxDescLen=0 \
+        paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 output:crd:dir="$out/crds.tmp")
+    mkdir -p "$out/crds"
+    for kind in servicemonitors podmonitors prometheusrules; do
+        mv -f "$out/crds.tmp/monitoring.coreos.com_$kind.yaml" "$out/crds/"
+    done
+    rm -rf "$out/crds.tmp"
+}
+
 case "${1:-all}" in
 kube-control-plane) build_kube_control_plane ;;
 helm) build_helm ;;
-all) build_kube_control_plane && build_helm ;;
-*) echo "usage: $0 [kube-control-plane|helm|all]" >&2; exit 2 ;;
+prometheus-crds) build_prometheus_crds ;;
+all) build_kube_control_plane && build_helm && build_prometheus_crds ;;
+*) echo "usage: $0 [kube-control-plane|helm|prometheus-crds|all]" >&2; exit 2 ;;
 esac
