@@ -137,6 +137,21 @@ else
     first_line "$WORK/kube-bed.json" 300 "$KUBE_BED_PID" >/dev/null || { tail -n 20 "$WORK/kube-bed.log" >&2; exit 2; }
     log "control plane and kubelet ($((SECONDS - SUITE_START)) s): $(head -n 1 "$WORK/kube-bed.json")"
 fi
+# The Prometheus Operator's CRDs (generated from its API module by tests/go-tools/build.sh), so the
+# chart's ServiceMonitor, PodMonitor and PrometheusRule go to the API server and are checked against
+# their genuine schemas. On another cluster they are used when it has them, never installed.
+PROMETHEUS_CRDS=""
+if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
+    [[ -d "$ROOT/target/prometheus-crds/crds" ]] || "$ROOT/tests/go-tools/build.sh" prometheus-crds
+    kubectl apply --server-side -f "$ROOT/target/prometheus-crds/crds" >/dev/null
+    kubectl wait --for=condition=Established --timeout=60s crd/servicemonitors.monitoring.coreos.com \
+        crd/podmonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com >/dev/null
+fi
+if kubectl get crd servicemonitors.monitoring.coreos.com podmonitors.monitoring.coreos.com \
+    prometheusrules.monitoring.coreos.com >/dev/null 2>&1; then
+    PROMETHEUS_CRDS=1
+fi
+export PROMETHEUS_CRDS
 OPERATOR_IMAGE=${E2E_OPERATOR_IMAGE:-dcs-operator}
 RUNNER_IMAGE=${E2E_RUNNER_IMAGE:-dcs-runner}
 

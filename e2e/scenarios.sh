@@ -482,11 +482,14 @@ scenario_ha_namespaced() {
     wait_for "the cluster-wide operator gone" 60 bash -c \
         "[[ -z \$(kubectl -n $OPERATOR_NAMESPACE get pods -l app.kubernetes.io/name=dcs-operator -o name) ]]"
     # On the bed also the NetworkPolicies (nothing enforces them there; the API server validates
-    # them and the selection is checked below) and the dashboard ConfigMap.
+    # them and the selection is checked below) and the dashboard ConfigMap; with the Prometheus
+    # Operator's CRDs (always on the bed) the ServiceMonitor, the PodMonitor and the PrometheusRule.
     local extra=()
     [[ -n "${E2E_KUBECONFIG:-}" ]] || extra=(--set networkPolicy.enabled=true
         --set 'networkPolicy.apiServer.cidrs={127.0.0.1/32}' --set "networkPolicy.doris.cidrs={$DORIS_HOST/32}"
         --set grafanaDashboard.enabled=true)
+    [[ -z "${PROMETHEUS_CRDS:-}" ]] || extra+=(--set metrics.serviceMonitor.enabled=true
+        --set runner.podMonitor.enabled=true --set prometheusRule.enabled=true)
     helm_operator install --set rbac.namespaced=true --set "watchNamespaces={$ns}" \
         --set leaderElection.enabled=true --set replicaCount=2 "${extra[@]}" >/dev/null
     wait_for "two operator pods Ready" 90 operator_pods_ready 2
@@ -511,7 +514,8 @@ scenario_ha_namespaced() {
         fail "the operator touched a sync outside watchNamespaces"
     [[ -z "$(kubectl -n "$other" get deployments -o name)" ]] || fail "a runner was started outside watchNamespaces"
 
-    # The chart's alerts and dashboard use only what the running operator and runner export.
+    # The chart's alerts and dashboard use only what the running operator and runner export: as the
+    # API server stored them when they were installed, else as the chart renders them.
     local scraped runner
     scraped=$(mktemp -d)
     runner=$(runner_pods "$ns" s11)
@@ -519,27 +523,51 @@ scenario_ha_namespaced() {
     pod_metrics "$ns" "$runner" 9464 >"$scraped/runner.txt"
     grep -q '^dcs_sync_condition{namespace="'"$ns"'",name="s11",type="Ready",status="True"' "$scraped/operator.txt" ||
         fail "the leader's /metrics has no Ready condition of s11: $(grep dcs_sync_condition "$scraped/operator.txt")"
-    "$HELM" template "$RELEASE" "$CHART" --namespace "$OPERATOR_NAMESPACE" \
-        --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true >"$scraped/chart.yaml"
+    if [[ -n "${PROMETHEUS_CRDS:-}" && -z "${E2E_KUBECONFIG:-}" ]]; then
+        kubectl -n "$OPERATOR_NAMESPACE" get "prometheusrule/$RELEASE" "configmap/$RELEASE-dashboard" -o yaml >"$scraped/chart.yaml"
+    else
+        "$HELM" template "$RELEASE" "$CHART" --namespace "$OPERATOR_NAMESPACE" \
+            --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true >"$scraped/chart.yaml"
+    fi
     python3 charts/metrics_check.py "$scraped/chart.yaml" --scrape "$scraped/operator.txt" "$scraped/runner.txt" ||
         fail "the chart's alerts or dashboard use metrics or labels the operator and the runner do not export"
     rm -rf "$scraped"
+    # selected_pods NS SELECTOR_JSON: the pods of NS a matchLabels selector selects, sorted.
+    selected_pods() {
+        local sel
+        sel=$(jq -r '.matchLabels | to_entries | map("\(.key)=\(.value)") | join(",")' <<<"$2")
+        kubectl -n "$1" get pods -l "$sel" -o json |
+            jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name] | sort | join(" ")'
+    }
+    local operators
+    operators=$(kubectl -n "$OPERATOR_NAMESPACE" get pods -l app.kubernetes.io/name=dcs-operator -o json |
+        jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name] | sort | join(" ")')
+    if [[ -n "${PROMETHEUS_CRDS:-}" ]]; then
+        # The PodMonitor looks in the watched namespace and selects the runner pod there; the
+        # ServiceMonitor selects the metrics Service, whose endpoints are the operator pods.
+        local podmon svcmon
+        podmon=$(kubectl -n "$OPERATOR_NAMESPACE" get podmonitor "$RELEASE-runners" -o json)
+        [[ "$(jq -c .spec.namespaceSelector <<<"$podmon")" == "{\"matchNames\":[\"$ns\"]}" ]] ||
+            fail "PodMonitor namespaceSelector is $(jq -c .spec.namespaceSelector <<<"$podmon"), not $ns"
+        [[ "$(selected_pods "$ns" "$(jq -c .spec.selector <<<"$podmon")")" == "$runner" ]] ||
+            fail "PodMonitor $RELEASE-runners does not select exactly the runner pod $runner"
+        svcmon=$(kubectl -n "$OPERATOR_NAMESPACE" get servicemonitor "$RELEASE" -o json)
+        local sel svc
+        sel=$(jq -r '.spec.selector.matchLabels | to_entries | map("\(.key)=\(.value)") | join(",")' <<<"$svcmon")
+        svc=$(kubectl -n "$OPERATOR_NAMESPACE" get services -l "$sel" -o jsonpath='{.items[*].metadata.name}')
+        [[ "$svc" == "$RELEASE-metrics" ]] || fail "ServiceMonitor $RELEASE selects Services '$svc', not $RELEASE-metrics"
+        [[ "$(jq -r '.spec.groups[].rules[].alert' <(kubectl -n "$OPERATOR_NAMESPACE" get prometheusrule "$RELEASE" -o json) | wc -l)" == 9 ]] ||
+            fail "the stored PrometheusRule does not hold the nine alerts"
+        log "PrometheusRule, ServiceMonitor and PodMonitor stored by the API server and selecting what they should"
+    fi
     if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
-        # np_pods NS NAME: the pods NetworkPolicy NAME selects in NS.
-        np_pods() {
-            local sel
-            sel=$(kubectl -n "$1" get networkpolicy "$2" -o json |
-                jq -r '.spec.podSelector.matchLabels | to_entries | map("\(.key)=\(.value)") | join(",")')
-            kubectl -n "$1" get pods -l "$sel" -o json |
-                jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name] | sort | join(" ")'
-        }
-        [[ "$(np_pods "$ns" "$RELEASE-runners")" == "$runner" ]] ||
-            fail "NetworkPolicy $ns/$RELEASE-runners selects '$(np_pods "$ns" "$RELEASE-runners")', not the runner pod $runner"
-        local operators
-        operators=$(kubectl -n "$OPERATOR_NAMESPACE" get pods -l app.kubernetes.io/name=dcs-operator -o json |
-            jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name] | sort | join(" ")')
-        [[ "$(np_pods "$OPERATOR_NAMESPACE" "$RELEASE")" == "$operators" ]] ||
-            fail "NetworkPolicy $OPERATOR_NAMESPACE/$RELEASE selects '$(np_pods "$OPERATOR_NAMESPACE" "$RELEASE")', not the operator pods $operators"
+        local np
+        np=$(kubectl -n "$ns" get networkpolicy "$RELEASE-runners" -o json | jq -c .spec.podSelector)
+        [[ "$(selected_pods "$ns" "$np")" == "$runner" ]] ||
+            fail "NetworkPolicy $ns/$RELEASE-runners selects '$(selected_pods "$ns" "$np")', not the runner pod $runner"
+        np=$(kubectl -n "$OPERATOR_NAMESPACE" get networkpolicy "$RELEASE" -o json | jq -c .spec.podSelector)
+        [[ "$(selected_pods "$OPERATOR_NAMESPACE" "$np")" == "$operators" ]] ||
+            fail "NetworkPolicy $OPERATOR_NAMESPACE/$RELEASE selects '$(selected_pods "$OPERATOR_NAMESPACE" "$np")', not the operator pods $operators"
         kubectl -n "$OPERATOR_NAMESPACE" get configmap "$RELEASE-dashboard" -o jsonpath='{.metadata.labels.grafana_dashboard}' |
             grep -qx 1 || fail "no dashboard ConfigMap with the sidecar label"
     fi
