@@ -212,29 +212,47 @@ render observe --namespace ops --set prometheusRule.enabled=true --set grafanaDa
     --set runner.podMonitor.enabled=true --set metrics.serviceMonitor.enabled=true \
     --set prometheusRule.labels.release=prom --set prometheusRule.alertLabels.team=data \
     --set prometheusRule.lagSeconds=120 --set prometheusRule.lagFor=3m \
-    --set prometheusRule.runbookBaseUrl=https://example.com/operator/README.md
+    --set prometheusRule.runbookBaseUrl=https://example.com/charts/README.md
 alerts='[r for g in one("PrometheusRule")["spec"]["groups"] for r in g["rules"]]'
 expect observe "PrometheusRule: the nine alerts, each with severity, team, summary, description, runbook" \
-    "sorted(r['alert'] for r in $alerts) == sorted(['DcsSyncNearExpiry', 'DcsSyncOffsetExpired', 'DcsSyncLagHigh', 'DcsSyncSinkUnhealthy', 'DcsSinkLoadsRetrying', 'DcsRunnerCrashLooping', 'DcsSyncReinitialized', 'DcsSyncNotReady', 'DcsOperatorAbsent']) and all(r['labels']['severity'] in ('warning', 'critical') and r['labels']['team'] == 'data' and r['annotations']['summary'] and len(r['annotations']['description']) > 80 and r['annotations']['runbook_url'] == 'https://example.com/operator/README.md#' + r['alert'].lower() for r in $alerts)"
+    "sorted(r['alert'] for r in $alerts) == sorted(['DcsSyncNearExpiry', 'DcsSyncOffsetExpired', 'DcsSyncLagHigh', 'DcsSyncSinkUnhealthy', 'DcsSinkLoadsRetrying', 'DcsRunnerCrashLooping', 'DcsSyncReinitialized', 'DcsSyncNotReady', 'DcsOperatorAbsent']) and all(r['labels']['severity'] in ('warning', 'critical') and r['labels']['team'] == 'data' and r['annotations']['summary'] and len(r['annotations']['description']) > 80 and r['annotations']['runbook_url'] == 'https://example.com/charts/README.md#' + r['alert'].lower() for r in $alerts)"
 expect observe "PrometheusRule labels for the ruleSelector, lag threshold and duration from values" \
     "one('PrometheusRule')['metadata']['labels']['release'] == 'prom' and [(r['expr'], r['for']) for r in $alerts if r['alert'] == 'DcsSyncLagHigh'] == [('dcs_sync_lag_seconds > 120', '3m')]"
-expect observe "every alert has an anchor in operator/README.md (the runbook)" \
-    "all(re.search(r'^#+ ' + r['alert'] + r'\s*$', open('../operator/README.md').read(), re.M) for r in $alerts)"
+expect observe "every alert has a runbook paragraph in charts/README.md" \
+    "all(re.search(r'^#+ ' + r['alert'] + r'\s*$', open('README.md').read(), re.M) for r in $alerts)"
 expect observe "the alerts' templates are Prometheus's, not Helm's (\$labels survive the render)" \
     "all('{{ \$labels.namespace }}' in r['annotations']['description'] for r in $alerts if r['alert'] != 'DcsOperatorAbsent') and 'namespace=\"ops\"' in [r for r in $alerts if r['alert'] == 'DcsOperatorAbsent'][0]['expr']"
-if out=$("$PY" metrics_check.py "$T/observe.yaml" --source ../operator/src/metrics.rs ../runner/src/metrics.rs 2>&1); then
-    ok "observe: every metric in the alerts and the dashboard is one operator/src/metrics.rs or runner/src/metrics.rs exports"
+# metrics_check RENDERED: every metric of the alerts and panels exported, every condition type,
+# reason and status they match on defined in the code.
+metrics_check() {
+    "$PY" metrics_check.py "$1" --source ../operator/src/metrics.rs ../runner/src/metrics.rs \
+        --values ../crds/src/conditions.rs ../operator/src/probe.rs
+}
+if out=$(metrics_check "$T/observe.yaml" 2>&1); then
+    ok "observe: every metric in the alerts and the dashboard is one operator/src/metrics.rs or runner/src/metrics.rs exports, every condition value one the code defines"
 else
-    ko "observe: every metric in the alerts and the dashboard is one operator/src/metrics.rs or runner/src/metrics.rs exports" "$out"
+    ko "observe: every metric in the alerts and the dashboard is one operator/src/metrics.rs or runner/src/metrics.rs exports, every condition value one the code defines" "$out"
 fi
-sed 's/dcs_sync_lag_seconds >/dcs_sync_lag_secondz >/' "$T/observe.yaml" >"$T/tampered.yaml"
-if out=$("$PY" metrics_check.py "$T/tampered.yaml" --source ../operator/src/metrics.rs ../runner/src/metrics.rs 2>&1); then
-    ko "the metric check fails on a metric nobody exports" "$out"
-elif grep -q "alert DcsSyncLagHigh: dcs_sync_lag_secondz is not exported" <<<"$out"; then
-    ok "the metric check fails on a metric nobody exports, naming alert and metric"
-else
-    ko "the metric check fails on a metric nobody exports, naming alert and metric" "$out"
-fi
+# tampered NAME SED DESCRIPTION EXPECTED: the check fails on the render edited by SED, with EXPECTED.
+tampered() {
+    sed "$2" "$T/observe.yaml" >"$T/$1.yaml"
+    if out=$(metrics_check "$T/$1.yaml" 2>&1); then
+        ko "$3" "$out"
+    elif grep -qF "$4" <<<"$out"; then
+        ok "$3"
+    else
+        ko "$3" "$out"
+    fi
+}
+tampered lag_typo 's/dcs_sync_lag_seconds >/dcs_sync_lag_secondz >/' \
+    "the metric check fails on a metric nobody exports, naming alert and metric" \
+    "alert DcsSyncLagHigh: dcs_sync_lag_secondz is not exported"
+tampered reason_typo 's/reason="NearExpiry"/reason="NearlyExpired"/' \
+    "the metric check fails on a condition reason the operator never writes, naming alert and reason" \
+    "alert DcsSyncNearExpiry: dcs_sync_condition: no reason 'NearlyExpired' is defined in the code"
+tampered type_typo 's/type="SinkHealthy"/type="SinkHealth"/' \
+    "the metric check fails on a condition type that does not exist" \
+    "alert DcsSyncSinkUnhealthy: dcs_sync_condition: no type 'SinkHealth' is defined in the code"
 dash='json.loads(one("ConfigMap")["data"]["dcs.json"])'
 expect observe "dashboard ConfigMap: sidecar label grafana_dashboard=1, in the release namespace" \
     'one("ConfigMap")["metadata"]["labels"]["grafana_dashboard"] == "1" and one("ConfigMap")["metadata"]["namespace"] == "ops" and list(one("ConfigMap")["data"]) == ["dcs.json"]'
