@@ -418,6 +418,22 @@ fn each_rule_reports_its_path_and_message() {
             set(
                 spec(),
                 "/runner",
+                json!({"env": [{"name": "RUST_LOG", "value": "debug"}, {"name": "DCS_METRICS_ADDR", "value": "$(POD_IP):9000"}]}),
+            ),
+            r#"spec.runner.env[1]: DCS_METRICS_ADDR must be a value ending in port 9464, e.g. "$(POD_IP):9464": the pod's probes and the chart's PodMonitor and NetworkPolicy use that port"#,
+        ),
+        (
+            set(
+                spec(),
+                "/runner",
+                json!({"env": [{"name": "DCS_METRICS_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]}),
+            ),
+            r#"spec.runner.env[0]: DCS_METRICS_ADDR must be a value ending in port 9464, e.g. "$(POD_IP):9464": the pod's probes and the chart's PodMonitor and NetworkPolicy use that port"#,
+        ),
+        (
+            set(
+                spec(),
+                "/runner",
                 json!({"resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "512Mi"}}}),
             ),
             "spec.runner.resources.requests.memory: is 1Gi, more than the limit 512Mi (spec.runner.resources.limits.memory); Kubernetes admits no pod whose request is above its limit",
@@ -481,6 +497,16 @@ fn allowed_values_pass() {
             spec(),
             "/runner",
             json!({"resources": {"requests": {"memory": "1G"}, "limits": {"memory": "1Gi", "cpu": 2}}}),
+        ),
+        set(
+            spec(),
+            "/runner",
+            json!({"env": [{"name": "DCS_METRICS_ADDR", "value": "$(POD_IP):9464"}, {"name": "OTHER", "value": "x:1"}]}),
+        ),
+        set(
+            spec(),
+            "/runner",
+            json!({"env": [{"name": "DCS_METRICS_ADDR", "value": "[::]:9464"}]}),
         ),
         set(spec(), "/sink/doris/autoRedirect", json!(false)),
     ];

@@ -54,12 +54,12 @@ pub struct RunnerDefaults {
 }
 
 /// The port the runner serves `/metrics`, `/healthz` and `/readyz` on (its `--metrics-addr`).
-pub const RUNNER_METRICS_PORT: i32 = 9464;
+pub const RUNNER_METRICS_PORT: i32 = dcs_crds::validate::RUNNER_METRICS_PORT as i32;
 /// The name of that container port: the probes and a PodMonitor refer to it.
 pub const RUNNER_METRICS_PORT_NAME: &str = "metrics";
 
 /// The built-in requests and limits of a runner container (BENCHMARKS.md, "Runner memory"): the
-/// runner peaked at 38–40 MiB in a 1M-row snapshot, a changelog window of 800 000 changes and a
+/// runner peaked at 37–41 MiB in a 1M-row snapshot, a changelog window of 800 000 changes and a
 /// sink outage, whatever the table size, because its batches and channels are bounded (73–78 MiB
 /// with 64 MiB batches). The memory request is about three times that; the limit leaves room for
 /// larger `batch.maxBytes`, wider rows and the allocator's slack before an OOM kill (a restart,
