@@ -114,7 +114,8 @@ async fn source_table(emu: &RunningEmulator, rows: u32) {
 
 fn run_cmd(manifest: &Path, dir: &Path) -> Command {
     let mut c = runner();
-    c.args(["run", "-f"])
+    // A port of its own: 9464 on the host is where the test bed's runner pods serve probes.
+    c.args(["run", "--metrics-addr", "127.0.0.1:0", "-f"])
         .arg(manifest)
         .arg("--checkpoint-dir")
         .arg(dir.join("cp"))

@@ -25,8 +25,9 @@ impl Runner {
         env: &[(String, String)],
     ) -> Self {
         let log = File::options().create(true).append(true).open(log).unwrap();
+        // A port of its own: 9464 on the host is where the test bed's runner pods serve probes.
         let child = Command::new(env!("CARGO_BIN_EXE_dcs-runner"))
-            .args(["run", "-f"])
+            .args(["run", "--metrics-addr", "127.0.0.1:0", "-f"])
             .arg(manifest)
             .args(
                 dir.map(|d| [std::ffi::OsStr::new("--checkpoint-dir"), d.as_os_str()])
