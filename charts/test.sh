@@ -118,8 +118,8 @@ expect default "every namespaced object is in the release namespace" \
     'all(o["metadata"].get("namespace") == "default" for o in objs if not o["kind"].startswith("Cluster"))'
 expect default "image defaults to appVersion" \
     "container()['image'] == 'dcs-operator:$APP_VERSION' and container()['imagePullPolicy'] == 'IfNotPresent'"
-expect default "args: runner image, metrics addr, log format, nothing else" \
-    "args() == ['--runner-image=dcs-runner:$APP_VERSION', '--metrics-addr=0.0.0.0:8080', '--log-format=json']"
+expect default "args: runner image, runner metrics addr, metrics addr, log format, nothing else" \
+    "args() == ['--runner-image=dcs-runner:$APP_VERSION', '--runner-metrics-addr=0.0.0.0:9464', '--metrics-addr=0.0.0.0:8080', '--log-format=json']"
 expect default "POD_NAME and POD_NAMESPACE from the downward API" \
     'env("POD_NAME")["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name" and env("POD_NAMESPACE")["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"'
 expect default "liveness /healthz and readiness /readyz on the metrics port" \
@@ -208,6 +208,9 @@ reject "ServiceMonitor without the Service is refused" "needs metrics.service.en
 render runner --set-json 'runner.resources={"requests":{"cpu":"200m","memory":"256Mi"},"limits":{"memory":"1Gi"}}'
 expect runner "runner.resources reaches --runner-resources as JSON" \
     '[json.loads(a.split("=", 1)[1]) for a in args() if a.startswith("--runner-resources=")] == [{"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}]'
+render podip --set 'runner.metricsAddr=$(POD_IP):19464'
+expect podip "runner.metricsAddr \$(POD_IP):PORT is passed with \$\$( so Kubernetes does not expand it in the operator's args" \
+    '[a for a in args() if a.startswith("--runner-metrics-addr")] == ["--runner-metrics-addr=$$(POD_IP):19464"]'
 render observe --namespace ops --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true \
     --set runner.podMonitor.enabled=true --set metrics.serviceMonitor.enabled=true \
     --set prometheusRule.labels.release=prom --set prometheusRule.alertLabels.team=data \
@@ -335,6 +338,10 @@ reject "schema rejects a runner quantity that is none, naming the key" "/runner/
     --set runner.resources.limits.memory=lots
 reject "schema rejects an unknown runner.resources key, naming it" "/runner/resources.*additional propert.*limit" \
     --set runner.resources.limit.memory=1Gi
+reject "schema rejects a runner metrics host that is no IP nor \$(POD_IP), naming the key" "/runner/metricsAddr" \
+    --set runner.metricsAddr=localhost:9464
+reject "schema rejects a runner metrics port out of range, naming the key" "/runner/metricsAddr" \
+    --set 'runner.metricsAddr=0.0.0.0:70000'
 reject "schema rejects a CIDR that is none, naming the key" "/networkPolicy/doris/cidrs/0" \
     --set 'networkPolicy.doris.cidrs={doris-fe}'
 reject "schema rejects a lag threshold that is not a number, naming the key" "/prometheusRule/lagSeconds" \

@@ -138,13 +138,9 @@ delete_namespace() {
 
 # sync_manifest NS NAME SOURCE_TABLE SINK_TABLE [EXTRA_SPEC_YAML]: a DorisChangelogSync on stdin
 # format, with short intervals so the scenarios stay quick. EXTRA is appended under spec (indented
-# by two spaces by the caller). On the test bed pods share the host's network, so each runner
-# serves its metrics and probes on its own pod address (DCS_METRICS_ADDR) rather than 0.0.0.0.
+# by two spaces by the caller).
 sync_manifest() {
-    local ns=$1 name=$2 source=$3 sink=$4 extra=${5:-} metrics_env=""
-    [[ -n "${E2E_KUBECONFIG:-}" ]] || metrics_env='
-      - name: DCS_METRICS_ADDR
-        value: "$(POD_IP):9464"'
+    local ns=$1 name=$2 source=$3 sink=$4 extra=${5:-}
     cat <<EOF
 apiVersion: dcs.dev/v1alpha1
 kind: DorisChangelogSync
@@ -185,7 +181,7 @@ spec:
       - name: RUST_LOG
         value: info
       - name: NO_COLOR
-        value: "1"$metrics_env
+        value: "1"
 $extra
 EOF
 }
@@ -256,6 +252,12 @@ pod_metrics() {
     else
         kubectl get --raw "/api/v1/namespaces/$1/pods/$2:$3/proxy/metrics"
     fi
+}
+
+# runner_serves NS POD SYNC: the pod's metrics port answers with the runner of SYNC (its samples
+# carry sync="SYNC"), so what the kubelet probes there is that runner and nothing else.
+runner_serves() {
+    pod_metrics "$1" "$2" "$RUNNER_METRICS_PORT" | grep -q "^dcs_ready{sync=\"$3\","
 }
 
 # doris_faults JSON: arms doris-emu's faults (replacing them all; '{}' disarms).

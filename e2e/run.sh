@@ -161,11 +161,19 @@ if ! kubectl get namespace "$OPERATOR_NAMESPACE" >/dev/null 2>&1; then
     kubectl create namespace "$OPERATOR_NAMESPACE" >/dev/null
     CREATED_OPERATOR_NAMESPACE=1
 fi
-# On the process kubelet pods share the host's network: a free port for the operator's metrics, not 8080.
+# On the process kubelet pods share the host's network: a free port for the operator's metrics, not
+# 8080, and one for the runners' (each runner on its pod's address), not 9464, which any process of
+# the host (a test's runner) may hold on every address.
 METRICS_PORT=8080
+RUNNER_METRICS_PORT=9464
+runner_metrics=()
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
-    METRICS_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    METRICS_PORT=$(free_port)
+    RUNNER_METRICS_PORT=$(free_port)
+    runner_metrics=(--set "runner.metricsAddr=\$(POD_IP):$RUNNER_METRICS_PORT")
 fi
+export RUNNER_METRICS_PORT
 # helm_operator VERB [HELM ARGS...]: `helm VERB` (install, upgrade) of the chart as release
 # $RELEASE in $OPERATOR_NAMESPACE with this run's images, metrics port and text logs, plus ARGS.
 helm_operator() {
@@ -174,7 +182,7 @@ helm_operator() {
     "$HELM" "$verb" "$RELEASE" "$CHART" --namespace "$OPERATOR_NAMESPACE" \
         --set "image.repository=$OPERATOR_IMAGE" --set "image.tag=$TAG" --set "metrics.port=$METRICS_PORT" \
         --set "runnerImage.repository=$RUNNER_IMAGE" --set "runnerImage.tag=$TAG" \
-        --set logFormat=text --set-json 'extraEnv=[{"name":"NO_COLOR","value":"1"}]' "$@"
+        --set logFormat=text --set-json 'extraEnv=[{"name":"NO_COLOR","value":"1"}]' "${runner_metrics[@]}" "$@"
 }
 
 # operator_pods_ready N: at least N operator pods, not being deleted, are Ready.

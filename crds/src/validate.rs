@@ -34,11 +34,9 @@ pub const MAX_CONSUMER_ID_LEN: usize = 64;
 /// The shortest poll interval, as the Flink connector has it.
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
-/// The port a runner serves `/metrics`, `/healthz` and `/readyz` on in a pod: its container port,
-/// which the kubelet probes and the chart's PodMonitor and NetworkPolicy name.
-pub const RUNNER_METRICS_PORT: u16 = 9464;
-
-/// The runner's environment variable for the address it serves metrics and probes on.
+/// The runner's environment variable for the address it serves metrics and probes on; in a pod
+/// the operator sets it (`--runner-metrics-addr`) together with the container port the kubelet
+/// probes and the chart's PodMonitor and NetworkPolicy name.
 pub const METRICS_ADDR_ENV: &str = "DCS_METRICS_ADDR";
 
 /// One thing wrong with a spec: where, and what to do about it.
@@ -94,18 +92,13 @@ pub fn validate(spec: &DorisChangelogSyncSpec) -> Result<(), Vec<FieldError>> {
         );
     }
     for (i, var) in spec.runner.env.iter().flatten().enumerate() {
-        let port = var
-            .value
-            .as_deref()
-            .and_then(|v| v.rsplit_once(':'))
-            .map(|(_, port)| port);
-        if var.name == METRICS_ADDR_ENV && port != Some(&RUNNER_METRICS_PORT.to_string()) {
+        if var.name == METRICS_ADDR_ENV {
             errors.push(
                 format!("spec.runner.env[{i}]"),
                 format!(
-                    "{METRICS_ADDR_ENV} must be a value ending in port {RUNNER_METRICS_PORT}, e.g. \
-                     \"$(POD_IP):{RUNNER_METRICS_PORT}\": the pod's probes and the chart's \
-                     PodMonitor and NetworkPolicy use that port"
+                    "{METRICS_ADDR_ENV} is set by the operator (its --runner-metrics-addr, the \
+                     chart's runner.metricsAddr) together with the port the pod's probes use; \
+                     remove it"
                 ),
             );
         }

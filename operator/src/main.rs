@@ -33,6 +33,10 @@ struct Args {
     /// spec.runner.resources; a built-in default when omitted.
     #[arg(long, env = "DCS_RUNNER_RESOURCES", value_parser = build::parse_runner_resources)]
     runner_resources: Option<ResourceRequirements>,
+    /// Where runner containers serve /metrics, /healthz and /readyz (HOST:PORT; the host an IP or
+    /// $(POD_IP)); the port is their `metrics` container port, which the probes use.
+    #[arg(long, env = "DCS_RUNNER_METRICS_ADDR", default_value = "0.0.0.0:9464", value_parser = build::parse_runner_metrics_addr)]
+    runner_metrics_addr: build::RunnerMetricsAddr,
     /// Reconcile only while holding a coordination.k8s.io/v1 Lease (run several replicas).
     #[arg(long, env = "DCS_LEADER_ELECTION")]
     leader_election: bool,
@@ -100,6 +104,7 @@ async fn main() {
     let mut ctx = Context::new(client.clone(), args.runner_image.clone());
     ctx.max_concurrent_reconciles = args.max_concurrent_reconciles;
     ctx.runner.resources = args.runner_resources.clone();
+    ctx.runner.metrics_addr = args.runner_metrics_addr.clone();
     let ctx = Arc::new(ctx);
     let shutdown = Shutdown::on_signals();
     let controllers = {

@@ -420,7 +420,7 @@ fn each_rule_reports_its_path_and_message() {
                 "/runner",
                 json!({"env": [{"name": "RUST_LOG", "value": "debug"}, {"name": "DCS_METRICS_ADDR", "value": "$(POD_IP):9000"}]}),
             ),
-            r#"spec.runner.env[1]: DCS_METRICS_ADDR must be a value ending in port 9464, e.g. "$(POD_IP):9464": the pod's probes and the chart's PodMonitor and NetworkPolicy use that port"#,
+            "spec.runner.env[1]: DCS_METRICS_ADDR is set by the operator (its --runner-metrics-addr, the chart's runner.metricsAddr) together with the port the pod's probes use; remove it",
         ),
         (
             set(
@@ -428,7 +428,7 @@ fn each_rule_reports_its_path_and_message() {
                 "/runner",
                 json!({"env": [{"name": "DCS_METRICS_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]}),
             ),
-            r#"spec.runner.env[0]: DCS_METRICS_ADDR must be a value ending in port 9464, e.g. "$(POD_IP):9464": the pod's probes and the chart's PodMonitor and NetworkPolicy use that port"#,
+            "spec.runner.env[0]: DCS_METRICS_ADDR is set by the operator (its --runner-metrics-addr, the chart's runner.metricsAddr) together with the port the pod's probes use; remove it",
         ),
         (
             set(
@@ -501,12 +501,7 @@ fn allowed_values_pass() {
         set(
             spec(),
             "/runner",
-            json!({"env": [{"name": "DCS_METRICS_ADDR", "value": "$(POD_IP):9464"}, {"name": "OTHER", "value": "x:1"}]}),
-        ),
-        set(
-            spec(),
-            "/runner",
-            json!({"env": [{"name": "DCS_METRICS_ADDR", "value": "[::]:9464"}]}),
+            json!({"env": [{"name": "OTHER", "value": "x:1"}, {"name": "DCS_METRICS_ADDRESS", "value": "y"}]}),
         ),
         set(spec(), "/sink/doris/autoRedirect", json!(false)),
     ];

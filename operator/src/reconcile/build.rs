@@ -51,12 +51,73 @@ pub struct RunnerDefaults {
     pub image: Option<String>,
     /// `--runner-resources` (the chart's `runner.resources`).
     pub resources: Option<ResourceRequirements>,
+    /// `--runner-metrics-addr` (the chart's `runner.metricsAddr`).
+    pub metrics_addr: RunnerMetricsAddr,
 }
 
-/// The port the runner serves `/metrics`, `/healthz` and `/readyz` on (its `--metrics-addr`).
-pub const RUNNER_METRICS_PORT: i32 = dcs_crds::validate::RUNNER_METRICS_PORT as i32;
+/// The port runners serve `/metrics`, `/healthz` and `/readyz` on unless `--runner-metrics-addr`
+/// says otherwise.
+pub const RUNNER_METRICS_PORT: u16 = 9464;
 /// The name of that container port: the probes and a PodMonitor refer to it.
 pub const RUNNER_METRICS_PORT_NAME: &str = "metrics";
+/// The host part of `--runner-metrics-addr` that binds each runner to its pod's address.
+pub const POD_IP_HOST: &str = "$(POD_IP)";
+
+/// Where a runner container serves its metrics and probes: `DCS_METRICS_ADDR` in its environment
+/// and its `metrics` container port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunnerMetricsAddr {
+    /// An IP address (IPv6 in brackets), or [`POD_IP_HOST`], which Kubernetes expands from the
+    /// container's `POD_IP`.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+}
+
+impl Default for RunnerMetricsAddr {
+    fn default() -> Self {
+        Self {
+            host: "0.0.0.0".to_owned(),
+            port: RUNNER_METRICS_PORT,
+        }
+    }
+}
+
+impl std::fmt::Display for RunnerMetricsAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+/// Reads `--runner-metrics-addr`: `HOST:PORT`, the host an IP address (IPv6 in brackets) or
+/// `$(POD_IP)` (where pods share one network, as on a test kubelet), the port 1 to 65535.
+///
+/// # Errors
+/// The reason, naming the flag, when the text is not such an address.
+pub fn parse_runner_metrics_addr(text: &str) -> Result<RunnerMetricsAddr, String> {
+    let bad = || {
+        format!(
+            "--runner-metrics-addr: {text:?} is not HOST:PORT with an IP address or {POD_IP_HOST} \
+             as the host, e.g. \"0.0.0.0:{RUNNER_METRICS_PORT}\" or \"{POD_IP_HOST}:{RUNNER_METRICS_PORT}\""
+        )
+    };
+    let (host, port) = text.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(bad)?;
+    let ip = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .map_or_else(
+            || host.parse::<std::net::Ipv4Addr>().is_ok(),
+            |h| h.parse::<std::net::Ipv6Addr>().is_ok(),
+        );
+    if host != POD_IP_HOST && !ip {
+        return Err(bad());
+    }
+    Ok(RunnerMetricsAddr {
+        host: host.to_owned(),
+        port,
+    })
+}
 
 /// The built-in requests and limits of a runner container (BENCHMARKS.md, "Runner memory"): the
 /// runner peaked at 37–41 MiB in a 1M-row snapshot, a changelog window of 800 000 changes and a
@@ -403,6 +464,12 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
     });
     env.push(field_env("POD_NAMESPACE", "metadata.namespace"));
     env.push(field_env("POD_IP", "status.podIP"));
+    // After POD_IP, which it may name; validation keeps spec.runner.env from setting it again.
+    env.push(EnvVar {
+        name: dcs_crds::validate::METRICS_ADDR_ENV.to_owned(),
+        value: Some(defaults.metrics_addr.to_string()),
+        ..Default::default()
+    });
     env.extend(spec.runner.env.clone().unwrap_or_default());
 
     let image = spec
@@ -422,7 +489,7 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
         env: Some(env),
         ports: Some(vec![ContainerPort {
             name: Some(RUNNER_METRICS_PORT_NAME.to_owned()),
-            container_port: RUNNER_METRICS_PORT,
+            container_port: i32::from(defaults.metrics_addr.port),
             protocol: Some("TCP".to_owned()),
             ..Default::default()
         }]),
@@ -560,6 +627,7 @@ mod tests {
             resources: Some(rr(
                 "{requests: {cpu: 1, memory: 1Gi}, limits: {memory: 2Gi}}",
             )),
+            ..RunnerDefaults::default()
         }
     }
 
@@ -847,7 +915,71 @@ mod tests {
                 "DCS_CHECKPOINT_CONFIGMAP=orders-checkpoint",
                 "POD_NAMESPACE<-field metadata.namespace",
                 "POD_IP<-field status.podIP",
+                "DCS_METRICS_ADDR=0.0.0.0:9464",
             ]
+        );
+    }
+
+    #[test]
+    fn the_metrics_address_flag_is_read_and_checked() {
+        let addr = |host: &str, port| RunnerMetricsAddr {
+            host: host.into(),
+            port,
+        };
+        for (text, want) in [
+            ("0.0.0.0:9464", addr("0.0.0.0", 9464)),
+            ("$(POD_IP):19464", addr("$(POD_IP)", 19464)),
+            ("[::]:9464", addr("[::]", 9464)),
+            ("127.0.0.1:1", addr("127.0.0.1", 1)),
+        ] {
+            assert_eq!(parse_runner_metrics_addr(text), Ok(want), "{text}");
+        }
+        assert_eq!(RunnerMetricsAddr::default().to_string(), "0.0.0.0:9464");
+        for text in [
+            "9464",
+            "0.0.0.0:0",
+            "0.0.0.0:70000",
+            "localhost:9464",
+            "$(HOST_IP):9464",
+            "::1:9464",
+            ":9464",
+        ] {
+            assert_eq!(
+                parse_runner_metrics_addr(text),
+                Err(format!(
+                    "--runner-metrics-addr: {text:?} is not HOST:PORT with an IP address or \
+                     $(POD_IP) as the host, e.g. \"0.0.0.0:9464\" or \"$(POD_IP):9464\""
+                )),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_metrics_address_sets_the_env_and_the_container_port() {
+        let s = sync();
+        let defaults = RunnerDefaults {
+            metrics_addr: parse_runner_metrics_addr("$(POD_IP):19464").unwrap(),
+            ..RunnerDefaults::default()
+        };
+        let c = runner_container(&build(&s, &run_for(&s, 0), &defaults));
+        let env = c.env.unwrap();
+        let at = |name: &str| env.iter().position(|e| e.name == name).unwrap();
+        assert_eq!(
+            env[at("DCS_METRICS_ADDR")].value.as_deref(),
+            Some("$(POD_IP):19464")
+        );
+        // Kubernetes expands $(POD_IP) only from variables defined before it.
+        assert!(at("POD_IP") < at("DCS_METRICS_ADDR"));
+        let ports = c.ports.unwrap();
+        assert_eq!(
+            (ports[0].name.as_deref(), ports[0].container_port),
+            (Some("metrics"), 19464)
+        );
+        // The probes name the port, so they follow it.
+        assert_eq!(
+            c.liveness_probe.unwrap().http_get.unwrap().port,
+            IntOrString::String("metrics".into())
         );
     }
 

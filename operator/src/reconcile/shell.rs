@@ -63,7 +63,7 @@ pub const DEFAULT_POD_WAIT_MARGIN: Duration = stop::DEFAULT_MARGIN;
 pub struct Context {
     /// The Kubernetes client.
     pub client: Client,
-    /// The operator's `--runner-image` and `--runner-resources`, if given.
+    /// The operator's `--runner-image`, `--runner-resources` and `--runner-metrics-addr`.
     pub runner: build::RunnerDefaults,
     /// Publishes Kubernetes Events about the syncs.
     pub recorder: Recorder,
@@ -103,7 +103,7 @@ impl Context {
             client,
             runner: build::RunnerDefaults {
                 image: runner_image,
-                resources: None,
+                ..build::RunnerDefaults::default()
             },
             probes: Mutex::new(HashMap::new()),
             cleanup_policy: RetryPolicy::default(),
