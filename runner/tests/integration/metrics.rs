@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use dcs_runner::checkpoint::FileStore;
 use dcs_runner::metrics::{self, Health, Labels};
-use dcs_runner::pipeline::{self, Control, Credentials, Outcome, PipelineConfig};
+use dcs_runner::pipeline::{self, Control, Outcome};
 use source_support::exec;
 
 /// Parse the exposition text: every sample line is `name{labels} value`; returns name → value.
@@ -45,68 +45,69 @@ async fn get(url: &str) -> (u16, String) {
     (r.status().as_u16(), r.text().await.unwrap())
 }
 
+/// `demo.student` (changelog on, `props` added to its properties) with `rows` rows, and its sink
+/// table `sink.student`.
+async fn student_tables(emu: &dcs_doris_emu::RunningEmulator, props: &str, rows: u32) {
+    let mut statements = vec![
+        "CREATE DATABASE demo".to_owned(),
+        "CREATE DATABASE sink".to_owned(),
+        format!(
+            "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64)) UNIQUE KEY(id) \
+             DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\", \
+             \"changelog.enable\" = \"true\"{props})"
+        ),
+        "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64)) UNIQUE KEY(id) \
+         DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\")"
+            .to_owned(),
+    ];
+    if rows > 0 {
+        let values: Vec<String> = (1..=rows).map(|i| format!("({i}, 'n{i}')")).collect();
+        statements.push(format!(
+            "INSERT INTO demo.student VALUES {}",
+            values.join(", ")
+        ));
+    }
+    let statements: Vec<&str> = statements.iter().map(String::as_str).collect();
+    exec(emu, &statements).await;
+}
+
+/// Serves the endpoints for `progress` on a free port: their base URL and the server task.
+async fn serve_for(
+    progress: &tokio::sync::watch::Receiver<pipeline::Progress>,
+    health: &std::sync::Arc<Health>,
+) -> (String, tokio::task::JoinHandle<()>) {
+    let labels = Labels {
+        sync: "student-sync".into(),
+        consumer: "student-sync".into(),
+    };
+    let (addr, server) = metrics::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        labels,
+        progress.clone(),
+        health.clone(),
+    )
+    .await
+    .unwrap();
+    (format!("http://{addr}"), server)
+}
+
 #[tokio::test]
 async fn metrics_move_while_the_sync_runs() {
     let emu = source_support::emu().await;
-    let values: Vec<String> = (1..=300).map(|i| format!("({i}, 'n{i}')")).collect();
-    exec(
+    student_tables(
         &emu,
-        &[
-            "CREATE DATABASE demo",
-            "CREATE DATABASE sink",
-            "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64)) UNIQUE KEY(id) \
-             DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\", \
-             \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")",
-            "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64)) UNIQUE KEY(id) \
-             DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\")",
-            &format!("INSERT INTO demo.student VALUES {}", values.join(", ")),
-        ],
+        ", \"changelog.need_historical_value\" = \"true\"",
+        300,
     )
     .await;
-    let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    let yaml = format!(
-        r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: student-sync}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.student, credentials: {{secretName: src}}}}
-  startup: {{mode: initial}}
-  checkpoint: {{interval: 1s}}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: sink.student
-      credentials: {{secretName: dst}}
-      batch: {{maxRows: 100, interval: 1s}}
-"#
-    );
-    let creds = Credentials {
-        source_user: "root".into(),
-        sink_user: "root".into(),
-        ..Credentials::default()
-    };
-    let mut cfg =
-        PipelineConfig::from_sync(&dcs_crds::from_manifest(&yaml).unwrap(), creds).unwrap();
+    let yaml = source_support::manifest(&emu, "initial", "");
+    let mut cfg = source_support::config(&yaml);
     cfg.changelog.poll_interval = Duration::from_millis(200);
     cfg.checkpoint_interval = Duration::from_millis(300);
 
     let (control, mut handle) = Control::new();
     let health = Health::new();
-    let labels = Labels {
-        sync: "student-sync".into(),
-        consumer: "student-sync".into(),
-    };
-    let (addr, _server) = metrics::serve(
-        "127.0.0.1:0".parse().unwrap(),
-        labels,
-        handle.progress.clone(),
-        health.clone(),
-    )
-    .await
-    .unwrap();
-    let base = format!("http://{addr}");
+    let (base, _server) = serve_for(&handle.progress, &health).await;
     // Before the run: alive, not ready.
     assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
     assert_eq!(get(&format!("{base}/readyz")).await.0, 503);
@@ -181,44 +182,10 @@ spec:
 async fn a_runner_waiting_for_visibility_is_live_but_not_ready() {
     use dcs_doris_emu::faults::{FaultState, IncrFault};
     let emu = source_support::emu().await;
-    exec(
-        &emu,
-        &[
-            "CREATE DATABASE demo",
-            "CREATE DATABASE sink",
-            "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64)) UNIQUE KEY(id) \
-             DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\", \
-             \"changelog.enable\" = \"true\")",
-            "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64)) UNIQUE KEY(id) \
-             DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\")",
-        ],
-    )
-    .await;
-    let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    let yaml = format!(
-        r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: student-sync}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.student, credentials: {{secretName: src}}}}
-  startup: {{mode: latest}}
-  changelog: {{visibleWaitTimeout: 10m}}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: sink.student
-      credentials: {{secretName: dst}}
-"#
-    );
-    let creds = Credentials {
-        source_user: "root".into(),
-        sink_user: "root".into(),
-        ..Credentials::default()
-    };
-    let mut cfg =
-        PipelineConfig::from_sync(&dcs_crds::from_manifest(&yaml).unwrap(), creds).unwrap();
+    student_tables(&emu, "", 0).await;
+    let yaml = source_support::manifest(&emu, "latest", "");
+    let mut cfg = source_support::config(&yaml);
+    cfg.changelog.visible_wait_timeout = Duration::from_secs(600);
     cfg.changelog.poll_interval = Duration::from_millis(200);
     cfg.changelog.retry_delay = Duration::from_millis(100);
     cfg.changelog.max_retry_delay = Duration::from_millis(200);
@@ -232,19 +199,7 @@ spec:
 
     let (control, mut handle) = Control::new();
     let health = Health::new();
-    let labels = Labels {
-        sync: "student-sync".into(),
-        consumer: "student-sync".into(),
-    };
-    let (addr, _server) = metrics::serve(
-        "127.0.0.1:0".parse().unwrap(),
-        labels,
-        handle.progress.clone(),
-        health.clone(),
-    )
-    .await
-    .unwrap();
-    let base = format!("http://{addr}");
+    let (base, _server) = serve_for(&handle.progress, &health).await;
     let dir = tempfile::tempdir().unwrap();
     let mut store = FileStore::open(dir.path()).unwrap();
     let task = tokio::spawn(async move { pipeline::run(cfg, &mut store, control).await });
