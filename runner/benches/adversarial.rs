@@ -5,6 +5,7 @@
 //!
 //! `cargo bench -p dcs-runner --bench adversarial` runs `DCS_ADVERSARIAL_RUNS` runs (default 20)
 //! of `DCS_ADVERSARIAL_STEPS` fault steps (default 25) from `DCS_TEST_SEED` (default: the clock).
+//! `DCS_ADVERSARIAL_REPLAY=<seed>` replays one run of a long run (its seed is in the failure).
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does nothing: the short version
 //! is in the integration tests.
 
@@ -31,6 +32,10 @@ fn main() {
     let runs = knob("DCS_ADVERSARIAL_RUNS", 20);
     let steps = knob("DCS_ADVERSARIAL_STEPS", 25);
     let base = source_support::seed("adversarial-long");
+    // A failing run of a long run replays alone: `DCS_ADVERSARIAL_REPLAY=<its seed>`.
+    let replay: Option<u64> = std::env::var("DCS_ADVERSARIAL_REPLAY")
+        .ok()
+        .and_then(|s| s.parse().ok());
     let opts = harness::Options {
         steps,
         long_stalls: true,
@@ -45,13 +50,18 @@ fn main() {
     let started = std::time::Instant::now();
     let mut report = harness::Report::default();
     rt.block_on(async {
-        for (i, seed) in harness::seeds(base, runs).into_iter().enumerate() {
+        let seeds = match replay {
+            Some(seed) => vec![seed],
+            None => harness::seeds(base, runs),
+        };
+        for (i, seed) in seeds.into_iter().enumerate() {
             println!("run {}/{runs}: seed {seed}", i + 1);
             harness::run(seed, &opts, &mut report).await;
         }
     });
     println!(
-        "adversarial: {runs} runs of {steps} steps in {:.0} s",
+        "adversarial: {} runs of {steps} steps in {:.0} s",
+        report.runs,
         started.elapsed().as_secs_f64()
     );
     println!("{}", report.summary());

@@ -280,8 +280,12 @@ pub async fn run(seed: u64, opts: &Options, report: &mut Report) {
     let outcome = run.go(report).await;
     report.runs += 1;
     if let Err(why) = outcome {
+        // The whole log outlives the run's directory.
+        let kept = std::env::temp_dir().join(format!("dcs-adversarial-{seed}.log"));
+        let _ = std::fs::copy(run.log_path(), &kept);
         report.failures.push(format!(
-            "seed {seed} ({sink:?}/{store_kind:?}): {why}\n--- runner log (last lines) ---\n{}",
+            "seed {seed} ({sink:?}/{store_kind:?}): {why}\n--- runner log (last lines; all of it in {}) ---\n{}",
+            kept.display(),
             run.logs()
         ));
     }
@@ -310,6 +314,14 @@ impl Run {
         for _ in 0..self.opts.steps {
             let class = self.pick_fault(report).await?;
             *report.faults.entry(class).or_default() += 1;
+            if std::env::var_os("DCS_ADVERSARIAL_TRACE").is_some() {
+                eprintln!(
+                    "{} seed {}: {class} ({})",
+                    jiff::Timestamp::now(),
+                    self.seed,
+                    self.consumer.name()
+                );
+            }
             self.inject(class, report).await?;
         }
         self.finish(report).await
@@ -350,6 +362,33 @@ spec:
         let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// The runner's threads' stacks (gdb), when `DCS_ADVERSARIAL_BACKTRACE` is set: for a runner
+    /// that neither moves nor exits.
+    fn backtraces(&self) -> String {
+        let Some(runner) = &self.runner else {
+            return String::new();
+        };
+        if std::env::var_os("DCS_ADVERSARIAL_BACKTRACE").is_none() {
+            return String::new();
+        }
+        match std::process::Command::new("gdb")
+            .args([
+                "-p",
+                &runner.pid().to_string(),
+                "-batch",
+                "-ex",
+                "thread apply all bt",
+            ])
+            .output()
+        {
+            Ok(out) => format!(
+                "\n--- the runner's threads ---\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            ),
+            Err(e) => format!("\n(no backtraces: {e})"),
+        }
     }
 
     /// The `reason` of the runner's last logged exit, else its last ERROR line.
@@ -556,8 +595,16 @@ spec:
         Ok(())
     }
 
-    /// Whether the last move of the clock has been caught up with.
+    /// Whether the consumer has saved its start point (a clock moved before it takes one expires
+    /// nothing) and caught up with the last move of the clock.
     async fn clock_settled(&mut self) -> bool {
+        let started = self
+            .checkpoint()
+            .await
+            .is_some_and(|c| !c["startPoint"].is_null());
+        if !started {
+            return false;
+        }
         let Some(at) = self.consumer.settling_after else {
             return true;
         };
@@ -569,7 +616,8 @@ spec:
     }
 
     /// The next fault class. Clock and TTL faults are rarer than the rest (so a run has time
-    /// between expiries) and wait until the runner caught up with the last move of the clock.
+    /// between expiries) and wait until the runner has a start point and caught up with the last
+    /// move of the clock.
     async fn pick_fault(&mut self, report: &mut Report) -> Result<&'static str, String> {
         loop {
             let class = CLASSES[self.rng.range(0, CLASSES.len() as u64) as usize];
@@ -738,9 +786,10 @@ spec:
         while self.consumer.n == n {
             if start.elapsed() > EXPIRY_BOUND {
                 return Err(format!(
-                    "{what}, and {} went on for {EXPIRY_BOUND:?} without exit 3 (checkpoint {:?})",
+                    "{what}, and {} went on for {EXPIRY_BOUND:?} without exit 3 (checkpoint {:?}){}",
                     self.consumer.name(),
-                    self.checkpoint().await
+                    self.checkpoint().await,
+                    self.backtraces()
                 ));
             }
             if self.runner.is_none() {

@@ -38,7 +38,11 @@ impl Runner {
             .env("DCS_SOURCE_PASSWORD", "")
             .env("DCS_SINK_USERNAME", "root")
             .env("DCS_SINK_PASSWORD", "")
-            .env("RUST_LOG", "info")
+            // `DCS_TEST_RUNNER_LOG=debug` to see more of a failing run.
+            .env(
+                "RUST_LOG",
+                std::env::var("DCS_TEST_RUNNER_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .env("NO_COLOR", "1")
             .env_remove("DCS_CHECKPOINT_CONFIGMAP")
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -48,6 +52,11 @@ impl Runner {
             .spawn()
             .unwrap();
         Self { child }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn sigkill(&mut self) {
