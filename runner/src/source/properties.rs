@@ -80,7 +80,14 @@ pub async fn connect(settings: &SourceSettings) -> Result<mysql_async::Conn> {
             .pass(Some(settings.credentials.password.clone()))
             .prefer_socket(false);
         match mysql_async::Conn::new(opts).await {
-            Ok(c) => return Ok(c),
+            Ok(mut c) => {
+                // Every time the runner sends is UTC (docs/doris-protocols.md §1.3); a session
+                // starts in the FE host's zone.
+                c.query_drop(super::flight::SESSION_TIME_ZONE_SQL)
+                    .await
+                    .map_err(|e| mysql_error("setting the session time zone", e))?;
+                return Ok(c);
+            }
             Err(e) => {
                 let err = mysql_error("connecting to the FE query port", e);
                 if matches!(err, Error::SourceCredentials { .. }) {

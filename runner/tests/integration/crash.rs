@@ -147,6 +147,14 @@ spec:
     )
 }
 
+/// How many tablets a snapshot checkpoint records as done (its compact count, else its list).
+fn tablets_done(c: &serde_json::Value) -> Option<u64> {
+    let p = &c["position"];
+    p["tabletsDoneCount"]
+        .as_u64()
+        .or_else(|| p["tabletsDone"].as_array().map(|t| t.len() as u64))
+}
+
 /// What one crash test does.
 struct Scenario {
     name: &'static str,
@@ -205,9 +213,7 @@ async fn crash_loop(s: &Scenario) -> Crashed {
                 files
                     .wait_checkpoint(&mut runner, "snapshot progress", |c| {
                         c["position"]["phase"] == "changelog"
-                            || c["position"]["tabletsDone"]
-                                .as_array()
-                                .is_some_and(|t| !t.is_empty())
+                            || tablets_done(c).is_some_and(|n| n > 0)
                     })
                     .await;
                 rng.range(0, 150)
@@ -226,9 +232,7 @@ async fn crash_loop(s: &Scenario) -> Crashed {
             );
         }
         runner.sigkill();
-        let done = files
-            .checkpoint()
-            .and_then(|c| c["position"]["tabletsDone"].as_array().map(Vec::len));
+        let done = files.checkpoint().as_ref().and_then(tablets_done);
         println!(
             "{}: kill {} after {delay} ms, checkpoint phase {}{}",
             s.name,

@@ -322,3 +322,32 @@ async fn a_clock_jump_short_of_the_ttl_is_read_through() {
         mysql_rows(&emu, "SELECT id, v FROM demo.t ORDER BY id").await
     );
 }
+
+/// The kept MySQL connection (TTL reads, the visibility barrier before a snapshot) speaks UTC
+/// whatever the FE host's zone: the barrier's `@incr` carries UTC times, so on an FE in another
+/// zone its window would be off by the zone's offset and protect nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kept_connection_reads_times_in_utc_on_an_fe_in_another_zone() {
+    use mysql_async::prelude::Queryable;
+    let emu = source_support::emu_with(|c| c.time_zone = "-08:00".into()).await;
+    exec(&emu, &["CREATE DATABASE demo", SOURCE]).await;
+    let settings = source_support::settings(&emu, "demo.t");
+    // What a client that does not set the zone gets from this FE.
+    let mut plain = mysql_async::Conn::new(
+        mysql_async::OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(emu.ports().query_port)
+            .user(Some("root"))
+            .pass(Some(""))
+            .prefer_socket(false),
+    )
+    .await
+    .unwrap();
+    let zone: Option<String> = plain.query_first("SELECT @@time_zone").await.unwrap();
+    assert_eq!(zone.as_deref(), Some("-08:00"));
+    let mut kept = dcs_runner::source::properties::connect(&settings)
+        .await
+        .unwrap();
+    let zone: Option<String> = kept.query_first("SELECT @@time_zone").await.unwrap();
+    assert_eq!(zone.as_deref(), Some("+00:00"));
+}

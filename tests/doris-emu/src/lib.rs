@@ -47,6 +47,10 @@ pub struct EmuConfig {
     pub password: String,
     /// `enable_feature_changelog` on the FE.
     pub feature_changelog: bool,
+    /// The zone a new session's `time_zone` starts in: a real FE's host zone (`UTC` here by
+    /// default, so a client that never sets `time_zone` gets away with it unless a test says
+    /// otherwise).
+    pub time_zone: String,
 }
 
 impl Default for EmuConfig {
@@ -61,6 +65,7 @@ impl Default for EmuConfig {
             user: "root".into(),
             password: String::new(),
             feature_changelog: true,
+            time_zone: sql::DEFAULT_TIME_ZONE.into(),
         }
     }
 }

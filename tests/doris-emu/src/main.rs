@@ -46,6 +46,9 @@ struct Args {
     /// Emulate `enable_feature_changelog` in fe.conf; `false` makes changelog tables fail to create.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     feature_changelog: bool,
+    /// The FE host's time zone: where a session's `time_zone` starts (a real FE: its host zone).
+    #[arg(long, default_value = "UTC")]
+    time_zone: String,
 }
 
 #[tokio::main]
@@ -68,6 +71,7 @@ async fn main() {
         user: args.user,
         password: args.password,
         feature_changelog: args.feature_changelog,
+        time_zone: args.time_zone,
     };
     let emu = match start(config).await {
         Ok(emu) => emu,

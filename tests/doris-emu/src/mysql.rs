@@ -67,7 +67,7 @@ impl Connection {
             *b = rand::random_range(b'0'..=b'z');
         }
         Self {
-            session: Session::new(doris.config.user.clone()),
+            session: Session::on(&doris, doris.config.user.clone()),
             doris,
             salt,
             statements: Vec::new(),

@@ -155,7 +155,7 @@ impl FlightState {
         let token = new_token();
         let entry = TokenEntry {
             user: user.clone(),
-            session: tokio::sync::Mutex::new(Session::new(user.clone())),
+            session: tokio::sync::Mutex::new(Session::on(doris, user.clone())),
             created_ms: doris.clock.now_ms(),
             last_used: AtomicU64::new(self.use_clock.fetch_add(1, Ordering::SeqCst) + 1),
         };

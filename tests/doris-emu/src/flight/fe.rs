@@ -496,7 +496,7 @@ impl FlightSqlService for FeService {
             if let Some(entry) = self.state.token(&peer) {
                 // The session (current db, variables, results) goes; the token stays valid and
                 // the next call starts a fresh session.
-                *entry.session.lock().await = Session::new(entry.user.clone());
+                *entry.session.lock().await = Session::on(&self.doris, entry.user.clone());
                 self.state.reset_fe_results(&peer);
                 self.state
                     .prepared

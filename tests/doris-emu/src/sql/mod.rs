@@ -74,6 +74,17 @@ impl Session {
         }
     }
 
+    /// A fresh session of one of `doris`'s front ends: `time_zone` starts as the FE host's.
+    pub fn on(doris: &crate::Doris, user: impl Into<String>) -> Self {
+        let mut session = Self::new(user);
+        if doris.config.time_zone != DEFAULT_TIME_ZONE {
+            session
+                .variables
+                .insert("time_zone".into(), doris.config.time_zone.clone());
+        }
+        session
+    }
+
     /// The session's `time_zone` (set value or the emulator default).
     pub fn time_zone(&self) -> String {
         self.variables
