@@ -551,7 +551,12 @@ spec:
             if allowed {
                 self.write_one().await;
             }
+            let consumer = self.consumer.n;
             self.watch_exit(report).await?;
+            if self.consumer.n != consumer {
+                // A new consumer: a changelog sink's snapshot must see no writes.
+                allowed = self.writes_allowed().await;
+            }
             tokio::time::sleep(Duration::from_millis(self.write_rng.range(10, 40))).await;
         }
         Ok(())
