@@ -798,7 +798,7 @@ spec:
                 ));
             }
             if self.runner.is_none() {
-                // Killed by an earlier step and not yet restarted: cannot happen, steps restart.
+                // Defensive: every step that stops the runner starts it again.
                 self.start_runner();
             }
             self.dwell(Duration::from_millis(100), report).await?;
