@@ -65,7 +65,9 @@ async fn deployment_recreates_pods_one_generation_at_a_time() -> Result<()> {
         assert_eq!(p.owner_references()[0].kind, "ReplicaSet");
     }
 
-    // A template change: every old pod is gone before a new one exists.
+    // A template change: no new pod exists while an old one still runs. As in Kubernetes'
+    // Recreate strategy, an old pod whose containers have all exited (phase Succeeded or
+    // Failed) no longer counts, even while its object waits for the kubelet's final delete.
     deploys
         .patch(
             "web",
@@ -76,16 +78,29 @@ async fn deployment_recreates_pods_one_generation_at_a_time() -> Result<()> {
         .await?;
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let names: HashSet<String> = pods
+        let listed = pods
             .list(&ListParams::default().labels("app=web"))
             .await?
-            .items
+            .items;
+        let phase = |p: &Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_default()
+        };
+        let names: HashSet<String> = listed.iter().map(|p| p.name_any()).collect();
+        let old_live: Vec<String> = listed
             .iter()
-            .map(|p| p.name_any())
+            .filter(|p| first.contains(&p.name_any()))
+            .filter(|p| !matches!(phase(p).as_str(), "Succeeded" | "Failed"))
+            .map(|p| format!("{} ({})", p.name_any(), phase(p)))
             .collect();
         let old = names.intersection(&first).count();
         let new = names.difference(&first).count();
-        assert!(old == 0 || new == 0, "old and new pods overlap: {names:?}");
+        assert!(
+            old_live.is_empty() || new == 0,
+            "a new pod exists while old ones still run: {old_live:?} among {names:?}"
+        );
         let s = deploys.get("web").await?.status.unwrap_or_default();
         if old == 0 && new == 2 && s.ready_replicas == Some(2) && s.updated_replicas == Some(2) {
             break;
