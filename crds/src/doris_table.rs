@@ -45,6 +45,23 @@ pub enum KeysModel {
     Unknown,
 }
 
+impl KeysModel {
+    /// The model as Doris names it in `SHOW` output and status (`UNIQUE_KEYS`, `DUP_KEYS`, …).
+    pub fn keys_type(self) -> &'static str {
+        match self {
+            Self::Unique {
+                merge_on_write: true,
+            } => "UNIQUE_KEYS",
+            Self::Unique {
+                merge_on_write: false,
+            } => "UNIQUE_KEYS (merge-on-read)",
+            Self::Duplicate => "DUP_KEYS",
+            Self::Aggregate => "AGG_KEYS",
+            Self::Unknown => "unknown keys model",
+        }
+    }
+}
+
 /// What the runner needs to know about the source table before reading its changelog.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceTableInfo {

@@ -7,6 +7,8 @@
 //! - [`validate()`]: every rule the schema cannot express, with field paths.
 //! - [`conditions`]: condition names and helpers that keep `lastTransitionTime` honest.
 //! - [`duration`] and [`quantity`]: the string formats the spec uses.
+//! - [`doris_table`] and [`preconditions`]: what a source table's properties say, and what a
+//!   sync needs of them (the one rule the operator and `dcs-runner check` both apply).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -17,6 +19,7 @@ pub mod duration;
 pub mod error;
 pub mod label;
 pub mod manifest;
+pub mod preconditions;
 pub mod quantity;
 pub mod spec;
 pub mod status;

@@ -25,7 +25,7 @@ use dcs_crds::{
     label::{LabelOwner, LabelScheme, load_label},
     spec::TableRef,
 };
-use dcs_doris_http::{
+use dcs_doris_client::{
     Answer, LabelAbort, TxnKey, TxnOperation, TxnOutcome, classify_label_abort, classify_txn,
     two_phase,
 };
@@ -373,10 +373,6 @@ pub async fn execute(work: &Work, targets: &Targets) -> Report {
     report
 }
 
-fn host_of(node: &str) -> &str {
-    node.rsplit_once(':').map_or(node, |(host, _)| host)
-}
-
 fn missing_table(text: &str) -> bool {
     text.contains("Unknown table")
         || text.contains("does not exist")
@@ -394,7 +390,7 @@ async fn run_sql(
 ) -> Result<(), String> {
     let mut last = format!("{side} has no FE nodes");
     for node in fe_nodes {
-        let host = host_of(node);
+        let host = dcs_doris_client::host_of(node);
         let opts = mysql_async::OptsBuilder::default()
             .ip_or_hostname(host)
             .tcp_port(port)
@@ -511,7 +507,7 @@ async fn abort_through_fe(
     for fe in fe_nodes {
         match two_phase(&http, fe, credentials, db, key, TxnOperation::Abort).await {
             Ok(answer) => return Ok(answer),
-            Err(dcs_doris_http::Error::Unreachable { node, message }) => {
+            Err(dcs_doris_client::Error::Unreachable { node, message }) => {
                 let role = if node == *fe { "FE" } else { "BE" };
                 last = format!("cannot reach sink {role} {node} to abort {key}: {message}");
             }

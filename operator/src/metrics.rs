@@ -270,7 +270,10 @@ impl Metrics {
     /// Reads per-sync gauges from `store` until [`Metrics::unwatch`]; returns the registration.
     pub fn watch(&self, store: Store<SyncObject>) -> u64 {
         let id = self.next_store.fetch_add(1, Ordering::Relaxed);
-        self.stores.lock().expect("metrics lock").push((id, store));
+        self.stores
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((id, store));
         id
     }
 
@@ -306,7 +309,11 @@ impl Metrics {
 
     /// Everything in the Prometheus text format.
     pub fn render(&self) -> String {
-        let errors = self.errors_by_kind.lock().expect("metrics lock").clone();
+        let errors = self
+            .errors_by_kind
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
         let leader = self
             .election
             .load(Ordering::Relaxed)

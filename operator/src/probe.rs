@@ -5,7 +5,8 @@ use std::{collections::BTreeMap, fmt, time::Duration};
 use dcs_crds::{SourceSpec, conditions::reasons, doris_table};
 use mysql_async::prelude::Queryable;
 
-use crate::reconcile::plan::{KeysModel, ProbeFailure, SourceProbe, Spelling};
+use crate::reconcile::plan::{ProbeFailure, SourceProbe};
+use dcs_doris_client::mysql::{decode, decode_all};
 
 /// Reason: the source refused the credentials.
 pub const SOURCE_AUTH_FAILED: &str = "SourceAuthFailed";
@@ -37,11 +38,6 @@ impl fmt::Debug for DorisCredentials {
     }
 }
 
-/// `host` of a `host:port` FE node.
-fn host_of(node: &str) -> &str {
-    node.rsplit_once(':').map_or(node, |(host, _)| host)
-}
-
 fn quote(value: &str) -> String {
     format!("'{}'", value.replace('\\', "\\\\").replace('\'', "''"))
 }
@@ -60,7 +56,7 @@ pub async fn probe_source(
     })?;
     let mut last = None;
     for node in &spec.fe_nodes {
-        let host = host_of(node);
+        let host = dcs_doris_client::host_of(node);
         match tokio::time::timeout(
             PROBE_TIMEOUT,
             table_facts(
@@ -159,10 +155,18 @@ async fn query_facts(
             message: format!("cannot read table {db}.{table} on the source: {text}"),
         }
     };
-    let create: Option<(String, String)> = conn
+    let bad_answer = |e: dcs_doris_client::Error| ProbeFailure {
+        reason: reasons::SOURCE_UNREACHABLE,
+        message: format!("cannot read table {db}.{table} on the source: {e}"),
+    };
+    let create: Option<mysql_async::Row> = conn
         .query_first(format!("SHOW CREATE TABLE `{db}`.`{table}`"))
         .await
         .map_err(failed)?;
+    let create: Option<(String, String)> = create
+        .map(|r| decode(r, "SHOW CREATE TABLE"))
+        .transpose()
+        .map_err(bad_answer)?;
     let Some((_, ddl)) = create else {
         return Err(ProbeFailure {
             reason: SOURCE_TABLE_MISSING,
@@ -171,7 +175,8 @@ async fn query_facts(
             ),
         });
     };
-    let rows: Vec<(String, Option<String>)> = conn
+    // Older FEs have no table_properties: the DDL's PROPERTIES clause answers instead.
+    let rows: Vec<mysql_async::Row> = conn
         .query(format!(
             "SELECT PROPERTY_NAME, PROPERTY_VALUE FROM information_schema.table_properties WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
             quote(db),
@@ -179,6 +184,8 @@ async fn query_facts(
         ))
         .await
         .unwrap_or_default();
+    let rows: Vec<(String, Option<String>)> =
+        decode_all(rows, "information_schema.table_properties").map_err(bad_answer)?;
     let mut properties: BTreeMap<String, String> = rows
         .into_iter()
         .map(|(k, v)| (k, v.unwrap_or_default()))
@@ -197,27 +204,8 @@ pub fn ddl_properties(ddl: &str) -> BTreeMap<String, String> {
 /// The probe facts from a table's DDL and properties (pure). The rules are the runner's too
 /// (`dcs_crds::doris_table`), so operator and runner always agree about a table.
 pub fn facts_from(ddl: &str, properties: &BTreeMap<String, String>) -> SourceProbe {
-    let info = doris_table::table_info_from(properties, doris_table::keys_model_of_ddl(ddl));
-    let keys = match info.keys {
-        doris_table::KeysModel::Unique {
-            merge_on_write: true,
-        } => KeysModel::UniqueMergeOnWrite,
-        doris_table::KeysModel::Unique {
-            merge_on_write: false,
-        } => KeysModel::Other("UNIQUE_KEYS (merge-on-read)".into()),
-        doris_table::KeysModel::Duplicate => KeysModel::Duplicate,
-        doris_table::KeysModel::Aggregate => KeysModel::Other("AGG_KEYS".into()),
-        doris_table::KeysModel::Unknown => KeysModel::Other("unknown keys model".into()),
-    };
     SourceProbe {
-        changelog_enabled: info.enabled,
-        spelling: match info.spelling {
-            doris_table::PropertySpelling::Changelog => Spelling::Changelog,
-            doris_table::PropertySpelling::Binlog => Spelling::Binlog,
-        },
-        need_historical_value: info.need_historical_value,
-        keys,
-        ttl_seconds: i64::try_from(info.ttl_seconds).unwrap_or(i64::MAX),
+        table: doris_table::table_info_from(properties, doris_table::keys_model_of_ddl(ddl)),
         doris_now_ms: None,
     }
 }
@@ -280,15 +268,16 @@ pub async fn doris_now_ms(fe_node: &str, credentials: &DorisCredentials) -> Opti
         .timeout(PROBE_TIMEOUT)
         .build()
         .ok()?;
-    let body: serde_json::Value = client
+    let resp = client
         .get(format!("http://{fe_node}/api/tso"))
         .basic_auth(&credentials.username, Some(&credentials.password))
         .send()
         .await
-        .ok()?
-        .json()
+        .ok()?;
+    let text = dcs_doris_client::read_capped(resp, dcs_doris_client::MAX_ANSWER_BYTES)
         .await
         .ok()?;
+    let body: serde_json::Value = serde_json::from_str(&text).ok()?;
     if body.get("code").and_then(serde_json::Value::as_i64) != Some(0) {
         return None;
     }
@@ -303,6 +292,7 @@ mod tests {
 
     #[test]
     fn facts_from_both_spellings_and_models() {
+        use doris_table::{KeysModel, PropertySpelling};
         let props = |pairs: &[(&str, &str)]| {
             pairs
                 .iter()
@@ -315,19 +305,17 @@ mod tests {
                 ("changelog.enable", "true"),
                 ("changelog.ttl_seconds", "600"),
             ]),
-        );
+        )
+        .table;
         assert_eq!(
-            (
-                f.changelog_enabled,
-                f.spelling,
-                f.ttl_seconds,
-                f.keys.clone()
-            ),
+            (f.enabled, f.spelling, f.ttl_seconds, f.keys),
             (
                 true,
-                Spelling::Changelog,
+                PropertySpelling::Changelog,
                 600,
-                KeysModel::UniqueMergeOnWrite
+                KeysModel::Unique {
+                    merge_on_write: true
+                }
             )
         );
         let f = facts_from(
@@ -338,23 +326,36 @@ mod tests {
                 ("binlog.ttl_seconds", "7200"),
                 ("binlog.need_historical_value", "true"),
             ]),
-        );
+        )
+        .table;
         assert_eq!(
             (
-                f.changelog_enabled,
+                f.enabled,
                 f.spelling,
                 f.ttl_seconds,
                 f.need_historical_value,
-                f.keys.clone()
+                f.keys
             ),
-            (true, Spelling::Binlog, 7200, true, KeysModel::Duplicate)
+            (
+                true,
+                PropertySpelling::Binlog,
+                7200,
+                true,
+                KeysModel::Duplicate
+            )
         );
         let f = facts_from(
             "CREATE TABLE t (...) UNIQUE KEY(`id`)",
             &props(&[("enable_unique_key_merge_on_write", "false")]),
+        )
+        .table;
+        assert!(!f.enabled);
+        assert_eq!(
+            f.keys,
+            KeysModel::Unique {
+                merge_on_write: false
+            }
         );
-        assert!(!f.changelog_enabled);
-        assert!(matches!(f.keys, KeysModel::Other(_)));
     }
 
     #[test]

@@ -5,9 +5,9 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Duration;
 
 use dcs_crds::DorisChangelogSync;
+use dcs_crds::preconditions::{Requirements, describe_keys, preconditions};
 use dcs_crds::spec::{IncrementType, StartupMode};
 
 use crate::checkpoint::{Checkpoint, CheckpointStore, Offset};
@@ -15,12 +15,9 @@ use crate::pipeline::PipelineConfig;
 use crate::pipeline::start::{StartPlan, StartSource, plan_start_with_offset_row};
 use crate::sink::schema::{MysqlTarget, SinkTablePlan, evolves_schema, inspect_sink_table};
 use crate::source::fe_http::FeHttpClient;
-use crate::source::properties::{KeysModel, PropertySpelling, SourceTableInfo, read_table_info};
+use crate::source::properties::{SourceTableInfo, read_table_info};
 use crate::source::snapshot;
 use crate::{Error, Result};
-
-/// Added to the TTL the sync needs, as the operator does (docs/ARCHITECTURE.md §4.3).
-pub const TTL_MARGIN: Duration = Duration::from_secs(5 * 60);
 
 /// Something that stops `run` (or would make it fail later), and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,14 +97,8 @@ pub struct CheckInput {
     pub increment_type: IncrementType,
     /// The source table's changelog properties.
     pub source: std::result::Result<SourceTableInfo, Problem>,
-    /// The sink writes before images or minDelta is used (`spec.requires_historical_value`).
-    pub requires_historical_value: bool,
-    /// `expectedSnapshotDuration`.
-    pub expected_snapshot: Duration,
-    /// `checkpoint.interval`.
-    pub checkpoint_interval: Duration,
-    /// `changelog.pollInterval`.
-    pub poll_interval: Duration,
+    /// What the sync needs of the source table (the operator decides from the same).
+    pub requirements: Requirements,
     /// The sink.
     pub sink: SinkCheck,
 }
@@ -201,10 +192,6 @@ fn describe_plan(plan: &StartPlan) -> String {
     }
 }
 
-fn secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
-}
-
 /// Decide what `run` would do and what is in the way. Pure.
 pub fn plan_check(input: &CheckInput) -> CheckReport {
     let mut lines = Vec::new();
@@ -288,17 +275,7 @@ pub fn plan_check(input: &CheckInput) -> CheckReport {
         Err(p) => problems.push(p.clone()),
         Ok(info) => {
             let p = info.spelling.prefix();
-            let model = match info.keys {
-                KeysModel::Unique {
-                    merge_on_write: true,
-                } => "UNIQUE KEY (merge-on-write)",
-                KeysModel::Unique {
-                    merge_on_write: false,
-                } => "UNIQUE KEY (merge-on-read)",
-                KeysModel::Duplicate => "DUPLICATE KEY",
-                KeysModel::Aggregate => "AGGREGATE KEY",
-                KeysModel::Unknown => "unknown key model",
-            };
+            let model = describe_keys(info.keys);
             lines.push((
                 "source".to_owned(),
                 format!(
@@ -311,9 +288,11 @@ pub fn plan_check(input: &CheckInput) -> CheckReport {
                     }
                 ),
             ));
-            if incremental {
-                source_problems(input, info, &mut problems);
-            }
+            problems.extend(
+                preconditions(&input.requirements, info)
+                    .into_iter()
+                    .map(|p| Problem::new(p.problem, p.fix)),
+            );
         }
     }
 
@@ -352,91 +331,17 @@ pub fn plan_check(input: &CheckInput) -> CheckReport {
     CheckReport { lines, problems }
 }
 
-fn source_problems(input: &CheckInput, info: &SourceTableInfo, problems: &mut Vec<Problem>) {
-    let t = &input.source_table;
-    let p = info.spelling.prefix();
-    let supported = matches!(
-        info.keys,
-        KeysModel::Duplicate
-            | KeysModel::Unique {
-                merge_on_write: true
-            }
-    );
-    if !supported {
-        problems.push(Problem::new(
-            format!(
-                "{t} is not a DUPLICATE KEY or merge-on-write UNIQUE KEY table: Only duplicate and mow table model support changelog"
-            ),
-            "copy the data into a DUPLICATE KEY table or a UNIQUE KEY table with \"enable_unique_key_merge_on_write\" = \"true\" and the changelog on, and sync that",
-        ));
-    }
-    if !info.enabled {
-        let how = match info.spelling {
-            PropertySpelling::Changelog => format!(
-                "recreate {t} with PROPERTIES (\"changelog.enable\" = \"true\") (it can only be set at CREATE TABLE; builds before 5.0 spell it \"binlog.enable\" = \"true\", \"binlog.format\" = \"ROW\"), on an FE with enable_feature_binlog = true in fe.conf"
-            ),
-            PropertySpelling::Binlog => format!(
-                "recreate {t} with PROPERTIES (\"binlog.enable\" = \"true\", \"binlog.format\" = \"ROW\") (ROW is case-sensitive; only at CREATE TABLE), on an FE with enable_feature_binlog = true in fe.conf"
-            ),
-        };
-        problems.push(Problem::new(
-            format!("the row changelog of {t} is off, so an incremental startup mode cannot read changes"),
-            how,
-        ));
-    }
-    if input.requires_historical_value
-        && !info.need_historical_value
-        && info.keys != KeysModel::Duplicate
-    {
-        let who = if input.increment_type == IncrementType::MinDelta {
-            "changelog.incrementType minDelta"
-        } else {
-            "a sink that writes update-before events (mode changelog or ignoreUpdateBefore: false)"
-        };
-        problems.push(Problem::new(
-            format!("{who} needs the before images, but {t} has no {p}need_historical_value"),
-            format!(
-                "recreate {t} with \"{p}need_historical_value\" = \"true\" (merge-on-write only, set at CREATE TABLE), or use incrementType detail with mode upsert and ignoreUpdateBefore: true"
-            ),
-        ));
-    }
-    let needed = secs(input.expected_snapshot)
-        + secs(input.checkpoint_interval)
-        + secs(input.poll_interval)
-        + secs(TTL_MARGIN);
-    let covered = info.ttl_seconds >= needed;
-    let numbers = format!(
-        "{p}ttl_seconds {}s; needed expectedSnapshotDuration {}s + checkpoint.interval {}s + pollInterval {}s + margin {}s = {needed}s",
-        info.ttl_seconds,
-        secs(input.expected_snapshot),
-        secs(input.checkpoint_interval),
-        secs(input.poll_interval),
-        secs(TTL_MARGIN),
-    );
-    if !covered {
-        problems.push(Problem::new(
-            format!("the changelog TTL is too short: {numbers}"),
-            format!(
-                "ALTER TABLE {t} SET (\"{p}ttl_seconds\" = \"{needed}\"), or lower spec.expectedSnapshotDuration"
-            ),
-        ));
-    }
-}
-
 /// The TTL line for the report (kept separate so the numbers show even when covered).
 fn ttl_line(input: &CheckInput) -> Option<(String, String)> {
     let info = input.source.as_ref().ok()?;
     if input.startup_mode == StartupMode::Snapshot {
         return Some(("ttl".into(), "not needed in snapshot mode".into()));
     }
-    let needed = secs(input.expected_snapshot)
-        + secs(input.checkpoint_interval)
-        + secs(input.poll_interval)
-        + secs(TTL_MARGIN);
+    let needed = input.requirements.required_ttl_seconds();
     Some((
         "ttl".into(),
         format!(
-            "{}ttl_seconds {}s {} expectedSnapshotDuration {}s + checkpoint.interval {}s + pollInterval {}s + margin {}s = {needed}s{}",
+            "{}ttl_seconds {}s {} {} = {needed}s{}",
             info.spelling.prefix(),
             info.ttl_seconds,
             if info.ttl_seconds >= needed {
@@ -444,10 +349,7 @@ fn ttl_line(input: &CheckInput) -> Option<(String, String)> {
             } else {
                 "does NOT cover"
             },
-            secs(input.expected_snapshot),
-            secs(input.checkpoint_interval),
-            secs(input.poll_interval),
-            secs(TTL_MARGIN),
+            input.requirements.ttl_terms(),
             if info.ttl_seconds >= needed {
                 format!(" (headroom {}s)", info.ttl_seconds - needed)
             } else {
@@ -552,12 +454,7 @@ pub async fn gather<S: CheckpointStore>(
         offset_table,
         increment_type: config.changelog.increment_type,
         source,
-        requires_historical_value: spec.requires_historical_value(),
-        expected_snapshot: spec
-            .expected_snapshot_duration()
-            .unwrap_or(Duration::from_secs(30 * 60)),
-        checkpoint_interval: config.checkpoint_interval,
-        poll_interval: config.changelog.poll_interval,
+        requirements: Requirements::of(spec),
         sink,
     }
 }
@@ -597,8 +494,11 @@ impl CheckpointStore for ReadOnlyDir {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::checkpoint::{Counters, FORMAT_VERSION, Position};
+    use crate::source::properties::{KeysModel, PropertySpelling};
 
     fn info() -> SourceTableInfo {
         SourceTableInfo {
@@ -624,10 +524,15 @@ mod tests {
             offset_table: None,
             increment_type: IncrementType::Detail,
             source: Ok(info()),
-            requires_historical_value: false,
-            expected_snapshot: Duration::from_secs(1800),
-            checkpoint_interval: Duration::from_secs(10),
-            poll_interval: Duration::from_secs(10),
+            requirements: Requirements {
+                table: "db.src".into(),
+                incremental: true,
+                increment_type: IncrementType::Detail,
+                requires_historical_value: false,
+                expected_snapshot: Duration::from_secs(1800),
+                checkpoint_interval: Duration::from_secs(10),
+                poll_interval: Duration::from_secs(10),
+            },
             sink: SinkCheck::Doris {
                 table: "db.dst".into(),
                 plan: Ok(SinkTablePlan::Create {
@@ -655,7 +560,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("changelog.ttl_seconds 86400s covers expectedSnapshotDuration 1800s + checkpoint.interval 10s + pollInterval 10s + margin 300s = 2120s (headroom 84280s)"),
+            text.contains("changelog.ttl_seconds 86400s covers expectedSnapshotDuration 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m = 2120s (headroom 84280s)"),
             "{text}"
         );
         assert!(text.contains("run will create it with:"), "{text}");
@@ -694,7 +599,8 @@ mod tests {
     #[test]
     fn every_problem_comes_with_its_fix() {
         let mut i = input();
-        i.requires_historical_value = true;
+        i.requirements.requires_historical_value = true;
+        i.requirements.increment_type = IncrementType::MinDelta;
         i.increment_type = IncrementType::MinDelta;
         i.source = Ok(SourceTableInfo {
             enabled: false,
@@ -717,7 +623,7 @@ mod tests {
             "PROPERTIES (\"changelog.enable\" = \"true\")",
             "minDelta needs the before images",
             "\"changelog.need_historical_value\" = \"true\"",
-            "ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"2120\")",
+            "ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"2120\"), or lower spec.expectedSnapshotDuration",
             "changelog.ttl_seconds 600s does NOT cover",
             "sink table db.dst has no column x\n     fix: add it",
         ] {
@@ -726,6 +632,7 @@ mod tests {
         assert_eq!(r.problems.len(), 5, "{text}");
         // Snapshot mode needs no changelog at all.
         i.startup_mode = StartupMode::Snapshot;
+        i.requirements.incremental = false;
         assert_eq!(check_report(&i).problems.len(), 1);
     }
 

@@ -2,18 +2,15 @@
 //!
 //! No I/O and no clock: the caller hands in Doris's time with the probe.
 
-use std::time::Duration;
-
+use dcs_crds::doris_table::SourceTableInfo;
+use dcs_crds::preconditions::{Requirements, Unmet, preconditions};
 use dcs_crds::{
     DorisChangelogSyncSpec, DorisChangelogSyncStatus, OnOffsetExpired, Phase, StartupMode,
-    conditions::reasons, duration::format_duration,
+    conditions::reasons,
 };
 
 use super::stop::StopMark;
 use crate::checkpoint::Checkpoint;
-
-/// Added to the TTL requirement on top of the snapshot, checkpoint and poll durations.
-pub const TTL_MARGIN: Duration = Duration::from_secs(5 * 60);
 
 /// Headroom below this share of the TTL makes OffsetHealthy False (NearExpiry).
 pub const NEAR_EXPIRY_PERCENT: i64 = 20;
@@ -65,58 +62,16 @@ pub struct RunnerExit {
 /// Facts about the source table and Doris's clock.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SourceProbe {
-    /// changelog.enable (or binlog.enable with binlog.format ROW).
-    pub changelog_enabled: bool,
-    /// Which property names the table uses.
-    pub spelling: Spelling,
-    /// changelog.need_historical_value.
-    pub need_historical_value: bool,
-    /// The table model.
-    pub keys: KeysModel,
-    /// changelog.ttl_seconds.
-    pub ttl_seconds: i64,
+    /// What the table's properties and key model say (the runner reads the same).
+    pub table: SourceTableInfo,
     /// Doris's current time (TSO physical ms), when it could be read.
     pub doris_now_ms: Option<i64>,
 }
 
-/// The two spellings of the changelog properties.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Spelling {
-    /// `changelog.*` (the current name).
-    Changelog,
-    /// `binlog.*` (the older name).
-    Binlog,
-}
-
-impl Spelling {
-    /// The property prefix, e.g. `changelog`.
-    pub fn prefix(self) -> &'static str {
-        match self {
-            Self::Changelog => "changelog",
-            Self::Binlog => "binlog",
-        }
-    }
-}
-
-/// The source table's data model.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum KeysModel {
-    /// UNIQUE KEY with merge-on-write.
-    UniqueMergeOnWrite,
-    /// DUPLICATE KEY.
-    Duplicate,
-    /// Anything else (AGGREGATE, UNIQUE merge-on-read), as Doris names it.
-    Other(String),
-}
-
-impl KeysModel {
-    /// The name status shows (`UNIQUE_KEYS`, `DUP_KEYS`, ...).
-    pub fn keys_type(&self) -> String {
-        match self {
-            Self::UniqueMergeOnWrite => "UNIQUE_KEYS".to_owned(),
-            Self::Duplicate => "DUP_KEYS".to_owned(),
-            Self::Other(name) => name.clone(),
-        }
+impl SourceProbe {
+    /// `*.ttl_seconds`, as status and the headroom arithmetic use it.
+    pub fn ttl_seconds(&self) -> i64 {
+        i64::try_from(self.table.ttl_seconds).unwrap_or(i64::MAX)
     }
 }
 
@@ -250,17 +205,6 @@ pub fn is_earlier_consumer(observed: &Observed, consumer: &str) -> bool {
 /// The active consumer generation (0 before any reinitialization).
 pub fn consumer_generation(observed: &Observed) -> i64 {
     observed.status.consumer_generation.unwrap_or(0)
-}
-
-/// The TTL the spec needs: expectedSnapshotDuration + checkpoint.interval + pollInterval + margin.
-pub fn required_ttl(spec: &DorisChangelogSyncSpec) -> Duration {
-    let parts = [
-        spec.expected_snapshot_duration().unwrap_or_default(),
-        spec.checkpoint.interval().unwrap_or_default(),
-        spec.changelog.poll_interval().unwrap_or_default(),
-        TTL_MARGIN,
-    ];
-    parts.iter().sum()
 }
 
 /// Seconds left before the oldest change still needed expires, by Doris's clock.
@@ -433,75 +377,21 @@ fn reinit(
     })
 }
 
-/// The first source precondition that fails, if any.
+/// The first source precondition that fails, if any (the same list `dcs-runner check` prints).
 fn check_source(spec: &DorisChangelogSyncSpec, probe: &SourceProbe) -> Option<Blocked> {
-    let p = probe.spelling.prefix();
-    let blocked = |condition, reason, message| {
-        Some(Blocked {
-            condition,
-            reason,
-            message,
-        })
-    };
     use dcs_crds::conditions::types::{READY, TTL_SUFFICIENT};
-    if let KeysModel::Other(model) = &probe.keys {
-        return blocked(
-            READY,
-            reasons::UNSUPPORTED_TABLE_MODEL,
-            format!(
-                "table {} is {model}; only DUPLICATE KEY and merge-on-write UNIQUE KEY tables have a changelog: sync a table of one of those models",
-                spec.source.table
-            ),
-        );
-    }
-    if !probe.changelog_enabled {
-        return blocked(
-            READY,
-            reasons::CHANGELOG_DISABLED,
-            format!(
-                "table {} has no changelog: create it with PROPERTIES (\"changelog.enable\" = \"true\") (or \"binlog.enable\" = \"true\" with \"binlog.format\" = \"ROW\")",
-                spec.source.table
-            ),
-        );
-    }
-    if spec.requires_historical_value() && !probe.need_historical_value {
-        return blocked(
-            READY,
-            reasons::HISTORICAL_VALUE_MISSING,
-            format!(
-                "the sink needs update before-images but table {} does not keep them: set \"{p}.need_historical_value\" = \"true\" on the table, or use incrementType detail with a sink that ignores update-before",
-                spec.source.table
-            ),
-        );
-    }
-    let required = required_ttl(spec).as_secs();
-    let required = i64::try_from(required).unwrap_or(i64::MAX);
-    if probe.ttl_seconds < required {
-        return blocked(
-            TTL_SUFFICIENT,
-            reasons::TTL_TOO_SHORT,
-            ttl_message(spec, probe.spelling, probe.ttl_seconds, required),
-        );
-    }
-    None
-}
-
-/// The TtlTooShort message: the numbers and the fix.
-pub fn ttl_message(
-    spec: &DorisChangelogSyncSpec,
-    spelling: Spelling,
-    ttl: i64,
-    required: i64,
-) -> String {
-    let p = spelling.prefix();
-    format!(
-        "{p}.ttl_seconds is {ttl}s but the sync needs at least {required}s (expectedSnapshotDuration {} + checkpoint.interval {} + pollInterval {} + margin {}): ALTER TABLE {} SET (\"{p}.ttl_seconds\" = \"{required}\") or lower spec.expectedSnapshotDuration",
-        spec.expected_snapshot_duration,
-        spec.checkpoint.interval,
-        spec.changelog.poll_interval,
-        format_duration(TTL_MARGIN),
-        spec.source.table,
-    )
+    let first = preconditions(&Requirements::of(spec), &probe.table)
+        .into_iter()
+        .next()?;
+    Some(Blocked {
+        condition: if first.unmet == Unmet::Ttl {
+            TTL_SUFFICIENT
+        } else {
+            READY
+        },
+        reason: first.unmet.reason(),
+        message: first.message(),
+    })
 }
 
 /// Why the runner says the offset expired, if it does: its checkpoint records a stop or an error
@@ -528,17 +418,18 @@ fn runner_reports_expiry(observed: &Observed) -> Option<String> {
 fn headroom_expiry(observed: &Observed, probe: &SourceProbe) -> Option<String> {
     let checkpoint = observed.checkpoint.as_ref()?;
     let now = probe.doris_now_ms?;
-    let headroom = headroom_seconds(probe.ttl_seconds, now, checkpoint)?;
+    let headroom = headroom_seconds(probe.ttl_seconds(), now, checkpoint)?;
     (headroom <= 0).then(|| {
         format!(
             "the oldest change still needed is older than the changelog TTL ({}s): headroom {headroom}s",
-            probe.ttl_seconds
+            probe.ttl_seconds()
         )
     })
 }
 
 #[cfg(test)]
 mod tests {
+    use dcs_crds::doris_table::{KeysModel, PropertySpelling};
     use dcs_crds::{ErrorStatus, conditions::types};
 
     use super::*;
@@ -608,31 +499,26 @@ mod tests {
     }
 
     #[test]
-    fn required_ttl_adds_the_margin() {
-        assert_eq!(required_ttl(&observed().spec), Duration::from_secs(2120));
-    }
-
-    #[test]
     fn ttl_one_second_short_blocks_with_the_numbers_and_exactly_enough_runs() {
         let mut o = observed();
-        o.probe.as_mut().unwrap().ttl_seconds = 2119;
+        o.probe.as_mut().unwrap().table.ttl_seconds = 2119;
         let b = blocked_of(plan(&o));
         assert_eq!(b.condition, types::TTL_SUFFICIENT);
         assert_eq!(b.reason, reasons::TTL_TOO_SHORT);
         assert_eq!(
             b.message,
-            "changelog.ttl_seconds is 2119s but the sync needs at least 2120s (expectedSnapshotDuration 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m): ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"2120\") or lower spec.expectedSnapshotDuration"
+            "changelog.ttl_seconds is 2119s but the sync needs at least 2120s (expectedSnapshotDuration 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m): ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"2120\"), or lower spec.expectedSnapshotDuration"
         );
-        o.probe.as_mut().unwrap().ttl_seconds = 2120;
+        o.probe.as_mut().unwrap().table.ttl_seconds = 2120;
         run_of(plan(&o));
     }
 
     #[test]
     fn binlog_spelling_is_named_in_the_fix() {
         let mut o = observed();
-        let p = o.probe.as_mut().unwrap();
+        let p = &mut o.probe.as_mut().unwrap().table;
         p.ttl_seconds = 60;
-        p.spelling = Spelling::Binlog;
+        p.spelling = PropertySpelling::Binlog;
         let b = blocked_of(plan(&o));
         assert!(
             b.message.starts_with("binlog.ttl_seconds is 60s"),
@@ -645,8 +531,8 @@ mod tests {
     fn snapshot_mode_needs_no_changelog() {
         let mut o = observed();
         o.spec.startup.mode = StartupMode::Snapshot;
-        let p = o.probe.as_mut().unwrap();
-        p.changelog_enabled = false;
+        let p = &mut o.probe.as_mut().unwrap().table;
+        p.enabled = false;
         p.ttl_seconds = 1;
         assert!(run_of(plan(&o)).bounded);
     }
@@ -654,7 +540,7 @@ mod tests {
     #[test]
     fn changelog_disabled_names_the_property() {
         let mut o = observed();
-        o.probe.as_mut().unwrap().changelog_enabled = false;
+        o.probe.as_mut().unwrap().table.enabled = false;
         let b = blocked_of(plan(&o));
         assert_eq!(b.reason, reasons::CHANGELOG_DISABLED);
         assert!(
@@ -676,19 +562,28 @@ mod tests {
             "{}",
             b.message
         );
-        o.probe.as_mut().unwrap().need_historical_value = true;
+        o.probe.as_mut().unwrap().table.need_historical_value = true;
+        run_of(plan(&o));
+    }
+
+    #[test]
+    fn a_duplicate_key_table_needs_no_before_images() {
+        // Inserts only: nothing to keep, so the operator runs what `dcs-runner check` passes.
+        let mut o = observed();
+        o.spec.sink.doris.as_mut().unwrap().ignore_update_before = false;
+        o.probe.as_mut().unwrap().table.keys = KeysModel::Duplicate;
         run_of(plan(&o));
     }
 
     #[test]
     fn unsupported_model_blocks() {
         let mut o = observed();
-        o.probe.as_mut().unwrap().keys = KeysModel::Other("AGG_KEYS".into());
+        o.probe.as_mut().unwrap().table.keys = KeysModel::Aggregate;
         assert_eq!(
             blocked_of(plan(&o)).reason,
             reasons::UNSUPPORTED_TABLE_MODEL
         );
-        o.probe.as_mut().unwrap().keys = KeysModel::Duplicate;
+        o.probe.as_mut().unwrap().table.keys = KeysModel::Duplicate;
         run_of(plan(&o));
     }
 
@@ -726,9 +621,9 @@ mod tests {
             )
         );
         // A source problem is reported first.
-        o.probe.as_mut().unwrap().ttl_seconds = 60;
+        o.probe.as_mut().unwrap().table.ttl_seconds = 60;
         assert_eq!(blocked_of(plan(&o)).reason, reasons::TTL_TOO_SHORT);
-        o.probe.as_mut().unwrap().ttl_seconds = 86_400;
+        o.probe.as_mut().unwrap().table.ttl_seconds = 86_400;
         o.runner = RunnerState::Running;
         assert_eq!(
             run_of(plan(&o)).probe_warning.as_deref(),

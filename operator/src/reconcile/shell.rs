@@ -143,7 +143,10 @@ pub async fn reconcile(sync: Arc<DorisChangelogSync>, ctx: Arc<Context>) -> Resu
                     release_finalizer(&api, current).await?;
                 }
                 if let Some(uid) = sync.uid() {
-                    ctx.written.lock().expect("written lock").remove(&uid);
+                    ctx.written
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .remove(&uid);
                 }
                 Ok(Action::await_change())
             }
@@ -352,15 +355,18 @@ async fn probe(
                     Err(e) => Err(e),
                 },
             };
-            ctx.probes.lock().expect("probe cache lock").insert(
-                key,
-                CachedProbe {
-                    at: Instant::now(),
-                    generation,
-                    result: result.clone(),
-                    sink: sink.clone(),
-                },
-            );
+            ctx.probes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(
+                    key,
+                    CachedProbe {
+                        at: Instant::now(),
+                        generation,
+                        result: result.clone(),
+                        sink: sink.clone(),
+                    },
+                );
             (result, sink)
         }
     }
@@ -487,7 +493,12 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
     } = runner_state(ctx, &ns, &name).await?;
 
     let uid = sync.uid().unwrap_or_default();
-    let last_written = ctx.written.lock().expect("written lock").get(&uid).cloned();
+    let last_written = ctx
+        .written
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&uid)
+        .cloned();
     let cached_version = sync.resource_version();
     let status = current_status(
         cached_version.as_deref(),

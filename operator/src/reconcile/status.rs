@@ -1,5 +1,6 @@
 //! The pure status: what the plan and the observation mean for `DorisChangelogSync.status`.
 
+use dcs_crds::preconditions::{Requirements, Unmet, preconditions};
 use dcs_crds::{
     Clock, DorisChangelogSyncStatus, ErrorStatus, OffsetStatus, Phase, ReinitStatus, SinkStatus,
     SnapshotStatus, SourceStatus, StartupMode,
@@ -9,7 +10,7 @@ use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 
 use super::plan::{
     NEAR_EXPIRY_PERCENT, Observed, Plan, RunnerState, base_consumer_id, consumer_generation,
-    consumer_id_for, headroom_seconds, required_ttl, ttl_message,
+    consumer_id_for, headroom_seconds,
 };
 use crate::checkpoint::{Checkpoint, Position};
 
@@ -33,10 +34,10 @@ pub fn compute_status(
     let probe = observed.probe.as_ref().ok();
     if let Some(p) = probe {
         s.source = Some(SourceStatus {
-            ttl_seconds: Some(p.ttl_seconds),
-            changelog_enabled: Some(p.changelog_enabled),
-            need_historical_value: Some(p.need_historical_value),
-            keys_type: Some(p.keys.keys_type()),
+            ttl_seconds: Some(p.ttl_seconds()),
+            changelog_enabled: Some(p.table.enabled),
+            need_historical_value: Some(p.table.need_historical_value),
+            keys_type: Some(p.table.keys.keys_type().to_owned()),
             clock: Some(if p.doris_now_ms.is_some() {
                 Clock::Doris
             } else {
@@ -50,7 +51,7 @@ pub fn compute_status(
         .and_then(|p| p.doris_now_ms)
         .unwrap_or_else(|| now.as_millisecond());
     let ttl = probe
-        .map(|p| p.ttl_seconds)
+        .map(|p| p.ttl_seconds())
         .or_else(|| s.source.as_ref().and_then(|x| x.ttl_seconds));
 
     // A re-initialisation still waiting for the old runner changes nothing yet but the phase and
@@ -347,23 +348,26 @@ fn ttl_condition(observed: &Observed) -> Cond {
             "startup.mode snapshot reads no changelog".into(),
         );
     }
-    let required = i64::try_from(required_ttl(spec).as_secs()).unwrap_or(i64::MAX);
-    if probe.ttl_seconds < required {
-        (
+    let requirements = Requirements::of(spec);
+    match preconditions(&requirements, &probe.table)
+        .into_iter()
+        .find(|p| p.unmet == Unmet::Ttl)
+    {
+        Some(short) => (
             ConditionStatus::False,
-            reasons::TTL_TOO_SHORT,
-            ttl_message(spec, probe.spelling, probe.ttl_seconds, required),
-        )
-    } else {
-        (
+            short.unmet.reason(),
+            short.message(),
+        ),
+        None => (
             ConditionStatus::True,
             reasons::TTL_COVERS_SNAPSHOT,
             format!(
-                "{}.ttl_seconds {}s covers the required {required}s",
-                probe.spelling.prefix(),
-                probe.ttl_seconds
+                "{}ttl_seconds {}s covers the required {}s",
+                probe.table.spelling.prefix(),
+                probe.table.ttl_seconds,
+                requirements.required_ttl_seconds()
             ),
-        )
+        ),
     }
 }
 
@@ -577,7 +581,7 @@ pub fn notices(old: &DorisChangelogSyncStatus, new: &DorisChangelogSyncStatus) -
 pub fn headroom_hint(observed: &Observed) -> Option<std::time::Duration> {
     let probe = observed.probe.as_ref().ok()?;
     let now = probe.doris_now_ms?;
-    let headroom = headroom_seconds(probe.ttl_seconds, now, observed.checkpoint.as_ref()?)?;
+    let headroom = headroom_seconds(probe.ttl_seconds(), now, observed.checkpoint.as_ref()?)?;
     let secs = (headroom / 10).clamp(5, 60);
     Some(std::time::Duration::from_secs(
         u64::try_from(secs).unwrap_or(60),
@@ -798,7 +802,7 @@ mod tests {
     #[test]
     fn a_short_ttl_is_blocked_with_the_numbers() {
         let mut o = observed();
-        o.probe.as_mut().unwrap().ttl_seconds = 600;
+        o.probe.as_mut().unwrap().table.ttl_seconds = 600;
         let s = status_of(&o, 100);
         assert_eq!(s.phase, Some(Phase::Blocked));
         let ttl = get_condition(&s.conditions, types::TTL_SUFFICIENT).unwrap();
@@ -1075,7 +1079,7 @@ mod tests {
     #[test]
     fn notices_follow_transitions_only() {
         let mut o = observed();
-        o.probe.as_mut().unwrap().ttl_seconds = 600;
+        o.probe.as_mut().unwrap().table.ttl_seconds = 600;
         let blocked = status_of(&o, 1);
         let n = notices(&DorisChangelogSyncStatus::default(), &blocked);
         assert_eq!(n.len(), 1);
@@ -1083,7 +1087,7 @@ mod tests {
         assert_eq!(n[0].reason, "TtlTooShort");
         assert!(notices(&blocked, &blocked).is_empty());
         o.status = blocked.clone();
-        o.probe.as_mut().unwrap().ttl_seconds = 86_400;
+        o.probe.as_mut().unwrap().table.ttl_seconds = 86_400;
         let launched = status_of(&o, 2);
         assert_eq!(
             notices(&blocked, &launched),

@@ -1,8 +1,9 @@
 //! Builders for test observations.
 
+use dcs_crds::doris_table::{KeysModel, PropertySpelling, SourceTableInfo};
 use dcs_crds::{DorisChangelogSyncSpec, DorisChangelogSyncStatus};
 
-use super::plan::{KeysModel, Observed, RunnerState, SourceProbe, Spelling};
+use super::plan::{Observed, RunnerState, SourceProbe};
 use crate::checkpoint::{Checkpoint, Counters, Offset, Position};
 
 /// Doris "now" in the tests: 2026-11-29 14:00:00 UTC.
@@ -30,11 +31,15 @@ sink:
 /// A healthy probe with a one-day TTL.
 pub fn probe() -> SourceProbe {
     SourceProbe {
-        changelog_enabled: true,
-        spelling: Spelling::Changelog,
-        need_historical_value: false,
-        keys: KeysModel::UniqueMergeOnWrite,
-        ttl_seconds: 86_400,
+        table: SourceTableInfo {
+            spelling: PropertySpelling::Changelog,
+            enabled: true,
+            need_historical_value: false,
+            ttl_seconds: 86_400,
+            keys: KeysModel::Unique {
+                merge_on_write: true,
+            },
+        },
         doris_now_ms: Some(NOW_MS),
     }
 }

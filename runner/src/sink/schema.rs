@@ -15,6 +15,7 @@ use std::fmt;
 use arrow_schema::{DataType, TimeUnit};
 use dcs_crds::SinkMode;
 use dcs_crds::spec::TableRef;
+use dcs_doris_client::mysql::{decode, decode_all};
 use mysql_async::prelude::Queryable;
 
 use super::create_table::{
@@ -158,6 +159,15 @@ impl MysqlTarget {
             mysql_async::Error::Server(s) => s.message,
             other => other.to_string(),
         };
+        self.error_text(context, message)
+    }
+
+    /// An answer that could not be read ([`dcs_doris_client::mysql::decode`]).
+    fn bad_answer(&self, e: &dcs_doris_client::Error) -> Error {
+        self.error_text("reading the answer", e.to_string())
+    }
+
+    fn error_text(&self, context: &str, message: String) -> Error {
         match self.side {
             Side::Source => Error::Doris {
                 context: context.to_owned(),
@@ -197,10 +207,11 @@ impl MysqlTarget {
             sql_string(&table.database),
             sql_string(&table.table)
         );
-        let mut rows: Vec<(String, i64, String, String, Option<String>)> = conn
-            .query(sql)
-            .await
-            .map_err(|e| self.error(&format!("reading the columns of {table}"), e))?;
+        let what = format!("reading the columns of {table}");
+        let rows: Vec<mysql_async::Row> =
+            conn.query(sql).await.map_err(|e| self.error(&what, e))?;
+        let mut rows: Vec<(String, i64, String, String, Option<String>)> =
+            decode_all(rows, &what).map_err(|e| self.bad_answer(&e))?;
         rows.sort_by_key(|r| r.1);
         Ok(rows
             .into_iter()
@@ -222,10 +233,15 @@ impl MysqlTarget {
         conn: &mut mysql_async::Conn,
         table: &TableRef,
     ) -> Result<KeysModel> {
-        let row: Option<(String, String)> = conn
+        let what = format!("reading the definition of {table}");
+        let row: Option<mysql_async::Row> = conn
             .query_first(format!("SHOW CREATE TABLE {}", table.quoted()))
             .await
-            .map_err(|e| self.error(&format!("reading the definition of {table}"), e))?;
+            .map_err(|e| self.error(&what, e))?;
+        let row: Option<(String, String)> = row
+            .map(|r| decode(r, &what))
+            .transpose()
+            .map_err(|e| self.bad_answer(&e))?;
         Ok(row.map_or(KeysModel::Unknown, |(_, ddl)| keys_model_of_ddl(&ddl)))
     }
 }

@@ -9,11 +9,11 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use dcs_doris_http::{
+use dcs_doris_client::{
     Answer, TxnKey, classify_label_abort, classify_txn, redirect_target, snippet, two_phase,
     without_url,
 };
-pub use dcs_doris_http::{LabelAbort, TxnOperation, TxnOutcome};
+pub use dcs_doris_client::{LabelAbort, TxnOperation, TxnOutcome};
 use reqwest::StatusCode;
 use serde::Deserialize;
 
@@ -284,7 +284,9 @@ impl StreamLoadClient {
             })?;
         if resp.status() != StatusCode::TEMPORARY_REDIRECT {
             let status = resp.status().as_u16();
-            let body = resp.text().await.unwrap_or_default();
+            let body = dcs_doris_client::read_capped(resp, dcs_doris_client::MAX_ANSWER_BYTES)
+                .await
+                .unwrap_or_default();
             return Err(if status == 200 {
                 fe_refusal(&fe, &body)
             } else {
@@ -325,7 +327,8 @@ impl StreamLoadClient {
         match builder.body(req.body.clone()).send().await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
-                match resp.text().await {
+                match dcs_doris_client::read_capped(resp, dcs_doris_client::MAX_ANSWER_BYTES).await
+                {
                     Ok(body) => classify(status, &body),
                     Err(e) if e.is_timeout() => LoadOutcome::Retry(self.timed_out()),
                     Err(e) => LoadOutcome::Retry(format!(

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use dcs_doris_http::without_url;
+use dcs_doris_client::without_url;
 use serde_json::Value;
 
 use super::SourceSettings;
@@ -116,8 +116,7 @@ impl FeHttpClient {
             .await
             .map_err(|e| AttemptError::Transport(format!("{url}: {}", without_url(&e))))?;
         let status = resp.status();
-        let body = resp
-            .text()
+        let body = dcs_doris_client::read_capped(resp, dcs_doris_client::MAX_ANSWER_BYTES)
             .await
             .map_err(|e| AttemptError::Transport(format!("{url}: {}", without_url(&e))))?;
         match unwrap_envelope(&body) {

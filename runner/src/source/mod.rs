@@ -107,31 +107,11 @@ impl SourceSettings {
     }
 }
 
-/// `host:port` → `host` (also `[v6]:port` → `v6`); a node without a port is all host.
-pub fn host_of(node: &str) -> &str {
-    let node = node
-        .trim_start_matches("http://")
-        .trim_start_matches("https://");
-    if let Some(rest) = node.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    match node.rsplit_once(':') {
-        Some((host, _)) => host,
-        None => node,
-    }
-}
+pub use dcs_doris_client::host_of;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hosts_are_taken_from_nodes() {
-        assert_eq!(host_of("fe-0.doris:8030"), "fe-0.doris");
-        assert_eq!(host_of("http://10.0.0.1:8030"), "10.0.0.1");
-        assert_eq!(host_of("[::1]:8030"), "::1");
-        assert_eq!(host_of("fe"), "fe");
-    }
 
     #[test]
     fn settings_come_from_the_spec() {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use dcs_doris_client::mysql::{decode, decode_all};
 use mysql_async::prelude::Queryable;
 
 pub use dcs_crds::doris_table::{
@@ -40,10 +41,18 @@ pub async fn read_with(
 ) -> Result<SourceTableInfo> {
     let t = &settings.table;
     let ddl_sql = format!("SHOW CREATE TABLE {}", t.quoted());
-    let ddl: Option<(String, String)> = conn
+    let context = format!("reading {t}'s definition");
+    let ddl: Option<mysql_async::Row> = conn
         .query_first(ddl_sql.as_str())
         .await
-        .map_err(|e| mysql_error(&format!("reading {t}'s definition"), e))?;
+        .map_err(|e| mysql_error(&context, e))?;
+    let ddl: Option<(String, String)> =
+        ddl.map(|r| decode(r, &context))
+            .transpose()
+            .map_err(|e| Error::Doris {
+                context: context.clone(),
+                message: e.to_string(),
+            })?;
     let ddl = ddl.map(|(_, ddl)| ddl).ok_or_else(|| Error::Doris {
         context: format!("reading {t}'s definition"),
         message: format!("SHOW CREATE TABLE {t} returned nothing"),
@@ -55,10 +64,21 @@ pub async fn read_with(
         sql_string(&t.table)
     );
     let properties: BTreeMap<String, String> = match conn
-        .query::<(String, String), _>(props_sql)
+        .query::<mysql_async::Row, _>(props_sql)
         .await
     {
-        Ok(rows) if !rows.is_empty() => rows.into_iter().collect(),
+        Ok(rows) if !rows.is_empty() => {
+            let rows: Vec<(String, Option<String>)> =
+                decode_all(rows, "information_schema.table_properties").map_err(|e| {
+                    Error::Doris {
+                        context: format!("reading {t}'s properties"),
+                        message: e.to_string(),
+                    }
+                })?;
+            rows.into_iter()
+                .map(|(k, v)| (k, v.unwrap_or_default()))
+                .collect()
+        }
         Ok(_) => properties_of_ddl(&ddl),
         Err(e) => {
             tracing::debug!(error = %e, "information_schema.table_properties unavailable; using SHOW CREATE TABLE");

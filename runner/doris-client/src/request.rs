@@ -51,7 +51,7 @@ pub struct Answer {
     pub body: String,
 }
 
-/// Why a request got no answer. Messages carry `host:port`s, never a URL or credentials.
+/// Why a request got no usable answer. Messages carry `host:port`s, never a URL or credentials.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// No answer from `node` (connection refused, timeout, reset).
@@ -73,6 +73,14 @@ pub enum Error {
     TooManyRedirects {
         /// `host:port` of the last redirect.
         node: String,
+    },
+    /// A MySQL answer whose row does not read as what was asked for ([`crate::mysql::decode`]).
+    #[error("{what}: the server answered {detail}")]
+    BadRow {
+        /// What was being read.
+        what: String,
+        /// The row's shape (kinds of values, never the values).
+        detail: String,
     },
 }
 
@@ -118,10 +126,12 @@ pub async fn two_phase(
             continue;
         }
         let status = resp.status().as_u16();
-        let body = resp.text().await.map_err(|e| Error::Unreachable {
-            node: at.clone(),
-            message: without_url(&e),
-        })?;
+        let body = crate::read_capped(resp, crate::MAX_ANSWER_BYTES)
+            .await
+            .map_err(|e| Error::Unreachable {
+                node: at.clone(),
+                message: without_url(&e),
+            })?;
         return Ok(Answer { status, body });
     }
     Err(Error::TooManyRedirects { node: at })

@@ -1,19 +1,28 @@
-//! Doris's HTTP API as both dcs binaries call it (docs/doris-protocols.md §4.1, §4.3): the second
+//! Doris as both dcs binaries talk to it (docs/doris-protocols.md §4.1, §4.3): the second
 //! phase of a two-phase Stream Load (`PUT /api/{db}/_stream_load_2pc`, commit or abort, by
 //! transaction id or by label), and the rules every call to Doris over HTTP follows:
 //!
 //! - redirects are followed by hand: the FE answers 307 with a `Location` that carries the
 //!   credentials, and they are re-sent as a header instead ([`redirect_target`]);
-//! - error messages never carry a URL ([`without_url`]), which after a redirect may hold them.
+//! - error messages never carry a URL ([`without_url`]), which after a redirect may hold them;
+//! - an answer's body is read up to [`MAX_ANSWER_BYTES`] ([`read_capped`]), never without end;
+//! - a node's host for the FE's other ports is [`host_of`] its `host:port`;
+//! - what an FE answers over MySQL is decoded fallibly ([`mysql`]): an odd answer fails the
+//!   operation, never the process.
 //!
 //! The runner commits and aborts its own loads; the operator aborts what a deleted or
 //! re-initialised sync left pre-committed. What Doris's answer means is decided by the pure
 //! [`classify_txn`] and [`classify_label_abort`], so both read it alike.
 
 mod answer;
+mod body;
+pub mod mysql;
+mod node;
 mod request;
 
 pub use answer::{LabelAbort, TxnOutcome, classify_label_abort, classify_txn, snippet};
+pub use body::{MAX_ANSWER_BYTES, read_capped};
+pub use node::host_of;
 pub use request::{
     Answer, Error, MAX_REDIRECTS, TxnKey, TxnOperation, redirect_target, two_phase, without_url,
 };

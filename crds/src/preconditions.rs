@@ -1,0 +1,358 @@
+//! The source preconditions of a sync: the one decision the operator's plan and status and the
+//! runner's `check` all show (docs/ARCHITECTURE.md §4.3).
+//!
+//! A sync that reads the changelog needs a table with a changelog (DUPLICATE KEY, or UNIQUE KEY
+//! with merge-on-write), the changelog on, the before-images kept when the sync uses them, and a
+//! TTL long enough for the snapshot and the time between checkpoints. [`preconditions`] lists
+//! every one that fails, each with its fix; the operator blocks on the first, `dcs-runner check`
+//! prints them all. Pure: the callers read the table ([`SourceTableInfo`]) themselves.
+
+use std::time::Duration;
+
+use crate::conditions::reasons;
+use crate::doris_table::{KeysModel, PropertySpelling, SourceTableInfo};
+use crate::duration::format_duration;
+use crate::spec::{DorisChangelogSyncSpec, IncrementType};
+
+/// Added to the TTL a sync needs, for what the sum does not count (a slow checkpoint save, a
+/// restart between two windows).
+pub const TTL_MARGIN: Duration = Duration::from_secs(5 * 60);
+
+/// What a sync asks of its source table, from its spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirements {
+    /// `source.table` as written.
+    pub table: String,
+    /// The startup mode reads the changelog (everything but `snapshot`).
+    pub incremental: bool,
+    /// `changelog.incrementType`.
+    pub increment_type: IncrementType,
+    /// The sync uses before-images ([`DorisChangelogSyncSpec::requires_historical_value`]).
+    pub requires_historical_value: bool,
+    /// `expectedSnapshotDuration`.
+    pub expected_snapshot: Duration,
+    /// `checkpoint.interval`.
+    pub checkpoint_interval: Duration,
+    /// `changelog.pollInterval`.
+    pub poll_interval: Duration,
+}
+
+impl Requirements {
+    /// The requirements of `spec`. A duration that does not parse counts as zero here:
+    /// [`crate::validate()`] rejects it, naming the field, before anything runs.
+    pub fn of(spec: &DorisChangelogSyncSpec) -> Self {
+        Self {
+            table: spec.source.table.clone(),
+            incremental: spec.is_incremental(),
+            increment_type: spec.changelog.increment_type,
+            requires_historical_value: spec.requires_historical_value(),
+            expected_snapshot: spec.expected_snapshot_duration().unwrap_or_default(),
+            checkpoint_interval: spec.checkpoint.interval().unwrap_or_default(),
+            poll_interval: spec.changelog.poll_interval().unwrap_or_default(),
+        }
+    }
+
+    /// The TTL the sync needs, in whole seconds (rounded up): expectedSnapshotDuration +
+    /// checkpoint.interval + pollInterval + [`TTL_MARGIN`].
+    pub fn required_ttl_seconds(&self) -> u64 {
+        let sum: Duration = [
+            self.expected_snapshot,
+            self.checkpoint_interval,
+            self.poll_interval,
+            TTL_MARGIN,
+        ]
+        .iter()
+        .sum();
+        sum.as_secs() + u64::from(sum.subsec_nanos() > 0)
+    }
+
+    /// How the required TTL is made up, e.g. `expectedSnapshotDuration 30m + checkpoint.interval
+    /// 10s + pollInterval 10s + margin 5m`.
+    pub fn ttl_terms(&self) -> String {
+        format!(
+            "expectedSnapshotDuration {} + checkpoint.interval {} + pollInterval {} + margin {}",
+            format_duration(self.expected_snapshot),
+            format_duration(self.checkpoint_interval),
+            format_duration(self.poll_interval),
+            format_duration(TTL_MARGIN),
+        )
+    }
+}
+
+/// Which precondition failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unmet {
+    /// Neither DUPLICATE KEY nor merge-on-write UNIQUE KEY: the table has no changelog.
+    TableModel,
+    /// The row changelog is off.
+    ChangelogOff,
+    /// The sync uses before-images the table does not keep.
+    HistoricalValue,
+    /// `*.ttl_seconds` shorter than the sync needs.
+    Ttl,
+}
+
+impl Unmet {
+    /// The condition reason the operator reports it with.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::TableModel => reasons::UNSUPPORTED_TABLE_MODEL,
+            Self::ChangelogOff => reasons::CHANGELOG_DISABLED,
+            Self::HistoricalValue => reasons::HISTORICAL_VALUE_MISSING,
+            Self::Ttl => reasons::TTL_TOO_SHORT,
+        }
+    }
+}
+
+/// A failed precondition: what is wrong and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Which one.
+    pub unmet: Unmet,
+    /// What is wrong, with the table's and the sync's numbers.
+    pub problem: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl Problem {
+    /// One line for a condition message or an event: `problem: fix`.
+    pub fn message(&self) -> String {
+        format!("{}: {}", self.problem, self.fix)
+    }
+}
+
+/// The key model as `check` and status describe it.
+pub fn describe_keys(keys: KeysModel) -> &'static str {
+    match keys {
+        KeysModel::Unique {
+            merge_on_write: true,
+        } => "UNIQUE KEY (merge-on-write)",
+        KeysModel::Unique {
+            merge_on_write: false,
+        } => "UNIQUE KEY (merge-on-read)",
+        KeysModel::Duplicate => "DUPLICATE KEY",
+        KeysModel::Aggregate => "AGGREGATE KEY",
+        KeysModel::Unknown => "a table of unknown key model",
+    }
+}
+
+/// Every precondition `table` fails for a sync with `req`, in the order they are fixed in
+/// (model, changelog, before-images, TTL). A snapshot-mode sync reads no changelog and has none.
+pub fn preconditions(req: &Requirements, table: &SourceTableInfo) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if !req.incremental {
+        return problems;
+    }
+    let t = &req.table;
+    let p = table.spelling.prefix();
+    let mut push = |unmet, problem: String, fix: String| {
+        problems.push(Problem {
+            unmet,
+            problem,
+            fix,
+        })
+    };
+    let supported = matches!(
+        table.keys,
+        KeysModel::Duplicate
+            | KeysModel::Unique {
+                merge_on_write: true
+            }
+    );
+    if !supported {
+        push(
+            Unmet::TableModel,
+            format!(
+                "table {t} is {}; only DUPLICATE KEY and merge-on-write UNIQUE KEY tables have a changelog (Doris: \"Only duplicate and mow table model support changelog\")",
+                describe_keys(table.keys)
+            ),
+            "copy the data into a DUPLICATE KEY table or a UNIQUE KEY table with \"enable_unique_key_merge_on_write\" = \"true\" and the changelog on, and sync that".into(),
+        );
+    }
+    if !table.enabled {
+        let fix = match table.spelling {
+            PropertySpelling::Changelog => format!(
+                "recreate {t} with PROPERTIES (\"changelog.enable\" = \"true\") (it can only be set at CREATE TABLE; builds before 5.0 spell it \"binlog.enable\" = \"true\", \"binlog.format\" = \"ROW\"), on an FE with enable_feature_changelog = true in fe.conf"
+            ),
+            PropertySpelling::Binlog => format!(
+                "recreate {t} with PROPERTIES (\"binlog.enable\" = \"true\", \"binlog.format\" = \"ROW\") (ROW is case-sensitive; only at CREATE TABLE), on an FE with enable_feature_binlog = true in fe.conf"
+            ),
+        };
+        push(
+            Unmet::ChangelogOff,
+            format!(
+                "table {t} has no row changelog, so an incremental startup mode cannot read changes"
+            ),
+            fix,
+        );
+    }
+    // A DUPLICATE KEY table only ever inserts: there is no before-image to keep.
+    if req.requires_historical_value
+        && !table.need_historical_value
+        && table.keys != KeysModel::Duplicate
+    {
+        let who = if req.increment_type == IncrementType::MinDelta {
+            "changelog.incrementType minDelta"
+        } else {
+            "a sink that writes update-before events (mode changelog, or ignoreUpdateBefore: false)"
+        };
+        push(
+            Unmet::HistoricalValue,
+            format!(
+                "{who} needs the before images, but table {t} does not keep them ({p}need_historical_value is not true)"
+            ),
+            format!(
+                "recreate {t} with \"{p}need_historical_value\" = \"true\" (merge-on-write only, set at CREATE TABLE), or use incrementType detail with mode upsert and ignoreUpdateBefore: true"
+            ),
+        );
+    }
+    let required = req.required_ttl_seconds();
+    if table.ttl_seconds < required {
+        push(
+            Unmet::Ttl,
+            format!(
+                "{p}ttl_seconds is {}s but the sync needs at least {required}s ({})",
+                table.ttl_seconds,
+                req.ttl_terms()
+            ),
+            format!(
+                "ALTER TABLE {t} SET (\"{p}ttl_seconds\" = \"{required}\"), or lower spec.expectedSnapshotDuration"
+            ),
+        );
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req() -> Requirements {
+        Requirements {
+            table: "db.src".into(),
+            incremental: true,
+            increment_type: IncrementType::Detail,
+            requires_historical_value: false,
+            expected_snapshot: Duration::from_secs(1800),
+            checkpoint_interval: Duration::from_secs(10),
+            poll_interval: Duration::from_secs(10),
+        }
+    }
+
+    fn table() -> SourceTableInfo {
+        SourceTableInfo {
+            spelling: PropertySpelling::Changelog,
+            enabled: true,
+            need_historical_value: false,
+            ttl_seconds: 86_400,
+            keys: KeysModel::Unique {
+                merge_on_write: true,
+            },
+        }
+    }
+
+    fn unmet(req: &Requirements, table: &SourceTableInfo) -> Vec<Unmet> {
+        preconditions(req, table).iter().map(|p| p.unmet).collect()
+    }
+
+    #[test]
+    fn the_required_ttl_rounds_up_and_shows_its_terms() {
+        let mut r = req();
+        assert_eq!(r.required_ttl_seconds(), 2120);
+        r.poll_interval = Duration::from_millis(500);
+        assert_eq!(r.required_ttl_seconds(), 2111);
+        assert_eq!(
+            req().ttl_terms(),
+            "expectedSnapshotDuration 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m"
+        );
+    }
+
+    #[test]
+    fn a_table_one_second_short_fails_on_the_ttl_with_the_numbers_and_the_fix() {
+        let t = SourceTableInfo {
+            ttl_seconds: 2119,
+            ..table()
+        };
+        let p = preconditions(&req(), &t);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].unmet.reason(), "TtlTooShort");
+        assert_eq!(
+            p[0].message(),
+            "changelog.ttl_seconds is 2119s but the sync needs at least 2120s (expectedSnapshotDuration 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m): ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"2120\"), or lower spec.expectedSnapshotDuration"
+        );
+        assert!(
+            preconditions(
+                &req(),
+                &SourceTableInfo {
+                    ttl_seconds: 2120,
+                    ..table()
+                }
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn before_images_are_needed_only_where_a_row_can_be_updated() {
+        let mut r = req();
+        r.requires_historical_value = true;
+        assert_eq!(unmet(&r, &table()), [Unmet::HistoricalValue]);
+        // A DUPLICATE KEY table only inserts: nothing to keep, so nothing blocks it.
+        let dup = SourceTableInfo {
+            keys: KeysModel::Duplicate,
+            ..table()
+        };
+        assert_eq!(unmet(&r, &dup), []);
+        let kept = SourceTableInfo {
+            need_historical_value: true,
+            ..table()
+        };
+        assert_eq!(unmet(&r, &kept), []);
+    }
+
+    #[test]
+    fn every_failure_is_listed_in_the_order_it_is_fixed_in() {
+        let mut r = req();
+        r.requires_historical_value = true;
+        r.increment_type = IncrementType::MinDelta;
+        let t = SourceTableInfo {
+            spelling: PropertySpelling::Binlog,
+            enabled: false,
+            need_historical_value: false,
+            ttl_seconds: 60,
+            keys: KeysModel::Aggregate,
+        };
+        let p = preconditions(&r, &t);
+        assert_eq!(
+            p.iter().map(|p| p.unmet).collect::<Vec<_>>(),
+            [
+                Unmet::TableModel,
+                Unmet::ChangelogOff,
+                Unmet::HistoricalValue,
+                Unmet::Ttl
+            ]
+        );
+        assert!(p[0].problem.contains("is AGGREGATE KEY"), "{p:?}");
+        assert!(p[1].fix.contains("\"binlog.format\" = \"ROW\""), "{p:?}");
+        assert!(p[2].problem.starts_with("changelog.incrementType minDelta"));
+        assert!(
+            p[2].fix
+                .contains("\"binlog.need_historical_value\" = \"true\"")
+        );
+        assert!(p[3].problem.starts_with("binlog.ttl_seconds is 60s"));
+    }
+
+    #[test]
+    fn a_snapshot_reads_no_changelog_and_needs_none() {
+        let mut r = req();
+        r.incremental = false;
+        let t = SourceTableInfo {
+            enabled: false,
+            ttl_seconds: 1,
+            keys: KeysModel::Aggregate,
+            ..table()
+        };
+        assert!(preconditions(&r, &t).is_empty());
+    }
+}

@@ -1,0 +1,102 @@
+//! Reading what an FE answers over the MySQL protocol without trusting it.
+//!
+//! mysql_async's typed `query`/`query_first` panic when a value does not convert (a NULL where a
+//! `String` is asked for, a non-UTF-8 name): an FE that answers oddly, or anything else a spec
+//! names as one, would take the process down. Queries ask for plain [`Row`]s
+//! (`conn.query::<Row, _>(…)`) and decode them with [`decode`] or [`decode_all`], so an odd
+//! answer fails the operation with an [`Error::BadRow`] instead.
+
+use mysql_async::Row;
+use mysql_async::prelude::FromRow;
+
+use crate::Error;
+
+/// One row as `T`, or [`Error::BadRow`] saying what was asked for and what came.
+///
+/// # Errors
+/// When a column is missing or its value does not convert (NULL, not UTF-8, not a number).
+pub fn decode<T: FromRow>(row: Row, what: &str) -> Result<T, Error> {
+    let columns = row.len();
+    mysql_async::from_row_opt(row).map_err(|e| Error::BadRow {
+        what: what.to_owned(),
+        detail: format!(
+            "{columns} column(s) that do not read as {}: {}",
+            std::any::type_name::<T>(),
+            describe(&e.0)
+        ),
+    })
+}
+
+/// The values of a row that did not convert, cut short and without the values themselves beyond
+/// their kind (they come from outside).
+fn describe(row: &Row) -> String {
+    (0..row.len())
+        .map(|i| match row.as_ref(i) {
+            None => "missing".to_owned(),
+            Some(mysql_async::Value::NULL) => "NULL".to_owned(),
+            Some(mysql_async::Value::Bytes(b)) if std::str::from_utf8(b).is_err() => {
+                format!("{} bytes, not UTF-8", b.len())
+            }
+            Some(mysql_async::Value::Bytes(_)) => "text".to_owned(),
+            Some(mysql_async::Value::Int(_) | mysql_async::Value::UInt(_)) => "integer".to_owned(),
+            Some(_) => "other".to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Every row as `T`.
+///
+/// # Errors
+/// The first row that does not decode ([`decode`]).
+pub fn decode_all<T: FromRow>(rows: Vec<Row>, what: &str) -> Result<Vec<T>, Error> {
+    rows.into_iter().map(|r| decode(r, what)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mysql_async::Value;
+
+    fn row(values: Vec<Value>) -> Row {
+        let columns: Vec<mysql_async::Column> = (0..values.len())
+            .map(|_| {
+                mysql_async::Column::new(mysql_async::consts::ColumnType::MYSQL_TYPE_VAR_STRING)
+            })
+            .collect();
+        mysql_common::row::new_row(values, columns.into())
+    }
+
+    #[test]
+    fn a_good_row_decodes() {
+        let r = row(vec![
+            Value::Bytes(b"t".to_vec()),
+            Value::Bytes(b"CREATE TABLE t".to_vec()),
+        ]);
+        let (name, ddl): (String, String) = decode(r, "the definition of t").unwrap();
+        assert_eq!((name.as_str(), ddl.as_str()), ("t", "CREATE TABLE t"));
+    }
+
+    #[test]
+    fn a_null_or_a_non_utf8_value_is_an_error_not_a_panic() {
+        let r = row(vec![Value::Bytes(b"t".to_vec()), Value::NULL]);
+        let e = decode::<(String, String)>(r, "the definition of t").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the definition of t: the server answered 2 column(s) that do not read as (alloc::string::String, alloc::string::String): text, NULL"
+        );
+        let r = row(vec![
+            Value::Bytes(vec![0xff, 0xfe]),
+            Value::Bytes(b"x".to_vec()),
+        ]);
+        let e = decode::<(String, String)>(r, "the definition of t").unwrap_err();
+        assert!(e.to_string().ends_with("2 bytes, not UTF-8, text"), "{e}");
+        // Too few columns.
+        let r = row(vec![Value::Bytes(b"t".to_vec())]);
+        assert!(decode::<(String, String)>(r, "x").is_err());
+        // A NULL where one is allowed is fine.
+        let r = row(vec![Value::Bytes(b"k".to_vec()), Value::NULL]);
+        let (_, v): (String, Option<String>) = decode(r, "x").unwrap();
+        assert_eq!(v, None);
+    }
+}
