@@ -132,6 +132,17 @@ pub enum EncodeError {
         /// `column_separator` or `line_delimiter`.
         separator: &'static str,
     },
+    /// A value Doris cannot hold, or that cannot be written exactly: a DECIMAL scale outside
+    /// 0..=38, a DATE or DATETIME outside the years 0000..=9999.
+    #[error(
+        "column {column}: {detail}; Doris cannot store it, so nothing of this batch is written"
+    )]
+    OutOfRange {
+        /// Column name.
+        column: String,
+        /// The value or type, and the range.
+        detail: String,
+    },
     /// A CSV value is the text `\N`, which Doris would read as NULL.
     #[error(
         "a value of column {column} is the text \\N, which a CSV body cannot tell from NULL; use the JSON format"
@@ -559,13 +570,36 @@ impl<'a> ColumnWriter<'a> {
             DataType::Float64 => Values::Float(a, |a, i| a.as_primitive::<Float64Type>().value(i)),
             DataType::Utf8 => Values::Utf8(array.as_string::<i32>()),
             DataType::LargeUtf8 => Values::LargeUtf8(array.as_string::<i64>()),
+            DataType::Decimal128(_, s) | DataType::Decimal256(_, s)
+                if !(0..=MAX_SCALE).contains(s) =>
+            {
+                return Err(EncodeError::OutOfRange {
+                    column: name.to_string(),
+                    detail: format!("DECIMAL scale {s} is outside 0..={MAX_SCALE}"),
+                });
+            }
             DataType::Decimal128(_, s) => {
                 Values::Decimal128(array.as_primitive::<Decimal128Type>().values(), *s)
             }
             DataType::Decimal256(_, _) => {
                 Values::Decimal256(array.as_primitive::<Decimal256Type>())
             }
-            DataType::Date32 => Values::Date32(array.as_primitive::<Date32Type>().values()),
+            DataType::Date32 => {
+                let days = array.as_primitive::<Date32Type>();
+                let bad = days
+                    .iter()
+                    .flatten()
+                    .find(|d| !(MIN_DAY..=MAX_DAY).contains(&i64::from(*d)));
+                if let Some(d) = bad {
+                    return Err(EncodeError::OutOfRange {
+                        column: name.to_string(),
+                        detail: format!(
+                            "DATE {d} days from 1970-01-01 is outside 0000-01-01..=9999-12-31"
+                        ),
+                    });
+                }
+                Values::Date32(days.values())
+            }
             DataType::Timestamp(unit, tz) => {
                 let zone = match tz {
                     None => None,
@@ -576,6 +610,18 @@ impl<'a> ColumnWriter<'a> {
                         }
                     })?),
                 };
+                if let Some(row) = (0..a.len())
+                    .filter(|&i| a.is_valid(i))
+                    .find(|&i| wall_micros(timestamp_micros(a, *unit, i), zone.as_ref()).is_none())
+                {
+                    return Err(EncodeError::OutOfRange {
+                        column: name.to_string(),
+                        detail: format!(
+                            "DATETIME {} {unit:?}s from 1970-01-01 00:00:00 UTC is outside 0000-01-01..=9999-12-31 (in the column's zone)",
+                            raw_timestamp(a, *unit, row)
+                        ),
+                    });
+                }
                 Values::Timestamp(a, *unit, zone)
             }
             DataType::FixedSizeBinary(16) => Values::LargeIntBytes(array.as_fixed_size_binary()),
@@ -645,17 +691,15 @@ impl<'a> ColumnWriter<'a> {
             Values::Decimal256(a) => {
                 let _ = write!(out, "{}", a.value_as_string(row));
             }
+            // In range: checked when the writer was made.
             Values::Date32(v) => {
-                if !digits::write_date(out, i64::from(v[row])) {
-                    let d = jiff::civil::date(1970, 1, 1)
-                        .checked_add(jiff::Span::new().days(i64::from(v[row])))
-                        .unwrap_or(jiff::civil::date(1970, 1, 1));
-                    let _ = write!(out, "{}", d.strftime("%Y-%m-%d"));
-                }
+                digits::write_date(out, i64::from(v[row]));
             }
             Values::Timestamp(a, unit, zone) => {
                 let micros = timestamp_micros(*a, *unit, row);
-                write_datetime(out, micros, zone.as_ref());
+                if let Some(wall) = wall_micros(micros, zone.as_ref()) {
+                    digits::write_datetime_micros(out, wall);
+                }
             }
             Values::LargeIntBytes(a) => {
                 let bytes: [u8; 16] = a.value(row).try_into().unwrap_or([0; 16]);
@@ -681,44 +725,44 @@ fn timestamp_micros(a: &dyn Array, unit: TimeUnit, row: usize) -> i64 {
     }
 }
 
+/// The largest DECIMAL scale Doris has (DECIMAL(38, 38); DECIMAL256 keeps the same bound).
+const MAX_SCALE: i8 = 38;
+/// 0000-01-01 and 9999-12-31 as days since 1970-01-01: the DATE range.
+const MIN_DAY: i64 = -719_528;
+const MAX_DAY: i64 = 2_932_896;
+const DAY_MICROS: i64 = 86_400_000_000;
+
 /// The reader rule of docs/doris-protocols.md §3.5: with a time zone the value is an instant shown
-/// as wall time in that zone; without one, its digits are the wall time.
-fn write_datetime(out: &mut Vec<u8>, micros: i64, zone: Option<&jiff::tz::TimeZone>) {
-    // Without a zone the digits are the wall time, for every year up to 9999 (jiff's Timestamp
-    // ends a day short of 9999-12-31, the usual "no end" value).
-    if zone.is_none() && digits::write_datetime_micros(out, micros) {
-        return;
-    }
-    let ts = jiff::Timestamp::from_microsecond(micros).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-    if let Some(zone) = zone {
-        let offset = zone.to_offset(ts);
-        let wall = ts.as_microsecond() + i64::from(offset.seconds()) * 1_000_000;
-        if digits::write_datetime_micros(out, wall) {
-            return;
+/// as wall time in that zone; without one, its digits are the wall time. `None` when the wall
+/// time falls outside 0000-01-01..=9999-12-31 (or the instant outside what a zone can map).
+fn wall_micros(micros: i64, zone: Option<&jiff::tz::TimeZone>) -> Option<i64> {
+    let wall = match zone {
+        None => micros,
+        Some(zone) => {
+            let ts = jiff::Timestamp::from_microsecond(micros).ok()?;
+            let offset = i64::from(zone.to_offset(ts).seconds());
+            micros.checked_add(offset.checked_mul(1_000_000)?)?
         }
+    };
+    (MIN_DAY * DAY_MICROS..(MAX_DAY + 1) * DAY_MICROS)
+        .contains(&wall)
+        .then_some(wall)
+}
+
+/// The stored number of a timestamp, in its own unit (for an error message).
+fn raw_timestamp(a: &dyn Array, unit: TimeUnit, row: usize) -> i64 {
+    match unit {
+        TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(row),
+        TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(row),
+        TimeUnit::Microsecond => a.as_primitive::<TimestampMicrosecondType>().value(row),
+        TimeUnit::Nanosecond => a.as_primitive::<TimestampNanosecondType>().value(row),
     }
-    let wall = ts
-        .to_zoned(zone.cloned().unwrap_or(jiff::tz::TimeZone::UTC))
-        .datetime();
-    let _ = write!(
-        out,
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:06}",
-        wall.year(),
-        wall.month(),
-        wall.day(),
-        wall.hour(),
-        wall.minute(),
-        wall.second(),
-        wall.subsec_nanosecond() / 1_000
-    );
 }
 
 fn write_decimal(out: &mut Vec<u8>, unscaled: i128, scale: i8) {
+    // 0..=38: checked when the writer was made.
     if scale <= 0 {
-        digits::write_i128(
-            out,
-            unscaled.saturating_mul(10i128.pow(u32::from(scale.unsigned_abs()))),
-        );
+        digits::write_i128(out, unscaled);
         return;
     }
     let scale = scale as u32;
@@ -766,7 +810,7 @@ mod tests {
 
     use arrow_array::{
         BooleanArray, Date32Array, Decimal128Array, Float64Array, Int32Array, StringArray,
-        TimestampMicrosecondArray, TimestampMillisecondArray,
+        TimestampMicrosecondArray, TimestampMillisecondArray, TimestampSecondArray,
     };
     use arrow_schema::{Field, Schema};
 
@@ -901,6 +945,71 @@ mod tests {
         assert_eq!(
             lines.next().unwrap(),
             r#"{"end":"0000-01-01 00:00:00.000000","day":"0000-01-01","big":9223372036854775807,"dec":"0.00000000000000000001","__DORIS_DELETE_SIGN__":0}"#
+        );
+    }
+
+    #[test]
+    fn a_value_doris_cannot_hold_fails_the_batch_naming_the_column() {
+        let encode = |name: &str, array: ArrayRef| {
+            let b = batch(vec![
+                ("id", Arc::new(Int32Array::from(vec![1, 2])) as ArrayRef),
+                (name, array),
+            ]);
+            let mut out = Vec::new();
+            let e = encode_json_lines(&b, None, &UPSERT, &mut out).unwrap_err();
+            (e.to_string(), out.is_empty())
+        };
+        // 10000-01-01: once written as 1970-01-01.
+        let (e, empty) = encode(
+            "day",
+            Arc::new(Date32Array::from(vec![Some(0), Some(2_932_897)])),
+        );
+        assert_eq!(
+            e,
+            "column day: DATE 2932897 days from 1970-01-01 is outside 0000-01-01..=9999-12-31; Doris cannot store it, so nothing of this batch is written"
+        );
+        assert!(empty, "nothing of the batch is written");
+        let (e, _) = encode(
+            "day",
+            Arc::new(Date32Array::from(vec![None, Some(-719_529)])),
+        );
+        assert!(e.starts_with("column day: DATE -719529 days"), "{e}");
+        // A DATETIME past 9999-12-31 23:59:59.999999 without a zone, and one that a zone moves past.
+        let (e, _) = encode(
+            "at",
+            Arc::new(TimestampMicrosecondArray::from(vec![
+                Some(0),
+                Some(253_402_300_800_000_000),
+            ])),
+        );
+        assert!(
+            e.starts_with("column at: DATETIME 253402300800000000 Microseconds"),
+            "{e}"
+        );
+        let zoned = TimestampMicrosecondArray::from(vec![Some(253_402_300_000_000_000)])
+            .with_timezone("+08:00");
+        let (e, _) = encode("at", Arc::new(zoned));
+        assert!(e.starts_with("column at: DATETIME"), "{e}");
+        let (e, _) = encode(
+            "at",
+            Arc::new(TimestampSecondArray::from(vec![Some(i64::MAX), Some(0)])),
+        );
+        assert!(
+            e.starts_with("column at: DATETIME 9223372036854775807 Seconds"),
+            "{e}"
+        );
+        // A scale Doris has no DECIMAL for.
+        let (e, _) = encode(
+            "dec",
+            Arc::new(
+                Decimal128Array::from(vec![Some(1), Some(2)])
+                    .with_precision_and_scale(38, -2)
+                    .unwrap(),
+            ),
+        );
+        assert_eq!(
+            e,
+            "column dec: DECIMAL scale -2 is outside 0..=38; Doris cannot store it, so nothing of this batch is written"
         );
     }
 
