@@ -25,6 +25,11 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// The session time zone the runner reads and writes `@incr` timestamps in.
 pub const SESSION_TIME_ZONE_SQL: &str = "SET time_zone = '+00:00'";
 
+/// HTTP/2 pings on every Flight channel, so a peer that is gone is noticed while a call waits.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a ping may go unanswered before the connection counts as dead.
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// The context of errors from a DoGet stream (its request or its batches); see
 /// [`super::resume::is_stream_interruption`].
 pub const DO_GET_CONTEXT: &str = "Flight DoGet";
@@ -133,6 +138,8 @@ pub fn pick_flight_port(values: &[String]) -> Option<u16> {
 pub struct FlightSession {
     client: FlightSqlServiceClient<Channel>,
     fe_channel: Channel,
+    /// How long a DoGet stream may go without a batch before it counts as stalled.
+    idle: Duration,
     /// Channels to endpoint locations (the BEs), reused across statements.
     locations: HashMap<String, Channel>,
     closed: bool,
@@ -154,6 +161,7 @@ impl FlightSession {
                     let mut session = Self {
                         client: grpc_client(channel.clone()),
                         fe_channel: channel,
+                        idle: stall_deadline(settings),
                         locations: HashMap::new(),
                         closed: false,
                     };
@@ -245,8 +253,9 @@ impl FlightSession {
         }
         // The bearer token is harmless on a BE and needed for FE-local results.
         let token = self.client.token().cloned();
+        let idle = self.idle;
         let stream = futures::stream::iter(targets)
-            .then(move |(channel, ticket)| do_get(channel, token.clone(), ticket))
+            .then(move |(channel, ticket)| do_get(channel, token.clone(), ticket, idle))
             .try_flatten();
         Ok(Box::pin(stream))
     }
@@ -281,6 +290,9 @@ impl FlightSession {
                 reason: format!("location {location:?} is not a URI: {e}"),
             })?
             .connect_timeout(Duration::from_secs(10))
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+            .keep_alive_while_idle(true)
             .connect_lazy();
         self.locations.insert(location.to_owned(), channel.clone());
         Ok(channel)
@@ -332,6 +344,9 @@ async fn connect_channel(uri: &str) -> Result<Channel> {
             reason: format!("{uri} is not a URI: {e}"),
         })?
         .connect_timeout(Duration::from_secs(10))
+        .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(true)
         .connect()
         .await
         .map_err(|e| Error::SourceUnavailable {
@@ -344,18 +359,50 @@ async fn do_get(
     channel: Channel,
     token: Option<String>,
     ticket: Ticket,
+    idle: Duration,
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
     let mut client = grpc_client(channel);
     if let Some(t) = token {
         client.set_token(t);
     }
-    let stream = client
-        .do_get(ticket)
+    let stream = tokio::time::timeout(idle, client.do_get(ticket))
         .await
+        .map_err(|_| stalled(idle))?
         .map_err(|e| map_flight_error(DO_GET_CONTEXT, e))?;
-    Ok(stream
+    let stream = stream
         .map_err(|e| map_flight_error(DO_GET_CONTEXT, e))
-        .boxed())
+        .boxed();
+    Ok(until_stalled(stream, idle))
+}
+
+/// The idle deadline of a DoGet stream: twice the source's request timeout (60 s by default).
+/// Batches come as the BE scans; a stream silent for that long is stalled (a dead peer behind
+/// a live connection, or a hung scan) and is read again like a cut one.
+fn stall_deadline(settings: &SourceSettings) -> Duration {
+    settings.request_timeout.saturating_mul(2)
+}
+
+fn stalled(idle: Duration) -> Error {
+    Error::SourceUnavailable {
+        context: DO_GET_CONTEXT.to_owned(),
+        reason: format!("no batch for {}s: the stream stalled", idle.as_secs_f64()),
+    }
+}
+
+/// `stream`, ended with a [`stalled`] error when no item comes within `idle`.
+fn until_stalled(
+    stream: BoxStream<'static, Result<RecordBatch>>,
+    idle: Duration,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    futures::stream::unfold(Some(stream), move |state| async move {
+        let mut stream = state?;
+        match tokio::time::timeout(idle, stream.next()).await {
+            Ok(Some(item)) => Some((item, Some(stream))),
+            Ok(None) => None,
+            Err(_) => Some((Err(stalled(idle)), None)),
+        }
+    })
+    .boxed()
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -1,7 +1,8 @@
 //! A Flight result stream cut mid-way (doris-emu's `flight_cut_after_batches`) during the snapshot
 //! and during a changelog window: the pipeline reads the split or window again and the sink ends
 //! equal to the source — in a DUPLICATE KEY changelog-mode sink without a repeated event — and a
-//! stream that keeps breaking fails with Doris's message.
+//! stream that keeps breaking fails with Doris's message. A stream that stalls (a batch, then
+//! silence on a live connection) is given up after its idle deadline and read again.
 
 use crate::source_support;
 
@@ -76,6 +77,40 @@ async fn a_snapshot_split_cut_mid_stream_is_read_again_into_an_upsert_sink() {
     assert!(!cut_pending(&emu), "a snapshot stream was cut");
     let source = mysql_rows(&emu, "SELECT * FROM demo.student ORDER BY id").await;
     assert_eq!(source.len(), ROWS as usize);
+    assert_eq!(
+        mysql_rows(&emu, "SELECT * FROM sink.student ORDER BY id").await,
+        source
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_stream_that_stalls_is_given_up_and_read_again() {
+    let emu = source_support::emu().await;
+    setup(&emu, UPSERT_SINK_DDL).await;
+    let mut cfg = config(&manifest(&emu, "snapshot", ""));
+    cfg.stream_retry = quick_retry(3);
+    // The stream's idle deadline is twice this.
+    cfg.source.request_timeout = Duration::from_millis(500);
+    // The next DoGet sends one batch, then nothing, on a connection that stays open.
+    emu.doris
+        .faults
+        .update(|f| f.flight_stall_after_batches = Some(1));
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = FileStore::open(dir.path()).unwrap();
+    let (control, _handle) = Control::new();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(60),
+        pipeline::run(cfg, &mut store, control),
+    )
+    .await
+    .expect("a stalled stream does not hang the snapshot")
+    .unwrap();
+    assert_eq!(outcome, Outcome::Done);
+    assert!(
+        emu.doris.faults.get().flight_stall_after_batches.is_none(),
+        "a snapshot stream was stalled"
+    );
+    let source = mysql_rows(&emu, "SELECT * FROM demo.student ORDER BY id").await;
     assert_eq!(
         mysql_rows(&emu, "SELECT * FROM sink.student ORDER BY id").await,
         source

@@ -42,6 +42,10 @@ pub struct FaultState {
     pub http_delay_ms: u64,
     /// Cut the next Flight DoGet stream after this many batches (then the fault disarms).
     pub flight_cut_after_batches: Option<u32>,
+    /// Stall the next Flight DoGet stream after this many batches: the connection stays open and
+    /// nothing more is sent, ever (then the fault disarms).
+    #[serde(default)]
+    pub flight_stall_after_batches: Option<u32>,
     /// Make the next `count` @incr queries fail with this MySQL code (5100 or 5101).
     pub incr_error: Option<IncrFault>,
     /// Refuse (accept and immediately close) new connections on every port, until disarmed.
@@ -136,6 +140,12 @@ impl Faults {
     /// Called by the BE at the start of each DoGet: cut after this many batches, if armed (disarms).
     pub fn take_flight_cut(&self) -> Option<u32> {
         self.inner.lock().flight_cut_after_batches.take()
+    }
+
+    /// Called by the BE at the start of each DoGet: stall after this many batches, if armed
+    /// (disarms).
+    pub fn take_flight_stall(&self) -> Option<u32> {
+        self.inner.lock().flight_stall_after_batches.take()
     }
 
     /// Called before each @incr query: the error code to fail it with, if armed.

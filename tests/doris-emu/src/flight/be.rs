@@ -32,8 +32,12 @@ pub fn cut_message(batches: u32) -> String {
 }
 
 /// Stream `r`, or only its first `cut_after` batches followed by an error.
-pub(crate) fn be_stream(r: StoredResult, cut_after: Option<u32>) -> DoGetStream {
-    let (batches, cut) = match cut_after {
+pub(crate) fn be_stream(
+    r: StoredResult,
+    cut_after: Option<u32>,
+    stall_after: Option<u32>,
+) -> DoGetStream {
+    let (batches, cut) = match cut_after.or(stall_after) {
         Some(k) => (
             r.batches.into_iter().take(k as usize).collect::<Vec<_>>(),
             Some(k),
@@ -47,6 +51,8 @@ pub(crate) fn be_stream(r: StoredResult, cut_after: Option<u32>) -> DoGetStream 
         .map_err(Status::from);
     match cut {
         None => Box::pin(data),
+        // A stall: what was sent stays sent; nothing follows while the client waits.
+        Some(_) if stall_after.is_some() => Box::pin(data.chain(futures::stream::pending())),
         Some(k) => Box::pin(data.chain(futures::stream::once(async move {
             Err(Status::internal(cut_message(k)))
         }))),
@@ -83,6 +89,7 @@ impl FlightSqlService for BeService {
             )));
         };
         let cut = self.doris.faults.take_flight_cut();
-        Ok(Response::new(be_stream(result, cut)))
+        let stall = self.doris.faults.take_flight_stall();
+        Ok(Response::new(be_stream(result, cut, stall)))
     }
 }
