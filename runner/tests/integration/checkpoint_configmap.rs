@@ -455,13 +455,7 @@ async fn an_unknown_checkpoint_save_never_aborts_the_loads_it_may_hold() {
     // The stored checkpoint's loads are still pre-committed, not aborted.
     let saved = stored_checkpoint(&client).await;
     assert!(!saved.pending_txns.is_empty(), "{saved:?}");
-    let txns: Vec<serde_json::Value> =
-        reqwest::get(format!("http://{}/_emu/txns", doris.fe_http_addr()))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let txns: Vec<serde_json::Value> = source_support::emu_txns(&doris).await;
     for pending in &saved.pending_txns {
         let t = txns
             .iter()

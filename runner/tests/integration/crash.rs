@@ -270,13 +270,7 @@ async fn crash_loop(s: &Scenario) -> Crashed {
     assert_eq!(code, Some(0), "{}", files.logs());
     let checkpoint = files.checkpoint().unwrap();
     // No transaction is left pre-committed: each was committed or aborted.
-    let txns: Vec<serde_json::Value> =
-        reqwest::get(format!("http://{}/_emu/txns", emu.fe_http_addr()))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let txns: Vec<serde_json::Value> = source_support::emu_txns(&emu).await;
     let open: Vec<&serde_json::Value> = txns
         .iter()
         .filter(|t| t["state"] == "PRECOMMITTED" || t["state"] == "PREPARE")
@@ -306,7 +300,7 @@ async fn two_phase_commit_upsert_sink_equals_the_source_after_sigkills() {
     assert!(
         source == sink,
         "{}\n{}",
-        diff(&source, &sink),
+        source_support::row_diff(&source, &sink),
         c.files.logs()
     );
 }
@@ -340,7 +334,7 @@ async fn two_phase_commit_changelog_sink_holds_every_event_once_after_sigkills()
     assert!(
         expected == sink,
         "the sink's events differ from the source's changelog: {}\n{}",
-        diff(&expected, &sink),
+        source_support::row_diff(&expected, &sink),
         c.files.logs()
     );
 }
@@ -368,17 +362,4 @@ async fn without_two_phase_commit_nothing_is_lost_after_sigkills() {
         &missing[..missing.len().min(5)],
         c.files.logs()
     );
-}
-
-/// The first rows that differ, for the failure message.
-fn diff(expected: &[Vec<String>], actual: &[Vec<String>]) -> String {
-    let e: BTreeSet<&Vec<String>> = expected.iter().collect();
-    let a: BTreeSet<&Vec<String>> = actual.iter().collect();
-    let missing: Vec<_> = e.difference(&a).take(5).collect();
-    let extra: Vec<_> = a.difference(&e).take(5).collect();
-    format!(
-        "expected {} rows, got {}; missing e.g. {missing:?}; unexpected e.g. {extra:?}",
-        expected.len(),
-        actual.len()
-    )
 }

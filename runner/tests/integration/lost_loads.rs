@@ -9,9 +9,11 @@ use std::time::Duration;
 use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::engine::{TxnOperation, TxnRef};
 use dcs_runner::Error;
-use dcs_runner::checkpoint::{Checkpoint, CheckpointStore, FileStore};
+use dcs_runner::checkpoint::{Checkpoint, FileStore};
 use dcs_runner::pipeline::{self, Control, Outcome, PipelineConfig};
-use source_support::{config, exec, mysql_rows, window_past};
+use source_support::{
+    config, exec, mysql_rows, spawn_pipeline, spawn_pipeline_with, stored_checkpoint, window_past,
+};
 
 const SOURCE: &str = "CREATE TABLE demo.t (id INT NOT NULL, v VARCHAR(32)) UNIQUE KEY(id) \
      DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\", \
@@ -53,15 +55,6 @@ async fn setup(emu: &RunningEmulator, sink: &str) {
     .await;
 }
 
-async fn stored(dir: &Path) -> Checkpoint {
-    FileStore::open(dir)
-        .unwrap()
-        .load()
-        .await
-        .unwrap()
-        .expect("a checkpoint")
-}
-
 fn values(ids: std::ops::Range<u32>, v: &str) -> String {
     ids.map(|i| format!("({i}, '{v}{i}')"))
         .collect::<Vec<_>>()
@@ -76,14 +69,9 @@ async fn crash_between_save_and_commit(
     dir: &Path,
     changes: &[&str],
 ) -> Checkpoint {
-    let mut store = FileStore::open(dir).unwrap();
     let (mut control, mut handle) = Control::new();
     control.hooks.stop_after_saving_pending = true;
-    let task = tokio::spawn(async move {
-        let result = pipeline::run(cfg, &mut store, control).await;
-        drop(store);
-        result
-    });
+    let task = spawn_pipeline_with(cfg, dir, control);
     let now = emu.doris.clock.now_ms();
     assert!(window_past(&mut handle, now, Duration::from_secs(60)).await);
     exec(emu, changes).await;
@@ -93,7 +81,7 @@ async fn crash_between_save_and_commit(
         .unwrap()
         .unwrap_err();
     assert!(matches!(err, Error::Injected { .. }), "{err}");
-    stored(dir).await
+    stored_checkpoint(dir).await
 }
 
 /// Commit some of `cp`'s loads (as the crashed run might have), then let Doris's pre-commit
@@ -116,9 +104,7 @@ fn commit_some_and_let_the_rest_expire(emu: &RunningEmulator, cp: &Checkpoint) -
 }
 
 async fn run_past_now(emu: &RunningEmulator, cfg: PipelineConfig, dir: &Path) -> Outcome {
-    let mut store = FileStore::open(dir).unwrap();
-    let (control, mut handle) = Control::new();
-    let task = tokio::spawn(async move { pipeline::run(cfg, &mut store, control).await });
+    let (task, mut handle) = spawn_pipeline(cfg, dir);
     let now = emu.doris.clock.now_ms();
     assert!(
         window_past(&mut handle, now, Duration::from_secs(60)).await,
@@ -211,7 +197,7 @@ async fn lost_snapshot_loads_of_a_changelog_sink_stop_with_exit_code_3() {
         .unwrap_err();
     assert!(matches!(err, Error::Injected { .. }), "{err}");
     drop(store);
-    let cp = stored(dir.path()).await;
+    let cp = stored_checkpoint(dir.path()).await;
     assert!(!cp.pending_txns.is_empty());
     emu.doris
         .engine
@@ -282,7 +268,7 @@ async fn a_huge_window_is_checkpointed_inside_and_resumed_there_every_event_once
     }
     task.abort();
     let _ = task.await;
-    let cp = stored(dir.path()).await;
+    let cp = stored_checkpoint(dir.path()).await;
     let inside = cp
         .in_window
         .clone()

@@ -59,12 +59,7 @@ struct Txn {
 }
 
 async fn txns(emu: &RunningEmulator) -> Vec<Txn> {
-    reqwest::get(format!("http://{}/_emu/txns", emu.fe_http_addr()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    source_support::emu_txns(&emu).await
 }
 
 #[tokio::test]

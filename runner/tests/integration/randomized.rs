@@ -451,18 +451,6 @@ fn sorted(mut rows: Vec<Vec<String>>) -> Vec<Vec<String>> {
     rows
 }
 
-fn diff(expected: &[Vec<String>], actual: &[Vec<String>]) -> String {
-    let e: BTreeSet<&Vec<String>> = expected.iter().collect();
-    let a: BTreeSet<&Vec<String>> = actual.iter().collect();
-    let missing: Vec<_> = e.difference(&a).take(3).collect();
-    let extra: Vec<_> = a.difference(&e).take(3).collect();
-    format!(
-        "expected {} rows, got {}; missing e.g. {missing:?}; unexpected e.g. {extra:?}",
-        expected.len(),
-        actual.len()
-    )
-}
-
 /// Run one case; returns a description of what is wrong, if anything.
 async fn run_case(case: Case, seed: u64) -> Result<(), String> {
     let name = case.name();
@@ -624,7 +612,7 @@ async fn run_case(case: Case, seed: u64) -> Result<(), String> {
                 if sorted(inserted.clone()) != sorted(expected.clone()) {
                     return Err(format!(
                         "{name}: the keys inserted since T0: {}",
-                        diff(&sorted(expected), &sorted(inserted))
+                        source_support::row_diff(&sorted(expected), &sorted(inserted))
                     ));
                 }
                 return v.check_snapshot_rows(&name, &read);
@@ -672,7 +660,10 @@ async fn run_case(case: Case, seed: u64) -> Result<(), String> {
                 return Ok(());
             }
             if sink != expected {
-                return Err(format!("{name}: {}", diff(&expected, &sink)));
+                return Err(format!(
+                    "{name}: {}",
+                    source_support::row_diff(&expected, &sink)
+                ));
             }
         }
         Sink::Changelog => {
@@ -691,14 +682,17 @@ async fn run_case(case: Case, seed: u64) -> Result<(), String> {
             } else if snapshot_rows && sorted(snap.clone()) != sorted(base.clone()) {
                 return Err(format!(
                     "{name}: the snapshot rows: {}",
-                    diff(&sorted(base.clone()), &sorted(snap))
+                    source_support::row_diff(&sorted(base.clone()), &sorted(snap))
                 ));
             }
             match case.incr {
                 Incr::Detail | Incr::AppendOnly => {
                     let (e, a) = (sorted(changes.clone()), sorted(events.clone()));
                     if e != a {
-                        return Err(format!("{name}: the events: {}", diff(&e, &a)));
+                        return Err(format!(
+                            "{name}: the events: {}",
+                            source_support::row_diff(&e, &a)
+                        ));
                     }
                 }
                 Incr::MinDelta => {}
@@ -818,7 +812,7 @@ fn final_state_matches(
     if got != want {
         return Err(format!(
             "{name}: the sink's final state: {}",
-            diff(&want, &got)
+            source_support::row_diff(&want, &got)
         ));
     }
     Ok(())
@@ -863,7 +857,10 @@ fn replay(
     let got = sorted(state.into_values().collect());
     let want = sorted(source.to_vec());
     if got != want {
-        return Err(format!("{name}: replayed events: {}", diff(&want, &got)));
+        return Err(format!(
+            "{name}: replayed events: {}",
+            source_support::row_diff(&want, &got)
+        ));
     }
     Ok(())
 }

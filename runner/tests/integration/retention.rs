@@ -8,10 +8,10 @@ use std::time::Duration;
 use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::engine::TxnRef;
 use dcs_runner::Error;
-use dcs_runner::checkpoint::{CheckpointStore, FileStore, Position};
-use dcs_runner::pipeline::{self, Control, Outcome};
+use dcs_runner::checkpoint::Position;
+use dcs_runner::pipeline::Outcome;
 use source_support::process::Files;
-use source_support::{config, exec, mysql_rows, window_past};
+use source_support::{config, exec, mysql_rows, spawn_pipeline, stored_checkpoint, window_past};
 
 const SOURCE: &str = "CREATE TABLE demo.t (id INT NOT NULL, v VARCHAR(32)) UNIQUE KEY(id) \
      DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\", \
@@ -63,20 +63,6 @@ async fn setup(emu: &RunningEmulator, sink: &str) {
 
 async fn sink_rows(emu: &RunningEmulator) -> Vec<Vec<String>> {
     mysql_rows(emu, "SELECT id, v FROM sink.t ORDER BY id").await
-}
-
-fn stored(dir: &std::path::Path) -> dcs_runner::checkpoint::Checkpoint {
-    let rt = tokio::runtime::Handle::current();
-    tokio::task::block_in_place(|| {
-        rt.block_on(async {
-            FileStore::open(dir)
-                .unwrap()
-                .load()
-                .await
-                .unwrap()
-                .expect("a checkpoint")
-        })
-    })
 }
 
 /// The reported case: synced, killed; while it is down changes are made and Doris's clock moves
@@ -149,12 +135,7 @@ async fn a_clock_jump_past_the_ttl_while_running_stops_the_runner_before_the_nex
         setup(&emu, UPSERT_SINK).await;
         let dir = tempfile::tempdir().unwrap();
         let cfg = config(&manifest(&emu, increment, "1s", ""));
-        let (control, mut handle) = Control::new();
-        let store_dir = dir.path().to_path_buf();
-        let task = tokio::spawn(async move {
-            let mut store = FileStore::open(&store_dir).unwrap();
-            pipeline::run(cfg, &mut store, control).await
-        });
+        let (task, mut handle) = spawn_pipeline(cfg, dir.path());
         let now = emu.doris.clock.now_ms();
         assert!(window_past(&mut handle, now, Duration::from_secs(60)).await);
         let reached = handle.progress.borrow().window_end.clone().unwrap();
@@ -170,7 +151,7 @@ async fn a_clock_jump_past_the_ttl_while_running_stops_the_runner_before_the_nex
             "{increment}: {err}"
         );
         assert_eq!(err.exit_code(), 3);
-        let cp = stored(dir.path());
+        let cp = stored_checkpoint(dir.path()).await;
         let Position::Changelog { offset } = &cp.position else {
             panic!("{:?}", cp.position);
         };
@@ -196,12 +177,7 @@ async fn a_clock_jump_during_a_window_read_stops_the_run_without_committing_the_
     setup(&emu, EVENTS_SINK).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(&manifest(&emu, "detail", "1s", "      mode: changelog"));
-    let (control, mut handle) = Control::new();
-    let store_dir = dir.path().to_path_buf();
-    let task = tokio::spawn(async move {
-        let mut store = FileStore::open(&store_dir).unwrap();
-        pipeline::run(cfg, &mut store, control).await
-    });
+    let (task, mut handle) = spawn_pipeline(cfg, dir.path());
     let now = emu.doris.clock.now_ms();
     assert!(window_past(&mut handle, now, Duration::from_secs(60)).await);
     let before = sink_rows(&emu).await;
@@ -241,13 +217,7 @@ async fn a_clock_jump_during_a_window_read_stops_the_run_without_committing_the_
         before,
         "the window's rows were not committed"
     );
-    let txns: Vec<serde_json::Value> =
-        reqwest::get(format!("http://{}/_emu/txns", emu.fe_http_addr()))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let txns: Vec<serde_json::Value> = source_support::emu_txns(&emu).await;
     assert!(
         txns.iter()
             .filter(|t| t["db"] == "sink")
@@ -265,12 +235,7 @@ async fn a_ttl_lowered_below_the_lag_stops_the_runner_at_the_next_window() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(&manifest(&emu, "detail", "5s", ""));
     cfg.changelog.poll_interval = Duration::from_secs(5);
-    let (control, mut handle) = Control::new();
-    let store_dir = dir.path().to_path_buf();
-    let task = tokio::spawn(async move {
-        let mut store = FileStore::open(&store_dir).unwrap();
-        pipeline::run(cfg, &mut store, control).await
-    });
+    let (task, mut handle) = spawn_pipeline(cfg, dir.path());
     let now = emu.doris.clock.now_ms();
     assert!(window_past(&mut handle, now, Duration::from_secs(60)).await);
     // 100 s of lag (within the 600 s TTL), then a TTL of 60 s.
@@ -299,12 +264,7 @@ async fn a_clock_jump_short_of_the_ttl_is_read_through() {
     setup(&emu, UPSERT_SINK).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(&manifest(&emu, "detail", "1s", ""));
-    let (control, mut handle) = Control::new();
-    let store_dir = dir.path().to_path_buf();
-    let task = tokio::spawn(async move {
-        let mut store = FileStore::open(&store_dir).unwrap();
-        pipeline::run(cfg, &mut store, control).await
-    });
+    let (task, mut handle) = spawn_pipeline(cfg, dir.path());
     let now = emu.doris.clock.now_ms();
     assert!(window_past(&mut handle, now, Duration::from_secs(60)).await);
     exec(&emu, &["INSERT INTO demo.t VALUES (3, 'kept')"]).await;

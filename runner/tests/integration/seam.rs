@@ -5,8 +5,8 @@ use crate::source_support;
 
 use std::time::Duration;
 
-use dcs_runner::pipeline::{self, Control, Credentials, Phase, PipelineConfig};
-use source_support::{exec, mysql_rows, window_past};
+use dcs_runner::pipeline::{Credentials, Phase, PipelineConfig};
+use source_support::{exec, mysql_rows, spawn_pipeline, stored_checkpoint, window_past};
 
 /// Runs an `initial` sync where key 2 is inserted after T0 (so the snapshot reads it) and deleted
 /// in the first changelog window; returns (source, sink) rows.
@@ -49,12 +49,7 @@ async fn insert_after_t0_then_delete(increment_type: &str) -> (Vec<Vec<String>>,
     config.changelog.poll_interval = Duration::from_millis(100);
     config.checkpoint_interval = Duration::from_millis(200);
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().to_path_buf();
-    let (control, mut handle) = Control::new();
-    let task = tokio::spawn(async move {
-        let mut store = dcs_runner::checkpoint::FileStore::open(&path).unwrap();
-        pipeline::run(config, &mut store, control).await
-    });
+    let (task, mut handle) = spawn_pipeline(config, dir.path());
     let wait = Duration::from_secs(30);
     tokio::time::timeout(wait, async {
         while handle.progress.borrow_and_update().phase != Phase::Changelog {
@@ -150,12 +145,7 @@ async fn rows_committed_in_t0s_second_before_t0_reach_the_sink_once() {
         config.changelog.poll_interval = Duration::from_millis(100);
         config.checkpoint_interval = Duration::from_millis(200);
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().to_path_buf();
-        let (control, mut handle) = Control::new();
-        let task = tokio::spawn(async move {
-            let mut store = dcs_runner::checkpoint::FileStore::open(&path).unwrap();
-            pipeline::run(config, &mut store, control).await
-        });
+        let (task, mut handle) = spawn_pipeline(config, dir.path());
         // T0 (the runner's first /api/tso) is taken while the clock stands still; then time
         // moves again.
         let wait = Duration::from_secs(60);
@@ -178,12 +168,7 @@ async fn rows_committed_in_t0s_second_before_t0_reach_the_sink_once() {
         handle.shutdown.send(true).unwrap();
         task.await.unwrap().unwrap();
         ticker.abort();
-        let cp = dcs_runner::checkpoint::CheckpointStore::load(
-            &mut dcs_runner::checkpoint::FileStore::open(dir.path()).unwrap(),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        let cp = stored_checkpoint(dir.path()).await;
         assert_eq!(cp.counters.rows_written, 2000, "{mode}: rowsWritten");
         let sink = mysql_rows(&emu, "SELECT id FROM r.dst").await;
         assert_eq!(sink.len(), 2000, "{mode}: every row once");

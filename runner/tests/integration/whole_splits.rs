@@ -12,11 +12,10 @@ use crate::source_support;
 use std::time::Duration;
 
 use dcs_doris_emu::RunningEmulator;
-use dcs_runner::checkpoint::{CheckpointStore, FileStore};
-use dcs_runner::pipeline::{self, Control, ControlHandle, Outcome, Phase, PipelineConfig};
+use dcs_runner::pipeline::{Outcome, Phase, PipelineConfig};
 use source_support::{
     Rng, SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, manifest,
-    mysql_rows, row_values, seed, window_past,
+    mysql_rows, row_values, seed, spawn_pipeline, stored_checkpoint, window_past,
 };
 
 /// Three Flight batches per split (4 tablets), so the splits read at once interleave in the
@@ -48,22 +47,6 @@ fn sync_config(emu: &RunningEmulator) -> PipelineConfig {
     cfg
 }
 
-fn start(
-    cfg: PipelineConfig,
-    dir: &std::path::Path,
-) -> (
-    tokio::task::JoinHandle<dcs_runner::Result<Outcome>>,
-    ControlHandle,
-) {
-    let dir = dir.to_path_buf();
-    let (control, handle) = Control::new();
-    let task = tokio::spawn(async move {
-        let mut store = FileStore::open(&dir).unwrap();
-        pipeline::run(cfg, &mut store, control).await
-    });
-    (task, handle)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_dropped_mid_snapshot_leaves_every_snapshot_row_once_in_a_changelog_sink() {
     let emu = source_support::emu().await;
@@ -73,7 +56,7 @@ async fn a_run_dropped_mid_snapshot_leaves_every_snapshot_row_once_in_a_changelo
     let wait = Duration::from_secs(60);
 
     // First run: dropped once some rows of a split are loaded and a later split is under way.
-    let (task, mut handle) = start(sync_config(&emu), dir.path());
+    let (task, mut handle) = spawn_pipeline(sync_config(&emu), dir.path());
     tokio::time::timeout(wait, async {
         loop {
             let p = handle.progress.borrow_and_update().clone();
@@ -92,12 +75,7 @@ async fn a_run_dropped_mid_snapshot_leaves_every_snapshot_row_once_in_a_changelo
     .expect("snapshot progress");
     task.abort();
     assert!(task.await.unwrap_err().is_cancelled());
-    let dropped_at = FileStore::open(dir.path())
-        .unwrap()
-        .load()
-        .await
-        .unwrap()
-        .expect("a snapshot checkpoint");
+    let dropped_at = stored_checkpoint(dir.path()).await;
     assert!(
         matches!(
             dropped_at.position,
@@ -109,7 +87,7 @@ async fn a_run_dropped_mid_snapshot_leaves_every_snapshot_row_once_in_a_changelo
 
     // Second run: stopped gracefully while the last splits are read; a half-loaded split is not
     // checkpointed (its loads are aborted), a finished one is.
-    let (task, mut handle) = start(sync_config(&emu), dir.path());
+    let (task, mut handle) = spawn_pipeline(sync_config(&emu), dir.path());
     tokio::time::timeout(wait, async {
         while handle.progress.borrow_and_update().tablets_done < 3 {
             handle.progress.changed().await.unwrap();
@@ -122,7 +100,7 @@ async fn a_run_dropped_mid_snapshot_leaves_every_snapshot_row_once_in_a_changelo
     assert_eq!(outcome.unwrap(), Outcome::Stopped);
 
     // Third run: finishes the snapshot, reads the changelog past now, stops.
-    let (task, mut handle) = start(sync_config(&emu), dir.path());
+    let (task, mut handle) = spawn_pipeline(sync_config(&emu), dir.path());
     let now = emu.doris.clock.now_ms();
     assert!(
         window_past(&mut handle, now, wait).await,
@@ -149,7 +127,7 @@ async fn runs_dropped_at_random_points_of_the_snapshot_leave_every_row_once() {
     let dir = tempfile::tempdir().unwrap();
     let wait = Duration::from_secs(60);
     for _ in 0..12 {
-        let (task, mut handle) = start(sync_config(&emu), dir.path());
+        let (task, mut handle) = spawn_pipeline(sync_config(&emu), dir.path());
         let updates = rng.range(1, 400);
         let reached_changelog = tokio::time::timeout(wait, async {
             for _ in 0..updates {
@@ -170,7 +148,7 @@ async fn runs_dropped_at_random_points_of_the_snapshot_leave_every_row_once() {
             break;
         }
     }
-    let (task, mut handle) = start(sync_config(&emu), dir.path());
+    let (task, mut handle) = spawn_pipeline(sync_config(&emu), dir.path());
     let now = emu.doris.clock.now_ms();
     assert!(window_past(&mut handle, now, wait).await, "seed {seed}");
     handle.shutdown.send(true).unwrap();
@@ -186,7 +164,7 @@ async fn assert_every_event_once(
     dir: &std::path::Path,
     snapshot: Vec<Vec<String>>,
 ) {
-    let cp = FileStore::open(dir).unwrap().load().await.unwrap().unwrap();
+    let cp = stored_checkpoint(dir).await;
     let expected = expected_student_events(emu, snapshot, &cp).await;
     let mut sink = mysql_rows(emu, "SELECT * FROM sink.student").await;
     sink.sort();
@@ -201,13 +179,7 @@ async fn assert_every_event_once(
         "the sink's events differ from the source's"
     );
     // Nothing is left pre-committed.
-    let txns: Vec<serde_json::Value> =
-        reqwest::get(format!("http://{}/_emu/txns", emu.fe_http_addr()))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let txns: Vec<serde_json::Value> = source_support::emu_txns(&emu).await;
     assert!(
         txns.iter()
             .all(|t| t["state"] == "VISIBLE" || t["state"] == "ABORTED"),
@@ -233,7 +205,7 @@ async fn a_load_of_a_dropped_run_that_lands_after_the_next_run_started_is_never_
     let dir = tempfile::tempdir().unwrap();
     let wait = Duration::from_secs(120);
 
-    let (task, mut handle) = start(sync_config(&emu), dir.path());
+    let (task, mut handle) = spawn_pipeline(sync_config(&emu), dir.path());
     tokio::time::timeout(wait, async {
         while handle.progress.borrow_and_update().tablets_done < 1 {
             handle.progress.changed().await.unwrap();
@@ -243,28 +215,17 @@ async fn a_load_of_a_dropped_run_that_lands_after_the_next_run_started_is_never_
     .expect("snapshot progress");
     task.abort();
     assert!(task.await.unwrap_err().is_cancelled());
-    let saved = FileStore::open(dir.path())
-        .unwrap()
-        .load()
-        .await
-        .unwrap()
-        .expect("a snapshot checkpoint");
+    let saved = stored_checkpoint(dir.path()).await;
     let t0 = saved.start_point.clone().expect("T0").tso;
     // The dropped run's label for load 0 of the checkpoint after the saved one: one of its own
     // labels (`…-<checkpoint id>-<seq>`) with that id.
-    let txns: Vec<serde_json::Value> =
-        reqwest::get(format!("http://{}/_emu/txns", emu.fe_http_addr()))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let txns: Vec<serde_json::Value> = source_support::emu_txns(&emu).await;
     let own = txns[0]["label"].as_str().unwrap().to_owned();
     let mut parts: Vec<&str> = own.rsplitn(3, '-').collect();
     parts.reverse();
     let ghost_label = format!("{}-{}-0", parts[0], saved.checkpoint_id + 1);
 
-    let (task, mut handle) = start(sync_config(&emu), dir.path());
+    let (task, mut handle) = spawn_pipeline(sync_config(&emu), dir.path());
     // The second run is under way (it has swept, saved its own checkpoint and read rows) when
     // the late load lands.
     tokio::time::timeout(wait, async {
@@ -316,13 +277,7 @@ async fn a_load_of_a_dropped_run_that_lands_after_the_next_run_started_is_never_
     handle.shutdown.send(true).unwrap();
     let outcome = tokio::time::timeout(wait, task).await.unwrap().unwrap();
     assert_eq!(outcome.unwrap(), Outcome::Stopped);
-    let txns: Vec<serde_json::Value> =
-        reqwest::get(format!("http://{}/_emu/txns", emu.fe_http_addr()))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let txns: Vec<serde_json::Value> = source_support::emu_txns(&emu).await;
     let late: Vec<&serde_json::Value> = txns.iter().filter(|t| t["label"] == ghost_label).collect();
     assert_eq!(late.len(), 1, "{late:?}");
     assert_eq!(late[0]["state"], "ABORTED", "the late load was committed");

@@ -889,7 +889,7 @@ spec:
                 if source != sink {
                     return Err(format!(
                         "the upsert sink differs from the source: {}",
-                        diff(&source, &sink)
+                        crate::source_support::row_diff(&source, &sink)
                     ));
                 }
             }
@@ -904,7 +904,7 @@ spec:
                 if expected != sink {
                     return Err(format!(
                         "the changelog sink is not every change after T0 exactly once: {}",
-                        diff(&expected, &sink)
+                        crate::source_support::row_diff(&expected, &sink)
                     ));
                 }
             }
@@ -915,20 +915,6 @@ spec:
         );
         Ok(())
     }
-}
-
-/// The first rows that differ.
-fn diff(expected: &[Vec<String>], actual: &[Vec<String>]) -> String {
-    use std::collections::BTreeSet;
-    let e: BTreeSet<&Vec<String>> = expected.iter().collect();
-    let a: BTreeSet<&Vec<String>> = actual.iter().collect();
-    let missing: Vec<_> = e.difference(&a).take(5).collect();
-    let extra: Vec<_> = a.difference(&e).take(5).collect();
-    format!(
-        "expected {} rows, got {}; missing e.g. {missing:?}; unexpected e.g. {extra:?}",
-        expected.len(),
-        actual.len()
-    )
 }
 
 /// The seeds of `runs` runs from a base seed (each run replays alone with its own seed).

@@ -13,10 +13,69 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use arrow_array::RecordBatch;
 use dcs_doris_emu::sql::{self, Session};
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
-use dcs_runner::pipeline::{self, ControlHandle, Credentials, PipelineConfig};
+use dcs_runner::checkpoint::{Checkpoint, CheckpointStore, FileStore};
+use dcs_runner::pipeline::{self, Control, ControlHandle, Credentials, Outcome, PipelineConfig};
 use dcs_runner::source::fe_http::FeHttpClient;
 use dcs_runner::source::{SourceCredentials, SourceSettings};
 use mysql_async::prelude::Queryable;
+
+/// The pipeline running in a task on a checkpoint directory, and the handle that steers it.
+pub fn spawn_pipeline(
+    cfg: PipelineConfig,
+    dir: &std::path::Path,
+) -> (
+    tokio::task::JoinHandle<dcs_runner::Result<Outcome>>,
+    ControlHandle,
+) {
+    let (control, handle) = Control::new();
+    (spawn_pipeline_with(cfg, dir, control), handle)
+}
+
+/// [`spawn_pipeline`] with a control made by the caller (hooks set).
+pub fn spawn_pipeline_with(
+    cfg: PipelineConfig,
+    dir: &std::path::Path,
+    control: Control,
+) -> tokio::task::JoinHandle<dcs_runner::Result<Outcome>> {
+    let dir = dir.to_path_buf();
+    tokio::spawn(async move {
+        let mut store = FileStore::open(&dir).unwrap();
+        pipeline::run(cfg, &mut store, control).await
+    })
+}
+
+/// The checkpoint stored in a directory (it must hold one).
+pub async fn stored_checkpoint(dir: &std::path::Path) -> Checkpoint {
+    FileStore::open(dir)
+        .unwrap()
+        .load()
+        .await
+        .unwrap()
+        .expect("a checkpoint is stored")
+}
+
+/// doris-emu's Stream Load transactions (`GET /_emu/txns`), as JSON values or a caller's type.
+pub async fn emu_txns<T: serde::de::DeserializeOwned>(emu: &RunningEmulator) -> Vec<T> {
+    reqwest::get(format!("http://{}/_emu/txns", emu.fe_http_addr()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The first rows that differ between two row sets, for a failure message.
+pub fn row_diff(expected: &[Vec<String>], actual: &[Vec<String>]) -> String {
+    let e: BTreeSet<&Vec<String>> = expected.iter().collect();
+    let a: BTreeSet<&Vec<String>> = actual.iter().collect();
+    let missing: Vec<_> = e.difference(&a).take(5).collect();
+    let extra: Vec<_> = a.difference(&e).take(5).collect();
+    format!(
+        "expected {} rows, got {}; missing e.g. {missing:?}; unexpected e.g. {extra:?}",
+        expected.len(),
+        actual.len()
+    )
+}
 
 /// An emulator on free ports, user root with an empty password.
 pub async fn emu() -> RunningEmulator {
