@@ -7,7 +7,7 @@
 # The order run.sh runs them in (and the names `e2e/run.sh NAME...` accepts).
 # shellcheck disable=SC2034 # used by run.sh
 SCENARIOS=(streaming ttl_blocked suspend_resume spec_change runner_killed reinit_on_expiry deletion broken_secret
-    expiry_fail_then_nonce snapshot_job probes ha_namespaced)
+    expiry_fail_then_nonce snapshot_job probes adversarial ha_namespaced)
 
 # start_sync NS NAME DB [EXTRA_SPEC]: source table DB.src with ids 1..20, sink DB_sink.dst, the sync
 # applied and Streaming with the snapshot copied.
@@ -466,6 +466,133 @@ scenario_probes() {
     ! pod_events "$ns" "$pod" Unhealthy | grep -q Liveness || fail "a liveness probe failed: $(pod_events "$ns" "$pod" Unhealthy)"
     insert_rows "$db.src" 1 10
     wait_tables_equal "$db.src" "${db}_sink.dst"
+}
+
+# 13. The in-cluster adversarial run: a seeded random sequence of steps against a live sync, each
+# one or two faults applied back to back (runner pod deleted, runner process SIGKILLed, operator pod
+# deleted, Doris's clock moved short of or past the TTL, the TTL lowered or raised, Stream Load
+# answering 5xx, Doris refusing connections, Doris answering slowly) while the source changes. After
+# every step: the sink equals the source, the sync is Streaming, and the consumer moved to the next
+# generation (`lastReinit` OffsetExpired naming the previous one) exactly when the step's clock
+# moved past the TTL, never otherwise; at the end no load is left pre-committed and no pod
+# panicked. E2E_SEED picks the sequence (printed; the same seed replays the same steps),
+# E2E_ADVERSARIAL_STEPS how many (default 6).
+scenario_adversarial() {
+    local ns=$1 db=e2e_adv seed=${E2E_SEED:-20261202} steps=${E2E_ADVERSARIAL_STEPS:-6}
+    RANDOM=$seed
+    log "adversarial: seed $seed, $steps steps (E2E_SEED=$seed E2E_ADVERSARIAL_STEPS=$steps e2e/run.sh adversarial replays them)"
+    local ttl=600 low_ttl=400
+    create_source_table "$db" src "\"changelog.ttl_seconds\" = \"$ttl\""
+    start_sync "$ns" s13 "$db"
+    local oplogs=$WORK/logs/adversarial/operator
+    follow_logs "$OPERATOR_NAMESPACE" "$oplogs" &
+    ADV_OPLOGS=$!
+    trap 'kill ${ADV_OPLOGS:-} 2>/dev/null || true; doris_faults "{}" 2>/dev/null || true' EXIT
+    local base consumer gen=0 next=21 step checks=0 reinits=0
+    base=$(jget "$ns" s13 .status.consumerId)
+    consumer=$base
+    local -A faults=()
+    local classes=(pod-delete sigkill operator-delete clock-short clock-past ttl-lower ttl-raise sink-5xx doris-refuses doris-slow)
+    for ((step = 1; step <= steps; step++)); do
+        # One or two faults; the step's clock jump must be clearly short of the TTL (by more than
+        # the runner's safety margin plus a pod restart's lag) or clearly past it: in between both
+        # outcomes would be right.
+        local picked=() n=$((1 + RANDOM % 2)) jump=0 ttl_before=$ttl ttl_after=$ttl k c tries
+        for ((k = 0; k < n; k++)); do
+            for ((tries = 0; tries < 20; tries++)); do
+                c=${classes[RANDOM % ${#classes[@]}]}
+                case $c in
+                    ttl-lower) ((ttl_after == ttl && ttl == 600)) || continue; ttl_after=$low_ttl ;;
+                    ttl-raise) ((ttl_after == ttl && ttl == low_ttl)) || continue; ttl_after=600 ;;
+                    clock-short | clock-past) ((jump == 0)) || continue; jump=1 ;;
+                esac
+                break
+            done
+            picked+=("$c")
+        done
+        local lo=$((ttl_before < ttl_after ? ttl_before : ttl_after)) hi=$((ttl_before > ttl_after ? ttl_before : ttl_after))
+        local expect_reinit=0 jumps=()
+        for c in "${picked[@]}"; do
+            case $c in
+                clock-short) jumps+=($((30 + RANDOM % (lo - 210)))) ;;
+                clock-past) jumps+=($((hi + 30 + RANDOM % 300))); expect_reinit=1 ;;
+                *) jumps+=(0) ;;
+            esac
+        done
+        log "adversarial step $step/$steps: ${picked[*]} (clock +$(IFS=+; echo "$((${jumps[*]}))") s, TTL $ttl_before -> $ttl_after s)"
+        some_changes "$db.src" $((next + 1)) $((next + 10)) "step$step-before"
+        next=$((next + 10))
+        for ((k = 0; k < ${#picked[@]}; k++)); do
+            c=${picked[k]}
+            faults[$c]=$((${faults[$c]:-0} + 1))
+            case $c in
+                pod-delete)
+                    local pod
+                    pod=$(runner_pods "$ns" s13 | head -n 1)
+                    [[ -z "$pod" ]] || kubectl -n "$ns" delete pod "$pod" --wait=false >/dev/null ;;
+                sigkill)
+                    if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
+                        local pid
+                        pid=$(runner_pid "$ns") && kill -KILL "$pid" 2>/dev/null || true
+                    else
+                        kubectl -n "$ns" delete pods -l dcs.dev/sync=s13 --grace-period=0 --force >/dev/null 2>&1 || true
+                    fi ;;
+                operator-delete)
+                    kubectl -n "$OPERATOR_NAMESPACE" delete pods -l app.kubernetes.io/name=dcs-operator --wait=false >/dev/null ;;
+                clock-short | clock-past)
+                    log "  clock: $(doris_clock_advance "${jumps[k]}")" ;;
+                ttl-lower | ttl-raise)
+                    ttl=$ttl_after
+                    sql "ALTER TABLE $db.src SET (\"changelog.ttl_seconds\" = \"$ttl\")" ;;
+                sink-5xx)
+                    doris_faults "{\"stream_load\": {\"count\": $((1 + RANDOM % 4)), \"http_status\": $((RANDOM % 2 ? 500 : 503))}}" ;;
+                doris-refuses)
+                    local ms=$((1000 + RANDOM % 7000))
+                    doris_faults "{\"refuse_connections_ms\": $ms}"
+                    sleep "$((ms / 1000 + 1))" ;;
+                doris-slow)
+                    local ms=$((200 + RANDOM % 2000))
+                    doris_faults "{\"http_delay_ms\": $ms}"
+                    some_changes "$db.src" $((next + 1)) $((next + 10)) "step$step-slow"
+                    next=$((next + 10))
+                    sleep 5
+                    doris_faults '{}' ;;
+            esac
+        done
+        some_changes "$db.src" $((next + 1)) $((next + 10)) "step$step-after"
+        next=$((next + 10))
+
+        # The step's outcome.
+        if ((expect_reinit)); then
+            local want="$base-r$((gen + 1))"
+            wait_for "step $step: the clock passed the TTL, so consumer $want (reinit)" 180 \
+                bash -c "[[ \"\$(kubectl -n $ns get dcs s13 -o jsonpath='{.status.consumerId}')\" == '$want' ]]"
+            [[ "$(jget "$ns" s13 .status.lastReinit.reason)" == OffsetExpired ]] ||
+                fail "step $step: lastReinit.reason is '$(jget "$ns" s13 .status.lastReinit.reason)', not OffsetExpired"
+            [[ "$(jget "$ns" s13 .status.lastReinit.previousConsumerId)" == "$consumer" ]] ||
+                fail "step $step: lastReinit.previousConsumerId is not $consumer"
+            gen=$((gen + 1))
+            consumer=$want
+            reinits=$((reinits + 1))
+        fi
+        wait_phase "$ns" s13 Streaming 180
+        wait_tables_equal "$db.src" "${db}_sink.dst" 180
+        [[ "$(jget "$ns" s13 .status.consumerId)" == "$consumer" ]] ||
+            fail "step $step: consumer $(jget "$ns" s13 .status.consumerId), expected $consumer (a reinit without an expiry, or more than one)"
+        checks=$((checks + 1))
+    done
+    doris_faults '{}'
+    wait_for "no pre-committed loads left in ${db}_sink" 60 no_precommitted_loads "${db}_sink"
+    local reinit_events
+    reinit_events=$(kubectl -n "$ns" get events -o json | jq '[.items[] | select(.reason == "Reinitialized") | .count // 1] | add // 0')
+    ((reinit_events == reinits)) || fail "$reinit_events Reinitialized events for $reinits expiries"
+    kill "$ADV_OPLOGS" 2>/dev/null || true
+    if grep -l "panicked at" "$WORK/logs/adversarial"/*.log "$oplogs"/*.log 2>/dev/null; then
+        fail "a pod panicked (the files above)"
+    fi
+    local summary="" f
+    for f in "${!faults[@]}"; do summary+="${summary:+, }$f ${faults[$f]}"; done
+    log "adversarial: seed $seed, $steps steps, faults: $summary; $checks checks held, $reinits expiries answered with a reinit"
 }
 
 # 11. The chart's other install: two replicas with leader election and RBAC granted only in the
