@@ -54,7 +54,7 @@ struct Txn {
 }
 
 async fn txns(emu: &RunningEmulator) -> Vec<Txn> {
-    source_support::emu_txns(&emu).await
+    source_support::emu_txns(emu).await
 }
 
 fn delay_answers(emu: &RunningEmulator, ms: u64) {

@@ -59,7 +59,7 @@ struct Txn {
 }
 
 async fn txns(emu: &RunningEmulator) -> Vec<Txn> {
-    source_support::emu_txns(&emu).await
+    source_support::emu_txns(emu).await
 }
 
 #[tokio::test]

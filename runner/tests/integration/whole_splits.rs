@@ -179,7 +179,7 @@ async fn assert_every_event_once(
         "the sink's events differ from the source's"
     );
     // Nothing is left pre-committed.
-    let txns: Vec<serde_json::Value> = source_support::emu_txns(&emu).await;
+    let txns: Vec<serde_json::Value> = source_support::emu_txns(emu).await;
     assert!(
         txns.iter()
             .all(|t| t["state"] == "VISIBLE" || t["state"] == "ABORTED"),
