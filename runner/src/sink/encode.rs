@@ -986,7 +986,7 @@ mod tests {
             e.starts_with("column at: DATETIME 253402300800000000 Microseconds"),
             "{e}"
         );
-        let zoned = TimestampMicrosecondArray::from(vec![Some(253_402_300_000_000_000)])
+        let zoned = TimestampMicrosecondArray::from(vec![Some(0), Some(253_402_300_000_000_000)])
             .with_timezone("+08:00");
         let (e, _) = encode("at", Arc::new(zoned));
         assert!(e.starts_with("column at: DATETIME"), "{e}");

@@ -76,7 +76,7 @@ async fn check_reports_the_plan_for_a_good_table_and_problems_for_bad_ones() {
         "take T0 from Doris now, read the snapshot, then the changelog from T0",
         "startup.mode initial",
         "increment: detail",
-        "changelog.ttl_seconds 86400s covers expectedSnapshotDuration 600s",
+        "changelog.ttl_seconds 86400s covers expectedSnapshotDuration 10m",
         "sink.student does not exist; run will create it with:",
         "UNIQUE KEY(`id`)",
         "problems:  none",
@@ -93,7 +93,7 @@ async fn check_reports_the_plan_for_a_good_table_and_problems_for_bad_ones() {
     let text = String::from_utf8_lossy(&bad.stdout);
     assert_eq!(bad.status.code(), Some(2), "{text}\n{bad:?}");
     for part in [
-        "the row changelog of demo.plain is off",
+        "table demo.plain has no row changelog",
         "fix: recreate demo.plain with PROPERTIES (\"changelog.enable\" = \"true\")",
         "minDelta needs the before images",
         "ALTER TABLE demo.plain SET (\"changelog.ttl_seconds\" = \"920\")",
