@@ -208,6 +208,13 @@ reject "ServiceMonitor without the Service is refused" "needs metrics.service.en
 render runner --set-json 'runner.resources={"requests":{"cpu":"200m","memory":"256Mi"},"limits":{"memory":"1Gi"}}'
 expect runner "runner.resources reaches --runner-resources as JSON" \
     '[json.loads(a.split("=", 1)[1]) for a in args() if a.startswith("--runner-resources=")] == [{"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}]'
+render allow --set-json 'runner.allowedImages=["registry.example/dcs-runner:*","mirror/dcs:2"]' \
+    --set-json 'runner.allowedServiceAccounts=["dcs-runner"]'
+expect allow "runner.allowedImages and allowedServiceAccounts reach their flags" \
+    '"--allowed-runner-images=registry.example/dcs-runner:*,mirror/dcs:2" in args() and "--allowed-runner-service-accounts=dcs-runner" in args()'
+expect default "nothing allowed beyond the chart's runner image by default" \
+    'not any(a.startswith("--allowed-runner") for a in args())'
+reject "an allowed image with a comma is refused" "allowedImages" --set-json 'runner.allowedImages=["a,b"]'
 render podip --set 'runner.metricsAddr=$(POD_IP):19464'
 expect podip "runner.metricsAddr \$(POD_IP):PORT is passed with \$\$( so Kubernetes does not expand it in the operator's args" \
     '[a for a in args() if a.startswith("--runner-metrics-addr")] == ["--runner-metrics-addr=$$(POD_IP):19464"]'

@@ -114,13 +114,15 @@ no_precommitted_loads() { [[ "$(precommitted_loads "$1")" == 0 ]]; }
 # ---------------------------------------------------------------- Kubernetes
 
 # new_namespace NAME: creates the namespace, labelled for Pod Security's restricted level (runner
-# pods must be admitted there), and the Doris credentials Secret `doris` in it.
+# pods must be admitted there), and the Doris credentials Secret `doris` in it, open to every sync
+# of the namespace (annotation dcs.dev/allowed-syncs: "*").
 new_namespace() {
     local ns=$1
     kubectl create namespace "$ns" >/dev/null
     kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=restricted >/dev/null
     kubectl -n "$ns" create secret generic doris \
         --from-literal=username="$DORIS_USER" --from-literal=password="$DORIS_PASSWORD" >/dev/null
+    kubectl -n "$ns" annotate secret doris 'dcs.dev/allowed-syncs=*' >/dev/null
     E2E_NAMESPACES+=("$ns")
 }
 

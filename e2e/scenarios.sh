@@ -365,12 +365,32 @@ scenario_broken_secret() {
 
     # A Secret that exists but lacks the password key: the message names the key.
     kubectl -n "$ns" create secret generic half --from-literal=username="$DORIS_USER" >/dev/null
+    kubectl -n "$ns" annotate secret half dcs.dev/allowed-syncs=s8b >/dev/null
     SECRET_NAME=half sync_manifest "$ns" s8b "$db.src" "${db}_sink.dst" | kubectl apply -f - >/dev/null
     wait_phase "$ns" s8b Blocked 60
     message=$(condition "$ns" s8b Ready message)
     log "Ready $(condition "$ns" s8b Ready reason): $message"
     [[ "$message" == *half* && "$message" == *password* ]] ||
         fail "the Ready message does not name the Secret half and its missing key password: $message"
+
+    # A complete Secret that does not allow the sync (it names another one): Blocked with the
+    # annotation to add, no runner, and the credentials never sent to the feNodes the sync names.
+    kubectl -n "$ns" create secret generic other-team \
+        --from-literal=username="$DORIS_USER" --from-literal=password="$DORIS_PASSWORD" >/dev/null
+    kubectl -n "$ns" annotate secret other-team dcs.dev/allowed-syncs=someone-else >/dev/null
+    SECRET_NAME=other-team sync_manifest "$ns" s8c "$db.src" "${db}_sink.dst" | kubectl apply -f - >/dev/null
+    wait_phase "$ns" s8c Blocked 60
+    message=$(condition "$ns" s8c Ready message)
+    log "Ready $(condition "$ns" s8c Ready reason): $message"
+    [[ "$(condition "$ns" s8c Ready reason)" == CredentialsNotAllowed ]] ||
+        fail "Ready reason is not CredentialsNotAllowed: $(condition "$ns" s8c Ready reason)"
+    [[ "$message" == *"annotate secret other-team dcs.dev/allowed-syncs=s8c"* ]] ||
+        fail "the Ready message does not say which annotation to add: $message"
+    no_runner_pods "$ns" s8c || fail "a runner pod exists for a sync whose Secret does not allow it"
+    # Once the Secret names the sync, it streams (a spec change makes the operator look again).
+    kubectl -n "$ns" annotate --overwrite secret other-team dcs.dev/allowed-syncs=someone-else,s8c >/dev/null
+    kubectl -n "$ns" patch dcs s8c --type merge -p '{"spec":{"changelog":{"pollInterval":"2s"}}}' >/dev/null
+    wait_phase "$ns" s8c Streaming 60
 }
 
 # 9. onOffsetExpired: fail → phase Failed and nothing touched; a new reinitNonce then starts again
@@ -476,9 +496,9 @@ scenario_probes() {
 # generation (`lastReinit` OffsetExpired naming the previous one) exactly when the step's clock
 # moved past the TTL, never otherwise; at the end no load is left pre-committed and no pod
 # panicked. E2E_SEED picks the sequence (printed; the same seed replays the same steps),
-# E2E_ADVERSARIAL_STEPS how many (default 6).
+# E2E_ADVERSARIAL_STEPS how many (default 10).
 scenario_adversarial() {
-    local ns=$1 db=e2e_adv seed=${E2E_SEED:-20261202} steps=${E2E_ADVERSARIAL_STEPS:-6}
+    local ns=$1 db=e2e_adv seed=${E2E_SEED:-20261202} steps=${E2E_ADVERSARIAL_STEPS:-10}
     RANDOM=$seed
     log "adversarial: seed $seed, $steps steps (E2E_SEED=$seed E2E_ADVERSARIAL_STEPS=$steps e2e/run.sh adversarial replays them)"
     local ttl=600 low_ttl=400
@@ -584,7 +604,9 @@ scenario_adversarial() {
     doris_faults '{}'
     wait_for "no pre-committed loads left in ${db}_sink" 60 no_precommitted_loads "${db}_sink"
     local reinit_events
-    reinit_events=$(kubectl -n "$ns" get events -o json | jq '[.items[] | select(.reason == "Reinitialized") | .count // 1] | add // 0')
+    # Each re-initialisation is its own event (its note names its consumer); a repeated one would
+    # show as a series.
+    reinit_events=$(kubectl -n "$ns" get events -o json | jq '[.items[] | select(.reason == "Reinitialized") | .series.count // .count // 1] | add // 0')
     ((reinit_events == reinits)) || fail "$reinit_events Reinitialized events for $reinits expiries"
     kill "$ADV_OPLOGS" 2>/dev/null || true
     if grep -l "panicked at" "$WORK/logs/adversarial"/*.log "$oplogs"/*.log 2>/dev/null; then

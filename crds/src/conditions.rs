@@ -28,6 +28,10 @@ pub mod reasons {
     pub const INVALID_SPEC: &str = "InvalidSpec";
     /// The source could not be probed.
     pub const SOURCE_UNREACHABLE: &str = "SourceUnreachable";
+    /// A credentials Secret does not allow the sync to use it (crate::access).
+    pub const CREDENTIALS_NOT_ALLOWED: &str = "CredentialsNotAllowed";
+    /// spec.runner asks for an image or service account the operator does not allow.
+    pub const RUNNER_NOT_ALLOWED: &str = "RunnerNotAllowed";
     /// The source table has no changelog enabled.
     pub const CHANGELOG_DISABLED: &str = "ChangelogDisabled";
     /// The sink needs before-images but the table does not keep them.

@@ -7,11 +7,14 @@
 //! - [`validate()`]: every rule the schema cannot express, with field paths.
 //! - [`conditions`]: condition names and helpers that keep `lastTransitionTime` honest.
 //! - [`duration`] and [`quantity`]: the string formats the spec uses.
+//! - [`access`]: what a sync may make the operator do for it (Secrets that opt in, allowed
+//!   runner images and service accounts).
 //! - [`doris_table`] and [`preconditions`]: what a source table's properties say, and what a
 //!   sync needs of them (the one rule the operator and `dcs-runner check` both apply).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod access;
 pub mod checkpoint;
 pub mod conditions;
 pub mod doris_table;

@@ -210,3 +210,38 @@ pub struct ErrorStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
+
+/// The longest message status carries (a condition's, `lastError`'s): Doris's answers end up
+/// there, and whoever runs the FE a sync names decides how long they are.
+pub const MAX_STATUS_MESSAGE: usize = 2048;
+
+/// `text` cut to at most `max` bytes (at a character boundary), saying so with ` [...]`.
+pub fn cut_text(mut text: String, max: usize) -> String {
+    const CUT: &str = " [...]";
+    if text.len() > max {
+        let mut end = max.saturating_sub(CUT.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str(CUT);
+    }
+    text
+}
+
+#[cfg(test)]
+mod cut_tests {
+    use super::*;
+
+    #[test]
+    fn long_texts_are_cut_at_a_character_boundary_and_say_so() {
+        assert_eq!(cut_text("short".into(), 10), "short");
+        let cut = cut_text("é".repeat(2000), MAX_STATUS_MESSAGE);
+        assert!(
+            cut.len() <= MAX_STATUS_MESSAGE && cut.ends_with(" [...]"),
+            "{}",
+            cut.len()
+        );
+        assert!(cut.starts_with("éé"));
+    }
+}

@@ -102,6 +102,18 @@ pub fn validate(spec: &DorisChangelogSyncSpec) -> Result<(), Vec<FieldError>> {
                 ),
             );
         }
+        // The runner pod gets Secrets only as source and sink credentials, which must opt in
+        // (crate::access): a reference here would hand it any Secret of the namespace.
+        if var
+            .value_from
+            .as_ref()
+            .is_some_and(|v| v.secret_key_ref.is_some())
+        {
+            errors.push(
+                format!("spec.runner.env[{i}].valueFrom.secretKeyRef"),
+                "is not allowed: the runner gets Secrets only as spec.source.credentials and spec.sink.doris.credentials, from Secrets that allow the sync (annotation dcs.dev/allowed-syncs); use a plain value or a configMapKeyRef",
+            );
+        }
     }
     if let Some(resources) = &spec.runner.resources {
         errors

@@ -37,6 +37,14 @@ struct Args {
     /// $(POD_IP)); the port is their `metrics` container port, which the probes use.
     #[arg(long, env = "DCS_RUNNER_METRICS_ADDR", default_value = "0.0.0.0:9464", value_parser = build::parse_runner_metrics_addr)]
     runner_metrics_addr: build::RunnerMetricsAddr,
+    /// Images a sync may name in spec.runner.image besides --runner-image, comma separated; an
+    /// entry ending in `*` allows every image starting with what is before it. None by default.
+    #[arg(long, env = "DCS_ALLOWED_RUNNER_IMAGES", default_value = "")]
+    allowed_runner_images: String,
+    /// Service accounts a sync may name in spec.runner.serviceAccountName, comma separated. None
+    /// by default: the operator makes each runner's service account.
+    #[arg(long, env = "DCS_ALLOWED_RUNNER_SERVICE_ACCOUNTS", default_value = "")]
+    allowed_runner_service_accounts: String,
     /// Reconcile only while holding a coordination.k8s.io/v1 Lease (run several replicas).
     #[arg(long, env = "DCS_LEADER_ELECTION")]
     leader_election: bool,
@@ -105,6 +113,12 @@ async fn main() {
     ctx.max_concurrent_reconciles = args.max_concurrent_reconciles;
     ctx.runner.resources = args.runner_resources.clone();
     ctx.runner.metrics_addr = args.runner_metrics_addr.clone();
+    ctx.runner.policy = dcs_crds::access::RunnerPolicy {
+        allowed_images: dcs_crds::access::RunnerPolicy::list(&args.allowed_runner_images),
+        allowed_service_accounts: dcs_crds::access::RunnerPolicy::list(
+            &args.allowed_runner_service_accounts,
+        ),
+    };
     let ctx = Arc::new(ctx);
     let shutdown = Shutdown::on_signals();
     let controllers = {

@@ -261,7 +261,7 @@ impl Metrics {
             *self
                 .errors_by_kind
                 .lock()
-                .expect("metrics lock")
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .entry(kind)
                 .or_default() += 1;
         }
@@ -281,7 +281,7 @@ impl Metrics {
     pub fn unwatch(&self, id: u64) {
         self.stores
             .lock()
-            .expect("metrics lock")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .retain(|(i, _)| *i != id);
     }
 
@@ -290,7 +290,7 @@ impl Metrics {
         let stores: Vec<Store<SyncObject>> = self
             .stores
             .lock()
-            .expect("metrics lock")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
             .map(|(_, s)| s.clone())
             .collect();

@@ -434,6 +434,14 @@ fn each_rule_reports_its_path_and_message() {
             set(
                 spec(),
                 "/runner",
+                json!({"env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "other-team", "key": "token"}}}]}),
+            ),
+            "spec.runner.env[0].valueFrom.secretKeyRef: is not allowed: the runner gets Secrets only as spec.source.credentials and spec.sink.doris.credentials, from Secrets that allow the sync (annotation dcs.dev/allowed-syncs); use a plain value or a configMapKeyRef",
+        ),
+        (
+            set(
+                spec(),
+                "/runner",
                 json!({"resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "512Mi"}}}),
             ),
             "spec.runner.resources.requests.memory: is 1Gi, more than the limit 512Mi (spec.runner.resources.limits.memory); Kubernetes admits no pod whose request is above its limit",

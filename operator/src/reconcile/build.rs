@@ -53,6 +53,24 @@ pub struct RunnerDefaults {
     pub resources: Option<ResourceRequirements>,
     /// `--runner-metrics-addr` (the chart's `runner.metricsAddr`).
     pub metrics_addr: RunnerMetricsAddr,
+    /// `--allowed-runner-images` and `--allowed-runner-service-accounts` (the chart's
+    /// `runner.allowedImages`, `runner.allowedServiceAccounts`).
+    pub policy: dcs_crds::access::RunnerPolicy,
+}
+
+impl RunnerDefaults {
+    /// The image a sync's runner gets when its spec names none.
+    pub fn default_image(&self) -> String {
+        self.image.clone().unwrap_or_else(default_runner_image)
+    }
+
+    /// Whether the operator lets `spec.runner` have its image and service account.
+    ///
+    /// # Errors
+    /// The message to block the sync with, naming the field and the setting.
+    pub fn allows(&self, spec: &dcs_crds::DorisChangelogSyncSpec) -> Result<(), String> {
+        self.policy.check(spec, &self.default_image())
+    }
 }
 
 /// The port runners serve `/metrics`, `/healthz` and `/readyz` on unless `--runner-metrics-addr`

@@ -26,6 +26,9 @@ pub struct Observed {
     pub generation: Option<i64>,
     /// Whether metadata.deletionTimestamp is set.
     pub deleting: bool,
+    /// Whether the operator lets `spec.runner` have its image and service account (the message
+    /// naming the field and the setting when not).
+    pub runner_allowed: Result<(), String>,
     /// What the source probe found, or why it failed.
     pub probe: Result<SourceProbe, ProbeFailure>,
     /// Whether the sink answered (always `Ok` for the stdout sink), or why not.
@@ -225,6 +228,29 @@ pub fn plan(observed: &Observed) -> Plan {
             condition: dcs_crds::conditions::types::READY,
             reason: reasons::INVALID_SPEC,
             message: format!("the spec is invalid: {}", list.join("; ")),
+        });
+    }
+    if let Err(message) = &observed.runner_allowed {
+        return Plan::Block(Blocked {
+            condition: dcs_crds::conditions::types::READY,
+            reason: reasons::RUNNER_NOT_ALLOWED,
+            message: message.clone(),
+        });
+    }
+    // A Secret that does not allow the sync blocks it even with a runner running: that runner's
+    // pod refers to the Secret, which it must not.
+    if let Some(failure) = [
+        observed.probe.as_ref().err(),
+        observed.sink_probe.as_ref().err(),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|f| f.reason == reasons::CREDENTIALS_NOT_ALLOWED)
+    {
+        return Plan::Block(Blocked {
+            condition: dcs_crds::conditions::types::READY,
+            reason: failure.reason,
+            message: failure.message.clone(),
         });
     }
     if spec.suspend {
@@ -585,6 +611,33 @@ mod tests {
         );
         o.probe.as_mut().unwrap().table.keys = KeysModel::Duplicate;
         run_of(plan(&o));
+    }
+
+    #[test]
+    fn a_secret_that_does_not_allow_the_sync_blocks_it_even_while_a_runner_runs() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        o.sink_probe = Err(ProbeFailure {
+            reason: reasons::CREDENTIALS_NOT_ALLOWED,
+            message: "Secret ns/doris named in spec.sink.doris.credentials does not allow sync orders to use it".into(),
+        });
+        let b = blocked_of(plan(&o));
+        assert_eq!(b.reason, "CredentialsNotAllowed");
+        assert!(
+            b.message.contains("does not allow sync orders"),
+            "{}",
+            b.message
+        );
+    }
+
+    #[test]
+    fn a_runner_image_the_operator_does_not_allow_blocks_the_sync() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        o.runner_allowed = Err("spec.runner.image \"evil\" is not allowed by the operator".into());
+        let b = blocked_of(plan(&o));
+        assert_eq!(b.reason, "RunnerNotAllowed");
+        assert!(b.message.starts_with("spec.runner.image"), "{}", b.message);
     }
 
     #[test]

@@ -238,18 +238,22 @@ where
 async fn read_credentials(
     client: &Client,
     ns: &str,
+    sync: &str,
     credentials: &Credentials,
     field: &str,
 ) -> Result<DorisCredentials, ProbeFailure> {
-    read_credentials_or_gone(client, ns, credentials, field)
+    read_credentials_or_gone(client, ns, sync, credentials, field)
         .await
         .map_err(|(failure, _)| failure)
 }
 
-/// As [`read_credentials`]; the error says too whether the Secret does not exist.
+/// The credentials in the Secret `credentials` names, when it allows the sync `sync` to use
+/// them; the error says too whether the Secret is out of reach for good (it does not exist, or
+/// does not allow the sync).
 async fn read_credentials_or_gone(
     client: &Client,
     ns: &str,
+    sync: &str,
     credentials: &Credentials,
     field: &str,
 ) -> Result<DorisCredentials, (ProbeFailure, bool)> {
@@ -276,6 +280,17 @@ async fn read_credentials_or_gone(
             true,
         ));
     };
+    // The keys are read, and sent anywhere, only when the Secret opted in to this sync; a Secret
+    // that did not is, for cleanup, as good as gone (nothing may be done with it).
+    if !dcs_crds::access::secret_allows(secret.metadata.annotations.as_ref(), sync) {
+        return Err((
+            ProbeFailure {
+                reason: reasons::CREDENTIALS_NOT_ALLOWED,
+                message: dcs_crds::access::secret_not_allowed_message(ns, name, sync, field),
+            },
+            true,
+        ));
+    }
     let data = secret.data.unwrap_or_default();
     let value = |key: &str| {
         data.get(key)
@@ -309,13 +324,14 @@ async fn probe(
     let cached = ctx
         .probes
         .lock()
-        .expect("probe cache lock")
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .get(&key)
         .cloned()
         .filter(|c| c.generation == generation && c.at.elapsed() < REPROBE_INTERVAL);
     let credentials = match read_credentials(
         &ctx.client,
         ns,
+        &sync.name_any(),
         &sync.spec.source.credentials,
         "spec.source.credentials",
     )
@@ -346,6 +362,7 @@ async fn probe(
                 Some(d) => match read_credentials(
                     &ctx.client,
                     ns,
+                    &sync.name_any(),
                     &d.credentials,
                     "spec.sink.doris.credentials",
                 )
@@ -526,6 +543,7 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
         spec: sync.spec.clone(),
         generation: sync.metadata.generation,
         deleting: false,
+        runner_allowed: ctx.runner.allows(&sync.spec),
         probe,
         sink_probe,
         checkpoint: None,
@@ -648,7 +666,7 @@ async fn apply(sync: &DorisChangelogSync, ctx: &Context) -> Result<Action> {
         );
         ctx.written
             .lock()
-            .expect("written lock")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(uid, remembered);
     }
     if let Plan::Reinitialize(r) = &decision
@@ -770,6 +788,7 @@ async fn publish(
     reason: &str,
     note: String,
 ) {
+    let note = event_note(note);
     let event = KubeEvent {
         type_: if warning {
             EventType::Warning
@@ -777,8 +796,8 @@ async fn publish(
             EventType::Normal
         },
         reason: reason.to_owned(),
-        note: Some(event_note(note)),
-        action: "Reconcile".to_owned(),
+        action: event_action(&note),
+        note: Some(note),
         secondary: None,
     };
     if let Err(e) = ctx.recorder.publish(&event, &sync.object_ref(&())).await {
@@ -788,26 +807,26 @@ async fn publish(
 
 /// The API server rejects an `events.k8s.io/v1` Event whose note is longer than 1 KiB: longer
 /// notes are cut (at a character boundary) and say so, rather than the event being lost.
-pub(crate) fn event_note(mut note: String) -> String {
-    const MAX: usize = 1024;
-    const CUT: &str = " [...]";
-    if note.len() > MAX {
-        let mut end = MAX - CUT.len();
-        while !note.is_char_boundary(end) {
-            end -= 1;
-        }
-        note.truncate(end);
-        note.push_str(CUT);
-    }
-    note
+/// The event's action: `Reconcile/` and a digest of its note. The recorder merges events with the
+/// same reason and action into one series that keeps the first note, so without the digest a
+/// second re-initialisation (another consumer id) or a new Blocked message would only raise the
+/// count of the first, and its own words would be lost. The same note repeated still merges.
+fn event_action(note: &str) -> String {
+    let digest = build::content_hash(note);
+    format!("Reconcile/{}", &digest[..digest.len().min(8)])
+}
+
+pub(crate) fn event_note(note: String) -> String {
+    dcs_crds::status::cut_text(note, 1024)
 }
 
 /// Where the cleanup reaches Doris, with the credentials read from the Secrets.
 async fn targets(sync: &DorisChangelogSync, ctx: &Context, ns: &str) -> Targets {
     let spec = &sync.spec;
     let mut secrets_gone = Vec::new();
+    let name = sync.name_any();
     let mut read = async |credentials: &Credentials, field: &str| {
-        read_credentials_or_gone(&ctx.client, ns, credentials, field)
+        read_credentials_or_gone(&ctx.client, ns, &name, credentials, field)
             .await
             .map_err(|(failure, gone)| {
                 let secret = format!("{ns}/{}", credentials.secret_name);
@@ -1111,7 +1130,7 @@ async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Dura
     let name = sync.name_any();
     ctx.probes
         .lock()
-        .expect("probe cache lock")
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .remove(&format!("{ns}/{name}"));
     let now = Timestamp::now();
     let next = annotation(sync, CLEANUP_NEXT_ANNOTATION).and_then(|t| t.parse::<Timestamp>().ok());
@@ -1195,7 +1214,7 @@ const BY_HAND: &str = "Remove them by hand (curl -X PUT -H 'txn_id: <id>' (or -H
 /// The Warning note when cleanup is given up because a credentials Secret is gone (pure).
 pub fn secret_gone_note(secrets: &[String], errors: &str, left: &Work) -> String {
     format!(
-        "gave up cleaning Doris at once and released the finalizer: the credentials Secret {} is gone (deleted with the namespace?), so retrying cannot help; left behind: {}. Last error: {errors}. {BY_HAND}",
+        "gave up cleaning Doris at once and released the finalizer: the credentials Secret {} is gone (deleted with the namespace?) or does not allow this sync, so retrying cannot help; left behind: {}. Last error: {errors}. {BY_HAND}",
         secrets.join(" and "),
         left.describe()
     )
@@ -1212,6 +1231,15 @@ pub fn left_behind_note(attempts: u32, errors: &str, left: &Work) -> String {
 #[cfg(test)]
 mod tests {
     use super::event_note;
+
+    #[test]
+    fn events_with_other_words_are_other_events_and_the_same_words_the_same() {
+        use super::event_action;
+        let a = event_action("starting again as consumer s-r1");
+        assert!(a.starts_with("Reconcile/") && a.len() <= 128, "{a}");
+        assert_eq!(a, event_action("starting again as consumer s-r1"));
+        assert_ne!(a, event_action("starting again as consumer s-r2"));
+    }
 
     #[test]
     fn event_notes_fit_the_api_servers_limit() {

@@ -1,6 +1,7 @@
 //! The pure status: what the plan and the observation mean for `DorisChangelogSync.status`.
 
 use dcs_crds::preconditions::{Requirements, Unmet, preconditions};
+use dcs_crds::status::{MAX_STATUS_MESSAGE, cut_text};
 use dcs_crds::{
     Clock, DorisChangelogSyncStatus, ErrorStatus, OffsetStatus, Phase, ReinitStatus, SinkStatus,
     SnapshotStatus, SourceStatus, StartupMode,
@@ -151,7 +152,16 @@ pub fn compute_status(
         generation,
         t(),
     );
+    bound_messages(&mut s);
     s
+}
+
+/// Doris's answers reach condition messages: each is cut to [`MAX_STATUS_MESSAGE`] bytes (as
+/// `lastError`'s is in [`set_last_error`]).
+fn bound_messages(s: &mut DorisChangelogSyncStatus) {
+    for c in &mut s.conditions {
+        c.message = cut_text(std::mem::take(&mut c.message), MAX_STATUS_MESSAGE);
+    }
 }
 
 fn parse_time(text: &str) -> Option<Time> {
@@ -267,6 +277,8 @@ fn set_last_error(
             },
         },
     };
+    // Compared as stored: cut to the bound.
+    let message = cut_text(message, MAX_STATUS_MESSAGE);
     let same = s.last_error.as_ref().is_some_and(|old| {
         old.reason.as_deref() == Some(reason.as_str()) && old.message.as_deref() == Some(&message)
     });
@@ -1246,5 +1258,26 @@ mod tests {
             current_status(Some("39"), Some(&lagging(0)), Some(&w)),
             lagging(39)
         );
+    }
+
+    #[test]
+    fn a_long_answer_from_doris_is_cut_in_conditions_and_last_error() {
+        let mut o = observed();
+        let long = format!("Doris says: {}", "x".repeat(10_000));
+        o.probe = Err(crate::reconcile::plan::ProbeFailure {
+            reason: dcs_crds::conditions::reasons::SOURCE_UNREACHABLE,
+            message: long,
+        });
+        let s = status_of(&o, 100);
+        let ready = get_condition(&s.conditions, types::READY).unwrap();
+        assert!(
+            ready.message.len() <= MAX_STATUS_MESSAGE,
+            "{}",
+            ready.message.len()
+        );
+        assert!(ready.message.starts_with("Doris says: xxx") && ready.message.ends_with(" [...]"));
+        // Computed again, the status is the same: an unchanged long message makes no write.
+        o.status = s.clone();
+        assert_eq!(status_of(&o, 200), s);
     }
 }

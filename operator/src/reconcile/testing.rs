@@ -51,6 +51,7 @@ pub fn observed() -> Observed {
         spec: spec(),
         generation: Some(1),
         deleting: false,
+        runner_allowed: Ok(()),
         probe: Ok(probe()),
         sink_probe: Ok(()),
         checkpoint: None,

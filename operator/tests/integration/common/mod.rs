@@ -90,11 +90,12 @@ pub async fn doris_with_tables(ddls: &[&str]) -> Result<RunningEmulator> {
     Ok(doris)
 }
 
-/// The Secret `doris` (root, empty password) that test syncs name, in the client's namespace.
+/// The Secret `doris` (root, empty password) that test syncs name, in the client's namespace,
+/// open to every sync there.
 pub async fn create_doris_secret(client: &Client) -> Result<()> {
     let secret: Secret = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "doris"},
+        "metadata": {"name": "doris", "annotations": {"dcs.dev/allowed-syncs": "*"}},
         "stringData": {"username": "root", "password": ""},
     }))?;
     Api::<Secret>::default_namespaced(client.clone())
