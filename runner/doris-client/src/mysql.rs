@@ -45,6 +45,28 @@ fn describe(row: &Row) -> String {
         .join(", ")
 }
 
+/// How long opening a MySQL connection to an FE may take (TCP, handshake, login) before it
+/// counts as failed: an FE that accepts and then says nothing must not hang the caller.
+pub const CONNECT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// A connection with `opts`, or a timed-out I/O error after `deadline`.
+///
+/// # Errors
+/// The driver's error, or `TimedOut`.
+pub async fn connect(
+    opts: mysql_async::Opts,
+    deadline: std::time::Duration,
+) -> Result<mysql_async::Conn, mysql_async::Error> {
+    match tokio::time::timeout(deadline, mysql_async::Conn::new(opts)).await {
+        Ok(result) => result,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no MySQL handshake within {}s", deadline.as_secs_f64()),
+        )
+        .into()),
+    }
+}
+
 /// Every row as `T`.
 ///
 /// # Errors
@@ -65,6 +87,27 @@ mod tests {
             })
             .collect();
         mysql_common::row::new_row(values, columns.into())
+    }
+
+    #[tokio::test]
+    async fn a_server_that_accepts_and_says_nothing_times_out() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (_socket, _) = listener.accept().await.unwrap();
+            std::future::pending::<()>().await;
+        });
+        let opts = mysql_async::OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(port)
+            .prefer_socket(false);
+        let e = connect(opts.into(), std::time::Duration::from_millis(300))
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("no MySQL handshake within 0.3s"),
+            "{e}"
+        );
     }
 
     #[test]

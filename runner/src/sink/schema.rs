@@ -118,7 +118,12 @@ impl MysqlTarget {
                 .user(Some(self.user.clone()))
                 .pass(Some(self.password.clone()))
                 .prefer_socket(false);
-            match mysql_async::Conn::new(opts).await {
+            match dcs_doris_client::mysql::connect(
+                opts.into(),
+                dcs_doris_client::mysql::CONNECT_DEADLINE,
+            )
+            .await
+            {
                 Ok(c) => return Ok(c),
                 Err(mysql_async::Error::Server(s)) if matches!(s.code, 1045 | 1698) => {
                     return Err(match self.side {

@@ -99,7 +99,12 @@ pub async fn connect(settings: &SourceSettings) -> Result<mysql_async::Conn> {
             .user(Some(settings.credentials.user.clone()))
             .pass(Some(settings.credentials.password.clone()))
             .prefer_socket(false);
-        match mysql_async::Conn::new(opts).await {
+        match dcs_doris_client::mysql::connect(
+            opts.into(),
+            dcs_doris_client::mysql::CONNECT_DEADLINE,
+        )
+        .await
+        {
             Ok(mut c) => {
                 // Every time the runner sends is UTC (docs/doris-protocols.md §1.3); a session
                 // starts in the FE host's zone.
