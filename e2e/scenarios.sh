@@ -391,6 +391,13 @@ scenario_broken_secret() {
     kubectl -n "$ns" annotate --overwrite secret other-team dcs.dev/allowed-syncs=someone-else,s8c >/dev/null
     kubectl -n "$ns" patch dcs s8c --type merge -p '{"spec":{"changelog":{"pollInterval":"2s"}}}' >/dev/null
     wait_phase "$ns" s8c Streaming 60
+    # Taking the permission back stops it at the next reconcile: Blocked again, and its runner
+    # pod, which refers to the Secret, goes.
+    kubectl -n "$ns" annotate --overwrite secret other-team dcs.dev/allowed-syncs=someone-else >/dev/null
+    wait_phase "$ns" s8c Blocked 90
+    [[ "$(condition "$ns" s8c Ready reason)" == CredentialsNotAllowed ]] ||
+        fail "Ready reason after the revocation is not CredentialsNotAllowed: $(condition "$ns" s8c Ready reason)"
+    wait_for "the runner pod of s8c gone after the revocation" 60 no_runner_pods "$ns" s8c
 }
 
 # 9. onOffsetExpired: fail → phase Failed and nothing touched; a new reinitNonce then starts again

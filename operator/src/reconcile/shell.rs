@@ -340,37 +340,48 @@ async fn probe(
         Ok(c) => c,
         Err(e) => return (Err(e), Ok(())),
     };
+    // Both Secrets are read on every reconcile, cached probe or not: a Secret whose annotation
+    // stops allowing the sync (or that goes) is seen at once.
+    let sink_credentials = match &sync.spec.sink.doris {
+        None => None,
+        Some(d) => Some(
+            read_credentials(
+                &ctx.client,
+                ns,
+                &sync.name_any(),
+                &d.credentials,
+                "spec.sink.doris.credentials",
+            )
+            .await,
+        ),
+    };
     match cached {
-        Some(c) => match c.result {
-            // Doris's time is read on every reconcile; only the table facts are cached.
-            Ok(facts) => (
-                Ok(SourceProbe {
-                    doris_now_ms: match sync.spec.source.fe_nodes.first() {
-                        Some(fe) => crate::probe::doris_now_ms(fe, &credentials).await,
-                        None => None,
-                    },
-                    ..facts
-                }),
-                c.sink,
-            ),
-            Err(e) => (Err(e), c.sink),
-        },
+        Some(c) => {
+            let sink = match sink_credentials {
+                Some(Err(e)) => Err(e),
+                _ => c.sink,
+            };
+            match c.result {
+                // Doris's time is read on every reconcile; only the table facts are cached.
+                Ok(facts) => (
+                    Ok(SourceProbe {
+                        doris_now_ms: match sync.spec.source.fe_nodes.first() {
+                            Some(fe) => crate::probe::doris_now_ms(fe, &credentials).await,
+                            None => None,
+                        },
+                        ..facts
+                    }),
+                    sink,
+                ),
+                Err(e) => (Err(e), sink),
+            }
+        }
         None => {
             let result = probe_source(&sync.spec.source, &credentials).await;
-            let sink = match &sync.spec.sink.doris {
-                None => Ok(()),
-                Some(d) => match read_credentials(
-                    &ctx.client,
-                    ns,
-                    &sync.name_any(),
-                    &d.credentials,
-                    "spec.sink.doris.credentials",
-                )
-                .await
-                {
-                    Ok(creds) => probe_sink(&d.fe_nodes, &creds).await,
-                    Err(e) => Err(e),
-                },
+            let sink = match (&sync.spec.sink.doris, sink_credentials) {
+                (Some(d), Some(Ok(creds))) => probe_sink(&d.fe_nodes, &creds).await,
+                (_, Some(Err(e))) => Err(e),
+                _ => Ok(()),
             };
             ctx.probes
                 .lock()
