@@ -114,7 +114,16 @@ impl Resource for SyncObject {
 /// As [`reconcile`], or a failed finalizer removal.
 pub async fn reconcile_object(object: Arc<SyncObject>, ctx: Arc<Context>) -> crate::Result<Action> {
     let error = match &object.parsed {
-        Ok(sync) => return reconcile(sync.clone(), ctx).await,
+        Ok(sync) => {
+            let result = reconcile(sync.clone(), ctx.clone()).await;
+            if result.is_ok() {
+                ctx.failures
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(&failure_key(&object));
+            }
+            return result;
+        }
         Err(e) => e.clone(),
     };
     let name = object.name_any();
@@ -154,10 +163,39 @@ fn sync_of_pod(pod: Pod) -> Option<ObjectRef<SyncObject>> {
     Some(ObjectRef::new(name).within(&ns))
 }
 
-/// Transient errors back off; the controller retries them.
-fn error_policy(sync: Arc<SyncObject>, error: &Error, _ctx: Arc<Context>) -> Action {
-    warn!(sync = %sync.name_any(), kind = error.metric_label(), %error, "reconcile failed");
-    Action::requeue(Duration::from_secs(5))
+/// Transient errors back off: a sync whose reconciles keep failing is retried less and less
+/// often ([`retry_after`]), so a broken API server or Doris is not hammered; a success resets it.
+fn error_policy(sync: Arc<SyncObject>, error: &Error, ctx: Arc<Context>) -> Action {
+    let failures = {
+        let mut map = ctx
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = map.entry(failure_key(&sync)).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    };
+    let wait = retry_after(failures);
+    warn!(sync = %sync.name_any(), kind = error.metric_label(), %error, failures, retry_in = ?wait, "reconcile failed");
+    Action::requeue(wait)
+}
+
+fn failure_key(sync: &SyncObject) -> String {
+    format!(
+        "{}/{}",
+        sync.namespace().unwrap_or_default(),
+        sync.name_any()
+    )
+}
+
+/// The wait before retrying a sync whose last `failures` reconciles failed in a row: 5 s, then
+/// doubling, at most 5 minutes (pure).
+pub fn retry_after(failures: u32) -> Duration {
+    const FIRST: Duration = Duration::from_secs(5);
+    const MAX: Duration = Duration::from_secs(300);
+    FIRST
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(MAX)
 }
 
 /// Runs the controller for one namespace (or all when `None`) until a shutdown signal.
@@ -215,4 +253,18 @@ pub async fn run(
         })
         .await;
     metrics.unwatch(registration);
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::retry_after;
+    use std::time::Duration;
+
+    #[test]
+    fn failed_reconciles_back_off_up_to_five_minutes() {
+        let secs: Vec<u64> = (1..=9).map(|n| retry_after(n).as_secs()).collect();
+        assert_eq!(secs, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(retry_after(0), Duration::from_secs(5));
+        assert_eq!(retry_after(u32::MAX), Duration::from_secs(300));
+    }
 }

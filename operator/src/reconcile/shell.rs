@@ -77,6 +77,8 @@ pub struct Context {
     pub written: Mutex<HashMap<String, WrittenStatus>>,
     /// How many syncs are reconciled at once (each probes Doris and talks to the API server).
     pub max_concurrent_reconciles: u16,
+    /// Reconciles that failed in a row, per sync (namespace/name), for the retry backoff.
+    pub failures: Mutex<HashMap<String, u32>>,
 }
 
 /// The default of [`Context::max_concurrent_reconciles`].
@@ -110,6 +112,7 @@ impl Context {
             pod_wait_margin: DEFAULT_POD_WAIT_MARGIN,
             written: Mutex::new(HashMap::new()),
             max_concurrent_reconciles: DEFAULT_MAX_CONCURRENT_RECONCILES,
+            failures: Mutex::new(HashMap::new()),
         }
     }
 }

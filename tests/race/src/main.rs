@@ -298,11 +298,18 @@ async fn run_side(side: &str, shape: &Shape, runner_bin: &str, classpath: &str) 
                 cmd.arg(format!("-Xmx{heap}"))
                     .arg("-XX:MaxDirectMemorySize=128m");
             }
+            // The module openings Flink's Kryo serializers need on Java 17 (as the Maven tests'
+            // argLine in tests/flink-connector/pom.xml).
             cmd.args([
                 "--add-opens=java.base/java.lang=ALL-UNNAMED",
                 "--add-opens=java.base/java.util=ALL-UNNAMED",
                 "--add-opens=java.base/java.nio=ALL-UNNAMED",
                 "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+                "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
+                "--add-opens=java.base/java.io=ALL-UNNAMED",
+                "--add-opens=java.base/java.net=ALL-UNNAMED",
+                "--add-opens=java.base/java.time=ALL-UNNAMED",
+                "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
                 "-Dio.netty.tryReflectionSetAccessible=true",
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
                 "-cp",
