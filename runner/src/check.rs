@@ -8,7 +8,7 @@ use std::path::Path;
 
 use dcs_crds::DorisChangelogSync;
 use dcs_crds::preconditions::{Requirements, describe_keys, preconditions};
-use dcs_crds::spec::{IncrementType, StartupMode};
+use dcs_crds::spec::StartupMode;
 
 use crate::checkpoint::{Checkpoint, CheckpointStore, Offset};
 use crate::pipeline::PipelineConfig;
@@ -81,8 +81,6 @@ pub struct CheckInput {
     pub sync_name: String,
     /// The consumer id.
     pub consumer_id: String,
-    /// `source.table`.
-    pub source_table: String,
     /// `startup.mode`.
     pub startup_mode: StartupMode,
     /// `startup.timestamp` as epoch ms.
@@ -93,11 +91,10 @@ pub struct CheckInput {
     pub checkpoint: std::result::Result<Option<Checkpoint>, Problem>,
     /// `offsets.table` and the consumer's row in it.
     pub offset_table: Option<(String, std::result::Result<Option<Offset>, Problem>)>,
-    /// `changelog.incrementType`.
-    pub increment_type: IncrementType,
     /// The source table's changelog properties.
     pub source: std::result::Result<SourceTableInfo, Problem>,
-    /// What the sync needs of the source table (the operator decides from the same).
+    /// What the sync needs of the source table (the operator decides from the same); its
+    /// `table` and `increment_type` are the ones `check` shows.
     pub requirements: Requirements,
     /// The sink.
     pub sink: SinkCheck,
@@ -196,12 +193,12 @@ fn describe_plan(plan: &StartPlan) -> String {
 pub fn plan_check(input: &CheckInput) -> CheckReport {
     let mut lines = Vec::new();
     let mut problems = Vec::new();
-    let incremental = input.startup_mode != StartupMode::Snapshot;
+    let incremental = input.requirements.incremental;
     lines.push((
         "sync".to_owned(),
         format!(
             "{} (consumer {}), source {}",
-            input.sync_name, input.consumer_id, input.source_table
+            input.sync_name, input.consumer_id, input.requirements.table
         ),
     ));
 
@@ -257,13 +254,13 @@ pub fn plan_check(input: &CheckInput) -> CheckReport {
         "increment".to_owned(),
         if incremental {
             // The spec's spelling (detail, minDelta, appendOnly), then the @incr one.
-            let spec = serde_json::to_value(input.increment_type)
+            let spec = serde_json::to_value(input.requirements.increment_type)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default();
             format!(
                 "{spec} ('incrementType' = '{}')",
-                input.increment_type.as_sql()
+                input.requirements.increment_type.as_sql()
             )
         } else {
             "none (snapshot mode reads no changelog)".to_owned()
@@ -334,7 +331,7 @@ pub fn plan_check(input: &CheckInput) -> CheckReport {
 /// The TTL line for the report (kept separate so the numbers show even when covered).
 fn ttl_line(input: &CheckInput) -> Option<(String, String)> {
     let info = input.source.as_ref().ok()?;
-    if input.startup_mode == StartupMode::Snapshot {
+    if !input.requirements.incremental {
         return Some(("ttl".into(), "not needed in snapshot mode".into()));
     }
     let needed = input.requirements.required_ttl_seconds();
@@ -446,13 +443,11 @@ pub async fn gather<S: CheckpointStore>(
     CheckInput {
         sync_name: config.sync_name.clone(),
         consumer_id: config.consumer_id.clone(),
-        source_table: config.source.table.to_string(),
         startup_mode: config.startup_mode,
         startup_timestamp_ms: config.startup_timestamp_ms,
         checkpoint_location,
         checkpoint,
         offset_table,
-        increment_type: config.changelog.increment_type,
         source,
         requirements: Requirements::of(spec),
         sink,
@@ -496,6 +491,8 @@ impl CheckpointStore for ReadOnlyDir {
 mod tests {
     use std::time::Duration;
 
+    use dcs_crds::spec::IncrementType;
+
     use super::*;
     use crate::checkpoint::{Counters, FORMAT_VERSION, Position};
     use crate::source::properties::{KeysModel, PropertySpelling};
@@ -516,13 +513,11 @@ mod tests {
         CheckInput {
             sync_name: "s".into(),
             consumer_id: "c".into(),
-            source_table: "db.src".into(),
             startup_mode: StartupMode::Initial,
             startup_timestamp_ms: None,
             checkpoint_location: "/tmp/cp".into(),
             checkpoint: Ok(None),
             offset_table: None,
-            increment_type: IncrementType::Detail,
             source: Ok(info()),
             requirements: Requirements {
                 table: "db.src".into(),
@@ -601,7 +596,6 @@ mod tests {
         let mut i = input();
         i.requirements.requires_historical_value = true;
         i.requirements.increment_type = IncrementType::MinDelta;
-        i.increment_type = IncrementType::MinDelta;
         i.source = Ok(SourceTableInfo {
             enabled: false,
             need_historical_value: false,
