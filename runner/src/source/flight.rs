@@ -284,16 +284,12 @@ impl FlightSession {
             return Ok(c.clone());
         }
         let uri = location_to_uri(location);
-        let channel = Endpoint::from_shared(uri.clone())
-            .map_err(|e| Error::SourceUnavailable {
+        let endpoint =
+            Endpoint::from_shared(uri.clone()).map_err(|e| Error::SourceUnavailable {
                 context: "Flight SQL endpoint".into(),
                 reason: format!("location {location:?} is not a URI: {e}"),
-            })?
-            .connect_timeout(Duration::from_secs(10))
-            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
-            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-            .keep_alive_while_idle(true)
-            .connect_lazy();
+            })?;
+        let channel = tuned(endpoint).connect_lazy();
         self.locations.insert(location.to_owned(), channel.clone());
         Ok(channel)
     }
@@ -338,15 +334,21 @@ async fn close_session(client: &mut FlightSqlServiceClient<Channel>) {
     }
 }
 
-async fn connect_channel(uri: &str) -> Result<Channel> {
-    Endpoint::from_shared(uri.to_owned())
-        .map_err(|e| Error::SourceConfig {
-            reason: format!("{uri} is not a URI: {e}"),
-        })?
+/// The connection settings of every Flight channel, to the FE and to the BEs alike: a connect
+/// timeout, and HTTP/2 pings so a peer that is gone is noticed while a call waits.
+fn tuned(endpoint: Endpoint) -> Endpoint {
+    endpoint
         .connect_timeout(Duration::from_secs(10))
         .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT)
         .keep_alive_while_idle(true)
+}
+
+async fn connect_channel(uri: &str) -> Result<Channel> {
+    let endpoint = Endpoint::from_shared(uri.to_owned()).map_err(|e| Error::SourceConfig {
+        reason: format!("{uri} is not a URI: {e}"),
+    })?;
+    tuned(endpoint)
         .connect()
         .await
         .map_err(|e| Error::SourceUnavailable {
