@@ -6,7 +6,7 @@ use dcs_crds::{SourceSpec, conditions::reasons, doris_table};
 use mysql_async::prelude::Queryable;
 
 use crate::reconcile::plan::{ProbeFailure, SourceProbe};
-use dcs_doris_client::mysql::{decode, decode_all};
+use dcs_doris_client::mysql::{decode_all, decode_first};
 
 /// Reason: the source refused the credentials.
 pub const SOURCE_AUTH_FAILED: &str = "SourceAuthFailed";
@@ -163,10 +163,8 @@ async fn query_facts(
         .query_first(format!("SHOW CREATE TABLE `{db}`.`{table}`"))
         .await
         .map_err(failed)?;
-    let create: Option<(String, String)> = create
-        .map(|r| decode(r, "SHOW CREATE TABLE"))
-        .transpose()
-        .map_err(bad_answer)?;
+    let create: Option<(String, String)> =
+        decode_first(create, "SHOW CREATE TABLE").map_err(bad_answer)?;
     let Some((_, ddl)) = create else {
         return Err(ProbeFailure {
             reason: SOURCE_TABLE_MISSING,
@@ -274,9 +272,7 @@ pub async fn doris_now_ms(fe_node: &str, credentials: &DorisCredentials) -> Opti
         .send()
         .await
         .ok()?;
-    let text = dcs_doris_client::read_capped(resp, dcs_doris_client::MAX_ANSWER_BYTES)
-        .await
-        .ok()?;
+    let text = dcs_doris_client::read_answer(resp).await.ok()?;
     let body: serde_json::Value = serde_json::from_str(&text).ok()?;
     if body.get("code").and_then(serde_json::Value::as_i64) != Some(0) {
         return None;

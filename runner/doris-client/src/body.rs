@@ -30,6 +30,14 @@ pub async fn read_capped(
     })
 }
 
+/// The body of a Doris answer, at most [`MAX_ANSWER_BYTES`] of it ([`read_capped`]).
+///
+/// # Errors
+/// As [`read_capped`].
+pub async fn read_answer(resp: reqwest::Response) -> Result<String, reqwest::Error> {
+    read_capped(resp, MAX_ANSWER_BYTES).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

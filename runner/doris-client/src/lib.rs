@@ -5,7 +5,7 @@
 //! - redirects are followed by hand: the FE answers 307 with a `Location` that carries the
 //!   credentials, and they are re-sent as a header instead ([`redirect_target`]);
 //! - error messages never carry a URL ([`without_url`]), which after a redirect may hold them;
-//! - an answer's body is read up to [`MAX_ANSWER_BYTES`] ([`read_capped`]), never without end;
+//! - an answer's body is read up to [`MAX_ANSWER_BYTES`] ([`read_answer`]), never without end;
 //! - a node's host for the FE's other ports is [`host_of`] its `host:port`;
 //! - what an FE answers over MySQL is decoded fallibly ([`mysql`]): an odd answer fails the
 //!   operation, never the process.
@@ -21,7 +21,7 @@ mod node;
 mod request;
 
 pub use answer::{LabelAbort, TxnOutcome, classify_label_abort, classify_txn, snippet};
-pub use body::{MAX_ANSWER_BYTES, read_capped};
+pub use body::{MAX_ANSWER_BYTES, read_answer, read_capped};
 pub use node::host_of;
 pub use request::{
     Answer, Error, MAX_REDIRECTS, TxnKey, TxnOperation, redirect_target, two_phase, without_url,

@@ -67,6 +67,14 @@ pub async fn connect(
     }
 }
 
+/// The row a `query_first` returned, if any, as `T`.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_first<T: FromRow>(row: Option<Row>, what: &str) -> Result<Option<T>, Error> {
+    row.map(|r| decode(r, what)).transpose()
+}
+
 /// Every row as `T`.
 ///
 /// # Errors

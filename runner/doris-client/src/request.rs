@@ -126,7 +126,7 @@ pub async fn two_phase(
             continue;
         }
         let status = resp.status().as_u16();
-        let body = crate::read_capped(resp, crate::MAX_ANSWER_BYTES)
+        let body = crate::read_answer(resp)
             .await
             .map_err(|e| Error::Unreachable {
                 node: at.clone(),

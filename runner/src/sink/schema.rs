@@ -15,7 +15,7 @@ use std::fmt;
 use arrow_schema::{DataType, TimeUnit};
 use dcs_crds::SinkMode;
 use dcs_crds::spec::TableRef;
-use dcs_doris_client::mysql::{decode, decode_all};
+use dcs_doris_client::mysql::{decode_all, decode_first};
 use mysql_async::prelude::Queryable;
 
 use super::create_table::{
@@ -243,10 +243,8 @@ impl MysqlTarget {
             .query_first(format!("SHOW CREATE TABLE {}", table.quoted()))
             .await
             .map_err(|e| self.error(&what, e))?;
-        let row: Option<(String, String)> = row
-            .map(|r| decode(r, &what))
-            .transpose()
-            .map_err(|e| self.bad_answer(&e))?;
+        let row: Option<(String, String)> =
+            decode_first(row, &what).map_err(|e| self.bad_answer(&e))?;
         Ok(row.map_or(KeysModel::Unknown, |(_, ddl)| keys_model_of_ddl(&ddl)))
     }
 }

@@ -284,7 +284,7 @@ impl StreamLoadClient {
             })?;
         if resp.status() != StatusCode::TEMPORARY_REDIRECT {
             let status = resp.status().as_u16();
-            let body = dcs_doris_client::read_capped(resp, dcs_doris_client::MAX_ANSWER_BYTES)
+            let body = dcs_doris_client::read_answer(resp)
                 .await
                 .unwrap_or_default();
             return Err(if status == 200 {
@@ -327,8 +327,7 @@ impl StreamLoadClient {
         match builder.body(req.body.clone()).send().await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
-                match dcs_doris_client::read_capped(resp, dcs_doris_client::MAX_ANSWER_BYTES).await
-                {
+                match dcs_doris_client::read_answer(resp).await {
                     Ok(body) => classify(status, &body),
                     Err(e) if e.is_timeout() => LoadOutcome::Retry(self.timed_out()),
                     Err(e) => LoadOutcome::Retry(format!(

@@ -116,7 +116,7 @@ impl FeHttpClient {
             .await
             .map_err(|e| AttemptError::Transport(format!("{url}: {}", without_url(&e))))?;
         let status = resp.status();
-        let body = dcs_doris_client::read_capped(resp, dcs_doris_client::MAX_ANSWER_BYTES)
+        let body = dcs_doris_client::read_answer(resp)
             .await
             .map_err(|e| AttemptError::Transport(format!("{url}: {}", without_url(&e))))?;
         match unwrap_envelope(&body) {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use dcs_doris_client::mysql::{decode, decode_all};
+use dcs_doris_client::mysql::{decode_all, decode_first};
 use mysql_async::prelude::Queryable;
 
 pub use dcs_crds::doris_table::{
@@ -46,15 +46,12 @@ pub async fn read_with(
         .query_first(ddl_sql.as_str())
         .await
         .map_err(|e| mysql_error(&context, e))?;
-    let ddl: Option<(String, String)> =
-        ddl.map(|r| decode(r, &context))
-            .transpose()
-            .map_err(|e| Error::Doris {
-                context: context.clone(),
-                message: e.to_string(),
-            })?;
+    let ddl: Option<(String, String)> = decode_first(ddl, &context).map_err(|e| Error::Doris {
+        context: context.clone(),
+        message: e.to_string(),
+    })?;
     let ddl = ddl.map(|(_, ddl)| ddl).ok_or_else(|| Error::Doris {
-        context: format!("reading {t}'s definition"),
+        context,
         message: format!("SHOW CREATE TABLE {t} returned nothing"),
     })?;
     let props_sql = format!(
