@@ -60,6 +60,21 @@ impl KeysModel {
             Self::Unknown => "unknown keys model",
         }
     }
+
+    /// The model in words, as `dcs-runner check` and the preconditions' messages say it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Unique {
+                merge_on_write: true,
+            } => "UNIQUE KEY (merge-on-write)",
+            Self::Unique {
+                merge_on_write: false,
+            } => "UNIQUE KEY (merge-on-read)",
+            Self::Duplicate => "DUPLICATE KEY",
+            Self::Aggregate => "AGGREGATE KEY",
+            Self::Unknown => "a table of unknown key model",
+        }
+    }
 }
 
 /// What the runner needs to know about the source table before reading its changelog.

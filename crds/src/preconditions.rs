@@ -122,21 +122,6 @@ impl Problem {
     }
 }
 
-/// The key model as `check` and status describe it.
-pub fn describe_keys(keys: KeysModel) -> &'static str {
-    match keys {
-        KeysModel::Unique {
-            merge_on_write: true,
-        } => "UNIQUE KEY (merge-on-write)",
-        KeysModel::Unique {
-            merge_on_write: false,
-        } => "UNIQUE KEY (merge-on-read)",
-        KeysModel::Duplicate => "DUPLICATE KEY",
-        KeysModel::Aggregate => "AGGREGATE KEY",
-        KeysModel::Unknown => "a table of unknown key model",
-    }
-}
-
 /// Every precondition `table` fails for a sync with `req`, in the order they are fixed in
 /// (model, changelog, before-images, TTL). A snapshot-mode sync reads no changelog and has none.
 pub fn preconditions(req: &Requirements, table: &SourceTableInfo) -> Vec<Problem> {
@@ -165,7 +150,7 @@ pub fn preconditions(req: &Requirements, table: &SourceTableInfo) -> Vec<Problem
             Unmet::TableModel,
             format!(
                 "table {t} is {}; only DUPLICATE KEY and merge-on-write UNIQUE KEY tables have a changelog (Doris: \"Only duplicate and mow table model support changelog\")",
-                describe_keys(table.keys)
+                table.keys.describe()
             ),
             "copy the data into a DUPLICATE KEY table or a UNIQUE KEY table with \"enable_unique_key_merge_on_write\" = \"true\" and the changelog on, and sync that".into(),
         );

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use dcs_crds::DorisChangelogSync;
-use dcs_crds::preconditions::{Requirements, describe_keys, preconditions};
+use dcs_crds::preconditions::{Requirements, preconditions};
 use dcs_crds::spec::StartupMode;
 
 use crate::checkpoint::{Checkpoint, CheckpointStore, Offset};
@@ -272,7 +272,7 @@ pub fn plan_check(input: &CheckInput) -> CheckReport {
         Err(p) => problems.push(p.clone()),
         Ok(info) => {
             let p = info.spelling.prefix();
-            let model = describe_keys(info.keys);
+            let model = info.keys.describe();
             lines.push((
                 "source".to_owned(),
                 format!(
