@@ -26,8 +26,8 @@ use dcs_crds::{
     spec::TableRef,
 };
 use dcs_doris_client::{
-    Answer, LabelAbort, TxnKey, TxnOperation, TxnOutcome, classify_label_abort, classify_txn,
-    two_phase,
+    TxnKey, TxnOperation, TxnOutcome, classify_txn,
+    stream_load::{StreamLoadClient, Sweep},
 };
 use k8s_openapi::jiff::Timestamp;
 use mysql_async::prelude::Queryable;
@@ -426,93 +426,76 @@ async fn run_sql(
 /// The most checkpoint ids after the last saved one whose labels are swept (a runner gets at most
 /// one ahead of its store; the rest guards against a loop).
 const MAX_SWEPT_CHECKPOINTS: u64 = 8;
-/// The most loads per checkpoint id that are swept.
-const MAX_SWEPT_SEQ: u32 = 100_000;
 
-/// Aborts the labels of `sweep`: for each checkpoint id from the first, seq 0, 1, … until Doris
-/// does not know the label; stops at the first id without any. Returns the labels aborted and,
-/// on failure, the checkpoint id it stopped at with the message.
+/// The sink's 2PC client: the FEs, tried in turn (each redirects to a BE).
+fn sink_client(fe_nodes: &[String], creds: &DorisCredentials) -> StreamLoadClient {
+    StreamLoadClient::new(
+        fe_nodes.to_vec(),
+        Vec::new(),
+        creds.username.clone(),
+        creds.password.clone(),
+        REQUEST_TIMEOUT,
+    )
+}
+
+/// Aborts the labels of `sweep` ([`StreamLoadClient::sweep_labels`]; a label Doris already
+/// committed has nothing left to abort). Returns the labels aborted and, on failure, the
+/// checkpoint id it stopped at with the message.
 async fn sweep_labels(
     fe_nodes: &[String],
     creds: &DorisCredentials,
     sweep: &LabelSweep,
 ) -> (Vec<String>, Option<(u64, String)>) {
-    let mut swept = Vec::new();
-    let last = sweep.first_checkpoint_id + MAX_SWEPT_CHECKPOINTS;
-    for checkpoint_id in sweep.first_checkpoint_id..last {
-        let mut seq = 0;
-        while seq < MAX_SWEPT_SEQ {
-            let label = sweep.label(checkpoint_id, seq);
-            let answer =
-                match abort_through_fe(fe_nodes, creds, &sweep.db, TxnKey::Label(&label)).await {
-                    Ok(a) => classify_label_abort(a.status, &a.body),
-                    Err(e) => return (swept, Some((checkpoint_id, e))),
-                };
-            match answer {
-                LabelAbort::Aborted => swept.push(label),
-                // Nothing of it is left to abort.
-                LabelAbort::NotRunning | LabelAbort::AlreadyCommitted(_) => {}
-                LabelAbort::NotFound => break,
-                LabelAbort::Retry(e) | LabelAbort::Permanent(e) => {
-                    return (
-                        swept,
-                        Some((
-                            checkpoint_id,
-                            format!("cannot abort load {label} in sink db {}: {e}", sweep.db),
-                        )),
-                    );
-                }
-            }
-            seq += 1;
-        }
-        if seq == 0 {
-            break;
-        }
-    }
-    (swept, None)
+    let plan = Sweep {
+        db: &sweep.db,
+        first_checkpoint_id: sweep.first_checkpoint_id,
+        checkpoints: MAX_SWEPT_CHECKPOINTS,
+        // Every FE once before the attempt fails (the whole cleanup is retried later).
+        retries: u32::try_from(fe_nodes.len().saturating_sub(1)).unwrap_or(u32::MAX),
+        label: |id, seq| sweep.label(id, seq),
+    };
+    let swept = sink_client(fe_nodes, creds)
+        .sweep_labels(&plan, |_| Duration::ZERO)
+        .await;
+    let failure = swept.stopped.map(|stop| {
+        (
+            stop.checkpoint_id,
+            format!(
+                "cannot abort load {} in sink db {}: {}",
+                stop.label, sweep.db, stop.message
+            ),
+        )
+    });
+    (swept.aborted, failure)
 }
 
-/// Aborts one transaction by id.
+/// Aborts one transaction by id, through each sink FE in turn until one answers.
 async fn abort_txn(
     fe_nodes: &[String],
     creds: &DorisCredentials,
     txn: &TxnAbort,
 ) -> Result<(), String> {
-    let answer = abort_through_fe(fe_nodes, creds, &txn.db, TxnKey::Id(txn.txn_id)).await?;
-    match classify_txn(TxnOperation::Abort, answer.status, &answer.body) {
-        // Committed: its rows are visible and nothing is left to abort.
-        TxnOutcome::Done | TxnOutcome::AlreadyCommitted(_) => Ok(()),
-        TxnOutcome::Retry(e) | TxnOutcome::Permanent(e) | TxnOutcome::Lost(e) => Err(format!(
-            "cannot abort transaction {} (label {}) in sink db {}: {e}",
-            txn.txn_id, txn.label, txn.db
-        )),
-    }
-}
-
-/// One `_stream_load_2pc` abort of `key` through the first sink FE that answers (its 307 to a BE
-/// followed by hand, credentials re-sent, never taken from the Location); Doris's answer.
-async fn abort_through_fe(
-    fe_nodes: &[String],
-    creds: &DorisCredentials,
-    db: &str,
-    key: TxnKey<'_>,
-) -> Result<Answer, String> {
-    let http = reqwest::Client::builder()
-        .timeout(REQUEST_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| e.to_string())?;
-    let credentials = (creds.username.as_str(), creds.password.as_str());
+    let client = sink_client(fe_nodes, creds);
     let mut last = "the sink has no FE nodes".to_owned();
-    for fe in fe_nodes {
-        match two_phase(&http, fe, credentials, db, key, TxnOperation::Abort).await {
-            Ok(answer) => return Ok(answer),
-            Err(dcs_doris_client::Error::Unreachable { node, message }) => {
-                let role = if node == *fe { "FE" } else { "BE" };
-                last = format!("cannot reach sink {role} {node} to abort {key}: {message}");
+    for pick in 0..fe_nodes.len() {
+        let answer = match client
+            .send_2pc(&txn.db, TxnKey::Id(txn.txn_id), TxnOperation::Abort, pick)
+            .await
+        {
+            Ok(answer) => answer,
+            Err(e) => {
+                last = e;
+                continue;
             }
-            Err(e) => last = format!("cannot abort {key}: sink {e}"),
-        }
+        };
+        return match classify_txn(TxnOperation::Abort, answer.status, &answer.body) {
+            // Committed: its rows are visible and nothing is left to abort.
+            TxnOutcome::Done | TxnOutcome::AlreadyCommitted(_) => Ok(()),
+            TxnOutcome::Retry(e) | TxnOutcome::Permanent(e) | TxnOutcome::Lost(e) => Err(format!(
+                "cannot abort transaction {} (label {}) in sink db {}: {e}",
+                txn.txn_id, txn.label, txn.db
+            )),
+        };
     }
     Err(last)
 }

@@ -19,6 +19,7 @@ mod body;
 pub mod mysql;
 mod node;
 mod request;
+pub mod stream_load;
 
 pub use answer::{LabelAbort, TxnOutcome, classify_label_abort, classify_txn, snippet};
 pub use body::{MAX_ANSWER_BYTES, read_answer, read_capped};

@@ -9,11 +9,11 @@ use dcs_crds::spec::{StartupMode, TableRef};
 
 use crate::sink::batcher::BatchLimits;
 use crate::sink::encode::{BodyFormat, EventPolicy};
-use crate::sink::stream_load::Backoff;
 use crate::source::changelog::ChangelogOptions;
 use crate::source::resume::StreamRetry;
 use crate::source::{SourceCredentials, SourceSettings};
 use crate::{Error, Result};
+use dcs_doris_client::stream_load::Backoff;
 
 /// The Doris users the runner connects as. `Debug` never shows the passwords.
 #[derive(Clone, Default)]

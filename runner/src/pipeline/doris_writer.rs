@@ -18,10 +18,9 @@ use super::config::DorisSinkConfig;
 use crate::checkpoint::PendingTxn;
 use crate::sink::encode::{BodyFormat, DELETE_SIGN_COLUMN};
 use crate::sink::label::{LabelOwner, LabelScheme, load_label};
-use crate::sink::stream_load::{
-    LabelAbort, LoadOutcome, LoadRequest, StreamLoadClient, TxnOperation, TxnOutcome,
-};
 use crate::{Error, Result};
+use dcs_doris_client::stream_load::{LoadOutcome, LoadRequest, StreamLoadClient, Sweep};
+use dcs_doris_client::{TxnOperation, TxnOutcome};
 
 /// How a 2PC commit or abort ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -300,30 +299,36 @@ impl DorisWriter {
         scheme: LabelScheme,
         checkpoint_id: u64,
     ) -> Result<u32> {
-        let mut seq = 0;
-        loop {
-            let label = self.label_in(scheme, checkpoint_id, seq);
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
-                match self.client.abort_label(self.db(), &label, attempt).await {
-                    LabelAbort::NotFound => return Ok(seq),
-                    LabelAbort::Aborted | LabelAbort::NotRunning => break,
-                    LabelAbort::Retry(m) if attempt <= self.config.max_retries.max(3) => {
-                        tracing::warn!(%label, %m, "aborting a stale load failed; retrying");
-                        tokio::time::sleep(self.config.backoff.delay(attempt, jitter())).await;
-                    }
-                    LabelAbort::Retry(m)
-                    | LabelAbort::Permanent(m)
-                    | LabelAbort::AlreadyCommitted(m) => {
-                        return Err(Error::Sink {
-                            message: format!("aborting stale load {label} failed: {m}"),
-                        });
-                    }
-                }
-            }
+        let sweep = Sweep {
+            db: self.db(),
+            first_checkpoint_id: checkpoint_id,
+            checkpoints: 1,
+            retries: self.config.max_retries.max(3),
+            label: |id, seq| self.label_in(scheme, id, seq),
+        };
+        let swept = self
+            .client
+            .sweep_labels(&sweep, |attempt| {
+                self.config.backoff.delay(attempt, jitter())
+            })
+            .await;
+        for label in &swept.aborted {
             tracing::info!(%label, "aborted a load pre-committed after the last checkpoint");
-            seq += 1;
+        }
+        // No checkpoint records a load of this id, so none may have been committed.
+        if let Some((label, m)) = swept.committed.first() {
+            return Err(Error::Sink {
+                message: format!("aborting stale load {label} failed: {m}"),
+            });
+        }
+        match swept.stopped {
+            Some(stop) => Err(Error::Sink {
+                message: format!(
+                    "aborting stale load {} failed: {}",
+                    stop.label, stop.message
+                ),
+            }),
+            None => Ok(swept.found),
         }
     }
 }
@@ -367,7 +372,7 @@ mod tests {
     use super::*;
     use crate::sink::batcher::BatchLimits;
     use crate::sink::encode::EventPolicy;
-    use crate::sink::stream_load::Backoff;
+    use dcs_doris_client::stream_load::Backoff;
 
     fn config(two_pc: bool, mode: SinkMode) -> DorisSinkConfig {
         DorisSinkConfig {

@@ -9,4 +9,3 @@ pub use dcs_crds::label;
 pub mod rebuild;
 pub mod schema;
 pub mod stdout;
-pub mod stream_load;

@@ -3,11 +3,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use dcs_doris_client::stream_load::{LoadOutcome, LoadRequest, StreamLoadClient};
+use dcs_doris_client::{TxnOperation, TxnOutcome};
 use dcs_doris_emu::faults::StreamLoadFault;
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
-use dcs_runner::sink::stream_load::{
-    LoadOutcome, LoadRequest, StreamLoadClient, TxnOperation, TxnOutcome,
-};
 use mysql_async::prelude::*;
 
 async fn emu_with_table() -> (RunningEmulator, mysql_async::Conn) {

@@ -197,7 +197,7 @@ async fn assert_every_event_once(
 /// loads under its own checkpoint id, and sweeps the dropped run's labels again when it stops).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_of_a_dropped_run_that_lands_after_the_next_run_started_is_never_committed() {
-    use dcs_runner::sink::stream_load::{LoadOutcome, LoadRequest, StreamLoadClient};
+    use dcs_doris_client::stream_load::{LoadOutcome, LoadRequest, StreamLoadClient};
 
     let emu = source_support::emu().await;
     setup(&emu).await;

@@ -8,12 +8,11 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use dcs_doris_client::{
-    Answer, TxnKey, classify_label_abort, classify_txn, redirect_target, snippet, two_phase,
-    without_url,
+use crate::{
+    Answer, LabelAbort, TxnKey, TxnOperation, TxnOutcome, classify_label_abort, classify_txn,
+    redirect_target, snippet, two_phase, without_url,
 };
-pub use dcs_doris_client::{LabelAbort, TxnOperation, TxnOutcome};
+use bytes::Bytes;
 use reqwest::StatusCode;
 use serde::Deserialize;
 
@@ -284,9 +283,7 @@ impl StreamLoadClient {
             })?;
         if resp.status() != StatusCode::TEMPORARY_REDIRECT {
             let status = resp.status().as_u16();
-            let body = dcs_doris_client::read_answer(resp)
-                .await
-                .unwrap_or_default();
+            let body = crate::read_answer(resp).await.unwrap_or_default();
             return Err(if status == 200 {
                 fe_refusal(&fe, &body)
             } else {
@@ -327,7 +324,7 @@ impl StreamLoadClient {
         match builder.body(req.body.clone()).send().await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
-                match dcs_doris_client::read_answer(resp).await {
+                match crate::read_answer(resp).await {
                     Ok(body) => classify(status, &body),
                     Err(e) if e.is_timeout() => LoadOutcome::Retry(self.timed_out()),
                     Err(e) => LoadOutcome::Retry(format!(
@@ -375,24 +372,184 @@ impl StreamLoadClient {
         }
     }
 
-    /// One `_stream_load_2pc` request to a BE (when configured) or an FE.
-    async fn send_2pc(
+    /// The nodes a 2PC request may go to: the configured BEs, else the FEs (which redirect).
+    pub fn two_phase_nodes(&self) -> &[String] {
+        if self.be_nodes.is_empty() {
+            &self.fe_nodes
+        } else {
+            &self.be_nodes
+        }
+    }
+
+    /// One `_stream_load_2pc` request to node `pick` (modulo their number) of
+    /// [`StreamLoadClient::two_phase_nodes`]; Doris's answer of any status, or why none came.
+    ///
+    /// # Errors
+    /// The message when no node is configured or the node (or the BE it redirected to) did not
+    /// answer: `cannot reach sink FE 10.0.0.1:8030 to abort transaction 42: …`.
+    pub async fn send_2pc(
         &self,
         db: &str,
         key: TxnKey<'_>,
         operation: TxnOperation,
         pick: usize,
     ) -> Result<Answer, String> {
-        let nodes = if self.be_nodes.is_empty() {
-            &self.fe_nodes
-        } else {
-            &self.be_nodes
+        let nodes = self.two_phase_nodes();
+        let Some(node) = nodes.get(pick % nodes.len().max(1)) else {
+            return Err(format!(
+                "cannot {} {key}: the sink has no FE nodes",
+                operation.as_header()
+            ));
         };
-        let node = &nodes[pick % nodes.len()];
         let credentials = (self.user.as_str(), self.password.as_str());
         two_phase(&self.http, node, credentials, db, key, operation)
             .await
-            .map_err(|e| format!("2PC {} of {key}: {e}", operation.as_header()))
+            .map_err(|e| match e {
+                crate::Error::Unreachable { node, message } => {
+                    let role = if self.be_nodes.contains(&node) || !self.fe_nodes.contains(&node) {
+                        "BE"
+                    } else {
+                        "FE"
+                    };
+                    format!(
+                        "cannot reach sink {role} {node} to {} {key}: {message}",
+                        operation.as_header()
+                    )
+                }
+                other => format!("cannot {} {key}: sink {other}", operation.as_header()),
+            })
+    }
+
+    /// Aborts, label by label, the loads `sweep` names ([`Sweep`]): for each checkpoint id from
+    /// the first, seq 0, 1, … until Doris does not know the label, up to `sweep.checkpoints` ids
+    /// and stopping at the first id without any. A transient failure is retried `sweep.retries`
+    /// times on the next node, after `pause(attempt)`.
+    pub async fn sweep_labels<L: Fn(u64, u32) -> String>(
+        &self,
+        sweep: &Sweep<'_, L>,
+        pause: impl Fn(u32) -> Duration,
+    ) -> Swept {
+        let mut swept = Swept::default();
+        let end = sweep.first_checkpoint_id.saturating_add(sweep.checkpoints);
+        for checkpoint_id in sweep.first_checkpoint_id..end {
+            let mut seq = 0;
+            'labels: loop {
+                if seq >= MAX_SWEPT_SEQ {
+                    swept.stopped = Some(SweepStop {
+                        checkpoint_id,
+                        label: (sweep.label)(checkpoint_id, seq),
+                        message: format!(
+                            "more than {MAX_SWEPT_SEQ} loads under one checkpoint id; the rest is left for Doris to time out"
+                        ),
+                    });
+                    return swept;
+                }
+                let label = (sweep.label)(checkpoint_id, seq);
+                let mut attempt = 0;
+                loop {
+                    attempt += 1;
+                    let answer = self.abort_label(sweep.db, &label, attempt).await;
+                    match after_abort(answer, attempt, sweep.retries) {
+                        SweepNext::Aborted => swept.aborted.push(label),
+                        SweepNext::Finished => {}
+                        SweepNext::Committed(message) => swept.committed.push((label, message)),
+                        SweepNext::NoMore => break 'labels,
+                        SweepNext::Retry(message) => {
+                            tracing::warn!(%label, %message, "aborting a load failed; retrying");
+                            tokio::time::sleep(pause(attempt)).await;
+                            continue;
+                        }
+                        SweepNext::Stop(message) => {
+                            swept.stopped = Some(SweepStop {
+                                checkpoint_id,
+                                label,
+                                message,
+                            });
+                            return swept;
+                        }
+                    }
+                    break;
+                }
+                swept.found += 1;
+                seq += 1;
+            }
+            if seq == 0 {
+                break;
+            }
+        }
+        swept
+    }
+}
+
+/// The most loads per checkpoint id a sweep aborts (a guard against a loop, far above any batch
+/// count a checkpoint interval produces).
+pub const MAX_SWEPT_SEQ: u32 = 100_000;
+
+/// Which labels a [`StreamLoadClient::sweep_labels`] aborts.
+pub struct Sweep<'a, L> {
+    /// Sink database.
+    pub db: &'a str,
+    /// The first checkpoint id whose loads no checkpoint records.
+    pub first_checkpoint_id: u64,
+    /// How many checkpoint ids from the first are swept at most.
+    pub checkpoints: u64,
+    /// Retries of a transient failure per label.
+    pub retries: u32,
+    /// The label of load `seq` of a checkpoint id.
+    pub label: L,
+}
+
+/// What a sweep found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// The labels Doris knew (aborted now, already aborted, or committed).
+    pub found: u32,
+    /// The labels it aborted now.
+    pub aborted: Vec<String>,
+    /// The labels Doris had already committed, with its answer: nothing is left to abort, but no
+    /// checkpoint records them (the caller decides what that means).
+    pub committed: Vec<(String, String)>,
+    /// Where and why it stopped before the end.
+    pub stopped: Option<SweepStop>,
+}
+
+/// A sweep that could not finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepStop {
+    /// The checkpoint id it stopped at (the next sweep starts there).
+    pub checkpoint_id: u64,
+    /// The label it could not abort.
+    pub label: String,
+    /// Why.
+    pub message: String,
+}
+
+/// What a sweep does after Doris's answer to aborting one label (pure).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SweepNext {
+    /// Aborted now: count it, go on with the next seq.
+    Aborted,
+    /// Known and no longer running (aborted earlier): go on.
+    Finished,
+    /// Committed already: record it, go on.
+    Committed(String),
+    /// Doris does not know the label: this checkpoint id has no more loads.
+    NoMore,
+    /// A transient failure within the retries: try again.
+    Retry(String),
+    /// A failure for good, or past the retries: stop here.
+    Stop(String),
+}
+
+/// [`SweepNext`] for `answer` to attempt `attempt` (1-based) of `retries` retries.
+pub fn after_abort(answer: LabelAbort, attempt: u32, retries: u32) -> SweepNext {
+    match answer {
+        LabelAbort::Aborted => SweepNext::Aborted,
+        LabelAbort::NotRunning => SweepNext::Finished,
+        LabelAbort::AlreadyCommitted(m) => SweepNext::Committed(m),
+        LabelAbort::NotFound => SweepNext::NoMore,
+        LabelAbort::Retry(m) if attempt <= retries => SweepNext::Retry(m),
+        LabelAbort::Retry(m) | LabelAbort::Permanent(m) => SweepNext::Stop(m),
     }
 }
 
@@ -410,6 +567,32 @@ mod tests {
         format!(
             r#"{{"TxnId":12,"Label":"l1","Comment":"","TwoPhaseCommit":"false","Status":"{status}"{extra},"Message":"OK","NumberTotalRows":3,"NumberLoadedRows":3,"NumberFilteredRows":0,"NumberUnselectedRows":0,"LoadBytes":30,"LoadTimeMs":1}}"#
         )
+    }
+
+    #[test]
+    fn a_sweep_goes_on_past_finished_and_committed_labels_and_retries_within_bounds() {
+        assert_eq!(after_abort(LabelAbort::Aborted, 1, 0), SweepNext::Aborted);
+        assert_eq!(
+            after_abort(LabelAbort::NotRunning, 1, 0),
+            SweepNext::Finished
+        );
+        assert_eq!(after_abort(LabelAbort::NotFound, 3, 2), SweepNext::NoMore);
+        assert_eq!(
+            after_abort(LabelAbort::AlreadyCommitted("VISIBLE".into()), 1, 0),
+            SweepNext::Committed("VISIBLE".into())
+        );
+        assert_eq!(
+            after_abort(LabelAbort::Retry("503".into()), 2, 2),
+            SweepNext::Retry("503".into())
+        );
+        assert_eq!(
+            after_abort(LabelAbort::Retry("503".into()), 3, 2),
+            SweepNext::Stop("503".into())
+        );
+        assert_eq!(
+            after_abort(LabelAbort::Permanent("denied".into()), 1, 5),
+            SweepNext::Stop("denied".into())
+        );
     }
 
     #[test]
