@@ -6,6 +6,7 @@ use dcs_crds::{SourceSpec, conditions::reasons, doris_table};
 use mysql_async::prelude::Queryable;
 
 use crate::reconcile::plan::{ProbeFailure, SourceProbe};
+use dcs_doris_client::fe_api;
 use dcs_doris_client::mysql::{decode_all, decode_first};
 
 /// Reason: the source refused the credentials.
@@ -119,15 +120,14 @@ async fn table_facts(
 }
 
 fn connect_failure(host: &str, port: i32, user: &str, e: &mysql_async::Error) -> ProbeFailure {
-    match e {
-        mysql_async::Error::Server(s) if matches!(s.code, 1045 | 1698) => ProbeFailure {
+    match (dcs_doris_client::mysql::login_refused(e), e) {
+        (Some(detail), _) => ProbeFailure {
             reason: SOURCE_AUTH_FAILED,
             message: format!(
-                "the source FE {host}:{port} refused user {user:?}: {}; fix the Secret named in spec.source.credentials",
-                s.message
+                "the source FE {host}:{port} refused user {user:?}: {detail}; fix the Secret named in spec.source.credentials"
             ),
         },
-        other => ProbeFailure {
+        (None, other) => ProbeFailure {
             reason: reasons::SOURCE_UNREACHABLE,
             message: format!(
                 "cannot reach the source FE {host}:{port} over MySQL: {other}; check spec.source.feNodes and queryPort"
@@ -273,13 +273,10 @@ pub async fn doris_now_ms(fe_node: &str, credentials: &DorisCredentials) -> Opti
         .await
         .ok()?;
     let text = dcs_doris_client::read_answer(resp).await.ok()?;
-    let body: serde_json::Value = serde_json::from_str(&text).ok()?;
-    if body.get("code").and_then(serde_json::Value::as_i64) != Some(0) {
-        return None;
-    }
-    body.pointer("/data/current_tso_physical_time")
-        .and_then(serde_json::Value::as_i64)
-        .filter(|ms| *ms > 0)
+    let data = fe_api::unwrap_envelope(&text).ok()?;
+    fe_api::parse_tso_data(&data)
+        .ok()
+        .map(|now| now.physical_ms)
 }
 
 #[cfg(test)]

@@ -62,7 +62,7 @@ use crate::source::changelog::{self, ChangelogEvent, ChangelogReader, ChangelogW
 use crate::source::fe_http::FeHttpClient;
 use crate::source::retention::{RetentionGuard, SAFETY_MARGIN};
 use crate::source::snapshot::{self, SnapshotEvent, SnapshotOptions};
-use crate::source::tso;
+use crate::source::tso::{self, NowOffsets as _};
 use crate::{Error, Result};
 
 /// Rows encoded at a time, so one Flight batch never makes a load much larger than its limits.

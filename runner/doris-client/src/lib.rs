@@ -7,6 +7,7 @@
 //! - error messages never carry a URL ([`without_url`]), which after a redirect may hold them;
 //! - an answer's body is read up to [`MAX_ANSWER_BYTES`] ([`read_answer`]), never without end;
 //! - a node's host for the FE's other ports is [`host_of`] its `host:port`;
+//! - Doris's `/api` envelope and `/api/tso`'s TSO are read one way ([`fe_api`]);
 //! - what an FE answers over MySQL is decoded fallibly ([`mysql`]): an odd answer fails the
 //!   operation, never the process.
 //!
@@ -16,6 +17,7 @@
 
 mod answer;
 mod body;
+pub mod fe_api;
 pub mod mysql;
 mod node;
 mod request;

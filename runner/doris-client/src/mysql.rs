@@ -67,6 +67,21 @@ pub async fn connect(
     }
 }
 
+/// The MySQL server errors that mean the login was refused: 1045 (`ER_ACCESS_DENIED_ERROR`,
+/// wrong user or password) and 1698 (`ER_ACCESS_DENIED_NO_PASSWORD_ERROR`).
+pub const LOGIN_REFUSED_CODES: [u16; 2] = [1045, 1698];
+
+/// Doris's message when `e` says the login was refused: every FE would refuse the same login,
+/// so the caller stops trying others and names the credentials.
+pub fn login_refused(e: &mysql_async::Error) -> Option<&str> {
+    match e {
+        mysql_async::Error::Server(s) if LOGIN_REFUSED_CODES.contains(&s.code) => {
+            Some(s.message.as_str())
+        }
+        _ => None,
+    }
+}
+
 /// The row a `query_first` returned, if any, as `T`.
 ///
 /// # Errors
@@ -95,6 +110,24 @@ mod tests {
             })
             .collect();
         mysql_common::row::new_row(values, columns.into())
+    }
+
+    fn server_error(code: u16) -> mysql_async::Error {
+        mysql_async::Error::Server(mysql_async::ServerError {
+            code,
+            message: format!("error {code}"),
+            state: "28000".into(),
+        })
+    }
+
+    #[test]
+    fn only_access_denied_is_a_refused_login() {
+        assert_eq!(login_refused(&server_error(1045)), Some("error 1045"));
+        assert_eq!(login_refused(&server_error(1698)), Some("error 1698"));
+        assert_eq!(login_refused(&server_error(1105)), None);
+        let io: mysql_async::Error =
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused").into();
+        assert_eq!(login_refused(&io), None);
     }
 
     #[tokio::test]

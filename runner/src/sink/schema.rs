@@ -125,18 +125,20 @@ impl MysqlTarget {
             .await
             {
                 Ok(c) => return Ok(c),
-                Err(mysql_async::Error::Server(s)) if matches!(s.code, 1045 | 1698) => {
-                    return Err(match self.side {
-                        Side::Source => Error::SourceCredentials { detail: s.message },
-                        Side::Sink => Error::Sink {
-                            message: format!(
-                                "Doris rejected the sink credentials ({}); check the user and password in the sink Secret (DCS_SINK_USERNAME / DCS_SINK_PASSWORD)",
-                                s.message
-                            ),
-                        },
-                    });
+                Err(e) => {
+                    if let Some(detail) = dcs_doris_client::mysql::login_refused(&e) {
+                        let detail = detail.to_owned();
+                        return Err(match self.side {
+                            Side::Source => Error::SourceCredentials { detail },
+                            Side::Sink => Error::Sink {
+                                message: format!(
+                                    "Doris rejected the sink credentials ({detail}); check the user and password in the sink Secret (DCS_SINK_USERNAME / DCS_SINK_PASSWORD)"
+                                ),
+                            },
+                        });
+                    }
+                    last = Some(format!("{host}:{}: {e}", self.port));
                 }
-                Err(e) => last = Some(format!("{host}:{}: {e}", self.port)),
             }
         }
         let reason = last.unwrap_or_else(|| "no FE node configured".into());

@@ -21,7 +21,7 @@ use super::resume::{Replay, StreamRetry};
 use super::retention::{RetentionGuard, SAFETY_MARGIN};
 use super::row_kind::row_kinds;
 use super::snapshot::select_list;
-use super::tso::{self, offset_at};
+use super::tso::{self, NowOffsets as _, offset_at};
 use crate::checkpoint::{Offset, WindowProgress, WindowRead};
 use crate::{Error, Result};
 

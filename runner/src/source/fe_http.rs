@@ -5,55 +5,12 @@
 
 use std::time::Duration;
 
+use dcs_doris_client::fe_api::{EnvelopeError, unwrap_envelope};
 use dcs_doris_client::without_url;
 use serde_json::Value;
 
 use super::SourceSettings;
 use crate::{Error, Result};
-
-/// What one FE answered, before failover decides whether to try the next node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EnvelopeError {
-    /// `code` 401: the user or password is wrong.
-    Unauthorized(String),
-    /// Any other non-zero `code`: Doris's message.
-    Doris(String),
-    /// Not the envelope at all.
-    Malformed(String),
-}
-
-/// Unwrap Doris's `{"msg","code","data"}` envelope into its `data`.
-pub fn unwrap_envelope(body: &str) -> std::result::Result<Value, EnvelopeError> {
-    let v: Value = serde_json::from_str(body).map_err(|e| {
-        EnvelopeError::Malformed(format!("not JSON ({e}): {}", truncate(body, 200)))
-    })?;
-    let code = v
-        .get("code")
-        .and_then(Value::as_i64)
-        .ok_or_else(|| EnvelopeError::Malformed(format!("no code in {}", truncate(body, 200))))?;
-    let data = v.get("data").cloned().unwrap_or(Value::Null);
-    let text = |d: &Value| match d {
-        Value::String(s) => s.clone(),
-        Value::Null => v
-            .get("msg")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned(),
-        other => other.to_string(),
-    };
-    match code {
-        0 => Ok(data),
-        401 => Err(EnvelopeError::Unauthorized(text(&data))),
-        _ => Err(EnvelopeError::Doris(text(&data))),
-    }
-}
-
-fn truncate(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
-}
 
 /// A client for the FE HTTP API of the source cluster.
 #[derive(Debug, Clone)]
@@ -271,37 +228,6 @@ impl ResultSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn envelope_success_gives_data() {
-        let v = unwrap_envelope(r#"{"msg":"success","code":0,"data":{"a":1},"count":0}"#).unwrap();
-        assert_eq!(v, serde_json::json!({"a": 1}));
-    }
-
-    #[test]
-    fn envelope_401_is_unauthorized_even_with_http_200() {
-        let e = unwrap_envelope(
-            r#"{"msg":"Unauthorized","code":401,"data":"Access denied for user 'root@127.0.0.1' (using password: YES)","count":0}"#,
-        )
-        .unwrap_err();
-        assert_eq!(
-            e,
-            EnvelopeError::Unauthorized(
-                "Access denied for user 'root@127.0.0.1' (using password: YES)".into()
-            )
-        );
-    }
-
-    #[test]
-    fn envelope_error_keeps_the_message() {
-        let e = unwrap_envelope(r#"{"msg":"Error","code":1,"data":"Unknown table 'x'","count":0}"#)
-            .unwrap_err();
-        assert_eq!(e, EnvelopeError::Doris("Unknown table 'x'".into()));
-        assert!(matches!(
-            unwrap_envelope("<html>"),
-            Err(EnvelopeError::Malformed(_))
-        ));
-    }
 
     #[test]
     fn result_sets_are_read_by_column_name() {

@@ -126,10 +126,12 @@ pub async fn connect(settings: &SourceSettings) -> Result<mysql_async::Conn> {
 
 /// Map a MySQL error: server errors keep Doris's message, login failures are credentials errors.
 pub fn mysql_error(context: &str, e: mysql_async::Error) -> Error {
+    if let Some(detail) = dcs_doris_client::mysql::login_refused(&e) {
+        return Error::SourceCredentials {
+            detail: detail.to_owned(),
+        };
+    }
     match e {
-        mysql_async::Error::Server(s) if matches!(s.code, 1045 | 1698) => {
-            Error::SourceCredentials { detail: s.message }
-        }
         mysql_async::Error::Server(s) => Error::Doris {
             context: context.to_owned(),
             message: s.message,

@@ -1,29 +1,17 @@
 //! Doris "now": `GET /api/tso` on the FE, and the conversions between TSOs, epoch milliseconds
 //! and the `yyyy-MM-dd HH:mm:ss` UTC timestamps `@incr` takes.
 
+pub use dcs_doris_client::fe_api::{DorisNow, tso_to_ms};
+use dcs_doris_client::fe_api::{ms_to_tso, parse_tso_data};
 use jiff::civil::DateTime;
 use jiff::tz::TimeZone;
-use serde_json::Value;
 
 use super::fe_http::{AttemptError, FeHttpClient, FeRequest};
 use crate::checkpoint::Offset;
 use crate::{Error, Result};
 
-/// Bits of a TSO holding the logical counter: `tso = physical_ms << 18 | logical`.
-pub const TSO_LOGICAL_BITS: u32 = 18;
-
 /// The `@incr` timestamp format (UTC here, the runner's Flight session is set to `+00:00`).
 pub const TIMESTAMP_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
-
-/// The physical milliseconds of a TSO.
-pub fn tso_to_ms(tso: i64) -> i64 {
-    tso >> TSO_LOGICAL_BITS
-}
-
-/// The first TSO of a millisecond (logical counter 0).
-pub fn ms_to_tso(ms: i64) -> i64 {
-    ms << TSO_LOGICAL_BITS
-}
 
 /// Floor epoch milliseconds to whole seconds (a window end).
 pub fn floor_to_second(ms: i64) -> i64 {
@@ -65,52 +53,29 @@ pub fn offset_at(ms: i64) -> Offset {
     }
 }
 
-/// Doris's current TSO as `/api/tso` reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DorisNow {
-    /// `current_tso`.
-    pub tso: i64,
-    /// `current_tso_physical_time`, epoch milliseconds.
-    pub physical_ms: i64,
-}
-
-impl DorisNow {
+/// The offsets an instant of Doris's clock gives the runner.
+pub trait NowOffsets {
     /// The window end this instant allows: now floored to the second.
-    pub fn window_end(&self) -> Offset {
-        offset_at(self.physical_ms)
-    }
+    fn window_end(&self) -> Offset;
 
     /// The changelog start point T0 of an `initial` sync taken at this instant: the first window
     /// starts at now floored to the second (as `@incr` takes it), and `tso` is Doris's current
     /// TSO itself, so that the changes committed before T0 — already in the snapshot, though the
     /// first window, starting at T0's second, returns them again — can be told apart.
-    pub fn start_point(&self) -> Offset {
+    fn start_point(&self) -> Offset;
+}
+
+impl NowOffsets for DorisNow {
+    fn window_end(&self) -> Offset {
+        offset_at(self.physical_ms)
+    }
+
+    fn start_point(&self) -> Offset {
         Offset {
             tso: self.tso,
             ..self.window_end()
         }
     }
-}
-
-/// Read `/api/tso`'s `data`: requires `current_tso_physical_time > 0`.
-///
-/// # Errors
-/// A description of what is missing.
-pub fn parse_tso_data(data: &Value) -> std::result::Result<DorisNow, String> {
-    let physical_ms = data
-        .get("current_tso_physical_time")
-        .and_then(Value::as_i64)
-        .ok_or_else(|| format!("no current_tso_physical_time in {data}"))?;
-    if physical_ms <= 0 {
-        return Err(format!(
-            "current_tso_physical_time is {physical_ms}, not a time"
-        ));
-    }
-    let tso = data
-        .get("current_tso")
-        .and_then(Value::as_i64)
-        .unwrap_or_else(|| ms_to_tso(physical_ms));
-    Ok(DorisNow { tso, physical_ms })
 }
 
 /// Resolve Doris "now" from `/api/tso`, rotating through the FE nodes for up to
@@ -146,12 +111,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tso_and_ms_convert() {
-        assert_eq!(tso_to_ms(461373440032243713), 1760000000123);
-        assert_eq!(tso_to_ms(ms_to_tso(1760000000123)), 1760000000123);
-    }
-
-    #[test]
     fn timestamps_are_utc_and_floored() {
         assert_eq!(format_timestamp(1760000000123), "2025-10-09 08:53:20");
         assert_eq!(
@@ -163,19 +122,5 @@ mod tests {
         assert_eq!(o.timestamp, "2025-10-09 08:53:20");
         assert_eq!(o.tso, 1760000000000 << 18);
         assert!(parse_timestamp("2025-10-09T08:53:20").is_err());
-    }
-
-    #[test]
-    fn tso_data_needs_a_positive_physical_time() {
-        let ok = serde_json::json!({"current_tso": 461373440032243713i64, "current_tso_physical_time": 1760000000123i64});
-        assert_eq!(
-            parse_tso_data(&ok).unwrap(),
-            DorisNow {
-                tso: 461373440032243713,
-                physical_ms: 1760000000123
-            }
-        );
-        assert!(parse_tso_data(&serde_json::json!({"current_tso_physical_time": 0})).is_err());
-        assert!(parse_tso_data(&serde_json::json!({})).is_err());
     }
 }

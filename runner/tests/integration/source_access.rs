@@ -8,7 +8,7 @@ use dcs_runner::source::flight::FlightSession;
 use dcs_runner::source::properties::{
     KeysModel, PropertySpelling, SourceTableInfo, read_table_info,
 };
-use dcs_runner::source::tso;
+use dcs_runner::source::tso::{self, NowOffsets as _};
 use source_support::*;
 
 #[tokio::test]
