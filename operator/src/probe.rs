@@ -120,19 +120,19 @@ async fn table_facts(
 }
 
 fn connect_failure(host: &str, port: i32, user: &str, e: &mysql_async::Error) -> ProbeFailure {
-    match (dcs_doris_client::mysql::login_refused(e), e) {
-        (Some(detail), _) => ProbeFailure {
+    if let Some(detail) = dcs_doris_client::mysql::login_refused(e) {
+        return ProbeFailure {
             reason: SOURCE_AUTH_FAILED,
             message: format!(
                 "the source FE {host}:{port} refused user {user:?}: {detail}; fix the Secret named in spec.source.credentials"
             ),
-        },
-        (None, other) => ProbeFailure {
-            reason: reasons::SOURCE_UNREACHABLE,
-            message: format!(
-                "cannot reach the source FE {host}:{port} over MySQL: {other}; check spec.source.feNodes and queryPort"
-            ),
-        },
+        };
+    }
+    ProbeFailure {
+        reason: reasons::SOURCE_UNREACHABLE,
+        message: format!(
+            "cannot reach the source FE {host}:{port} over MySQL: {e}; check spec.source.feNodes and queryPort"
+        ),
     }
 }
 

@@ -373,7 +373,7 @@ impl StreamLoadClient {
     }
 
     /// The nodes a 2PC request may go to: the configured BEs, else the FEs (which redirect).
-    pub fn two_phase_nodes(&self) -> &[String] {
+    fn two_phase_nodes(&self) -> &[String] {
         if self.be_nodes.is_empty() {
             &self.fe_nodes
         } else {
