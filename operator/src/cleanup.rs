@@ -9,7 +9,7 @@
 //!   their labels are `<labelPrefix>-<consumerId>-<lastCheckpointId+1>-<seq>`, so they are aborted
 //!   by label (the `label` form of the same request), seq 0, 1, … until Doris knows the label not.
 //! - The consumer's offset-table row (`offsets.table`) is deleted over MySQL on the source FE with
-//!   the source credentials, where the runner writes it (runner `checkpoint/offset_table.rs`).
+//!   the source credentials, where the runner writes it (runner `pipeline/offset_table.rs`).
 //!   A missing table counts as done.
 //! - The sink table itself is never touched: on re-initialisation the new consumer's runner
 //!   rebuilds it (upsert: into a shadow table swapped in when complete; changelog mode: history

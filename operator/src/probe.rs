@@ -3,6 +3,7 @@
 use std::{collections::BTreeMap, fmt, time::Duration};
 
 use dcs_crds::{SourceSpec, conditions::reasons, doris_table};
+use dcs_doris_client::sql::string_literal;
 use mysql_async::prelude::Queryable;
 
 use crate::reconcile::plan::{ProbeFailure, SourceProbe};
@@ -37,10 +38,6 @@ impl fmt::Debug for DorisCredentials {
             .field("password", &"<redacted>")
             .finish()
     }
-}
-
-fn quote(value: &str) -> String {
-    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "''"))
 }
 
 /// Probes the table and Doris's clock. The first FE node that answers MySQL is used.
@@ -177,8 +174,8 @@ async fn query_facts(
     let rows: Vec<mysql_async::Row> = conn
         .query(format!(
             "SELECT PROPERTY_NAME, PROPERTY_VALUE FROM information_schema.table_properties WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
-            quote(db),
-            quote(table)
+            string_literal(db),
+            string_literal(table)
         ))
         .await
         .unwrap_or_default();

@@ -11,7 +11,8 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dcs_crds::SinkMode;
-use dcs_runner::sink::encode::{EventPolicy, encode_json_lines};
+use dcs_runner::settings::EventPolicy;
+use dcs_runner::sink::encode::encode_json_lines;
 
 const ROWS: usize = 8192;
 

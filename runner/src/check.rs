@@ -11,9 +11,9 @@ use dcs_crds::preconditions::{Requirements, preconditions};
 use dcs_crds::spec::StartupMode;
 
 use crate::checkpoint::{Checkpoint, CheckpointStore, Offset};
-use crate::pipeline::PipelineConfig;
 use crate::pipeline::start::{StartPlan, StartSource, plan_start_with_offset_row};
-use crate::sink::schema::{MysqlTarget, SinkTablePlan, evolves_schema, inspect_sink_table};
+use crate::settings::PipelineConfig;
+use crate::sink::doris::schema::{MysqlTarget, SinkTablePlan, evolves_schema, inspect_sink_table};
 use crate::source::fe_http::FeHttpClient;
 use crate::source::properties::{SourceTableInfo, read_table_info};
 use crate::source::snapshot;
@@ -391,7 +391,7 @@ pub async fn gather<S: CheckpointStore>(
         None => None,
         Some(t) => {
             let row =
-                crate::checkpoint::offset_table::read_start(&config.source, t, &config.consumer_id)
+                crate::pipeline::offset_table::read_start(&config.source, t, &config.consumer_id)
                     .await
                     .map_err(|e| problem_of_error(&e));
             Some((t.to_string(), row))

@@ -15,7 +15,8 @@ use mysql_async::prelude::Queryable;
 use tokio::sync::watch;
 
 use crate::checkpoint::FileStore;
-use crate::pipeline::{self, Control, Credentials, Phase, PipelineConfig, Progress};
+use crate::pipeline::{self, Control, Phase, Progress};
+use crate::settings::{Credentials, PipelineConfig};
 use crate::{Error, Result};
 
 /// What the demo does.

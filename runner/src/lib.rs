@@ -1,14 +1,21 @@
 //! dcs-runner: the data plane of a `DorisChangelogSync` (docs/ARCHITECTURE.md §3).
 //!
-//! - [`source`]: Doris time, Flight SQL sessions, the snapshot reader over tablets, the `@incr`
-//!   changelog reader with visibility retries, table properties.
-//! - [`sink`]: the batcher, the JSON-lines and CSV encoders, deterministic labels, the Stream Load
-//!   and 2PC client, the sink table's DDL and schema evolution, the stdout sink.
-//! - [`checkpoint`]: the checkpoint format, its file and ConfigMap stores, the offset table.
+//! The modules form layers, each using only those below it (checked by
+//! `tests/integration/layers.rs`):
+//!
+//! - [`check`], `demo` (feature `demo`, off by default): what `run` would do and what is in its
+//!   way; the pipeline against an embedded Doris emulator.
+//! - [`pipeline`]: source → batcher → sink → checkpoint, with 2PC aligned to checkpoints; the
+//!   start point, recovery, lost loads, the offset table.
 //! - [`metrics`]: `/metrics`, `/healthz`, `/readyz`.
-//! - [`pipeline`]: source → batcher → sink → checkpoint, with 2PC aligned to checkpoints.
-//! - [`check`]: `dcs-runner check`, what `run` would do and what is in its way.
-//! - `demo` (feature `demo`, on by default): the pipeline against an embedded Doris emulator.
+//! - [`source`]: Doris time, Flight SQL sessions, the snapshot reader over tablets, the `@incr`
+//!   changelog reader with visibility retries, the retention guard, table properties.
+//! - [`sink`]: the [`sink::Sink`] trait and its Doris (Stream Load, 2PC, the table's DDL, schema
+//!   evolution, rebuild) and stdout implementations, the batcher, the encoders.
+//! - [`progress`]: what a run is doing, as it publishes it.
+//! - [`checkpoint`]: the checkpoint format, its file and ConfigMap stores.
+//! - [`settings`], [`time_zone`]: what a run needs, resolved once from the manifest.
+//! - [`error`]: the one error type and its exit codes.
 #![forbid(unsafe_code)]
 
 pub mod check;
@@ -18,7 +25,10 @@ pub mod demo;
 pub mod error;
 pub mod metrics;
 pub mod pipeline;
+pub mod progress;
+pub mod settings;
 pub mod sink;
 pub mod source;
+pub mod time_zone;
 
 pub use error::{Error, Result};

@@ -10,7 +10,8 @@ use dcs_runner::Error;
 use dcs_runner::checkpoint::configmap::CONFIGMAP_ENV;
 use dcs_runner::checkpoint::{CheckpointStore, ConfigMapStore, FileStore};
 use dcs_runner::error::exit_code;
-use dcs_runner::pipeline::{self, Control, Credentials, Outcome, PipelineConfig};
+use dcs_runner::pipeline::{self, Control, Outcome};
+use dcs_runner::settings::{Credentials, PipelineConfig};
 
 const EXIT_CODES: &str = "\
 Exit codes:

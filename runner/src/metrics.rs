@@ -22,7 +22,7 @@ use axum::routing::get;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::pipeline::{Phase, Progress};
+use crate::progress::{Phase, Progress};
 
 /// The labels every sample carries.
 #[derive(Debug, Clone, PartialEq, Eq)]

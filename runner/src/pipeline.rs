@@ -27,14 +27,11 @@
 //! here (or, for upsert sinks' snapshot splits, from the split's start); this loop never sees it.
 
 pub mod boundaries;
-pub mod config;
-pub mod doris_writer;
 pub mod ledger;
+pub mod offset_table;
 mod rebuilding;
 pub mod repair;
 pub mod start;
-
-use std::io::Write;
 
 use arrow_array::{Array, Int8Array, Int64Array, RecordBatch};
 use dcs_crds::SinkMode;
@@ -43,27 +40,28 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use boundaries::{BoundaryAction, SplitBoundaries};
-pub use config::{CREDENTIAL_ENV, Credentials, DorisSinkConfig, PipelineConfig, SinkConfig};
-use doris_writer::DorisWriter;
 use start::{StartPlan, plan_start_with_offset_row};
 
-use crate::checkpoint::offset_table::{self, OffsetPublisher};
 use crate::checkpoint::{
     Checkpoint, CheckpointStore, Counters, FORMAT_VERSION, LastError, LoadsSource, Offset,
     PendingTxn, Position, RowSpan, Stopped, WindowProgress, in_ranges, tablet_ranges,
 };
+pub use crate::progress::{Phase, Progress};
+use crate::settings::{PipelineConfig, SinkConfig};
 use crate::sink::batcher::Batcher;
+use crate::sink::doris::rebuild::Rebuild;
+use crate::sink::doris::{DorisSink, schema};
 use crate::sink::encode::{ChangeColumns, EncodeError, op};
 use crate::sink::label::LabelScheme;
-use crate::sink::rebuild::Rebuild;
-use crate::sink::schema;
-use crate::sink::stdout::encode_records;
+use crate::sink::stdout::StdoutSink;
+use crate::sink::{LostLoad, Sink};
 use crate::source::changelog::{self, ChangelogEvent, ChangelogReader, ChangelogWindow};
 use crate::source::fe_http::FeHttpClient;
 use crate::source::retention::{RetentionGuard, SAFETY_MARGIN};
 use crate::source::snapshot::{self, SnapshotEvent, SnapshotOptions};
 use crate::source::tso::{self, NowOffsets as _};
 use crate::{Error, Result};
+use offset_table::OffsetPublisher;
 
 /// Rows encoded at a time, so one Flight batch never makes a load much larger than its limits.
 const SLICE_ROWS: usize = 1024;
@@ -86,49 +84,6 @@ pub enum Outcome {
     Done,
     /// Stopped on request after a final checkpoint.
     Stopped,
-}
-
-/// What the pipeline is doing.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Phase {
-    /// Resolving the start point.
-    #[default]
-    Starting,
-    /// Reading the snapshot.
-    Snapshot,
-    /// Reading changelog windows.
-    Changelog,
-    /// Finished.
-    Done,
-}
-
-/// Live progress, published after every event that changes it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Progress {
-    /// Phase.
-    pub phase: Phase,
-    /// Snapshot rows read in this run.
-    pub snapshot_rows_read: u64,
-    /// Tablets of the snapshot written completely.
-    pub tablets_done: usize,
-    /// Tablets in the snapshot.
-    pub tablets_total: usize,
-    /// End of the last changelog window handed to the sink.
-    pub window_end: Option<Offset>,
-    /// Totals (as in the checkpoint, including loads not yet checkpointed).
-    pub counters: Counters,
-    /// Id of the last saved checkpoint.
-    pub checkpoint_id: u64,
-    /// When the last checkpoint was saved (or the loaded one had been), epoch ms.
-    pub last_checkpoint_ms: Option<i64>,
-    /// The start point is resolved and the first read from the source succeeded.
-    pub ready: bool,
-    /// Stream Load retries in this run (attempts beyond the first).
-    pub load_retries: u64,
-    /// Span of the last changelog window handed to the sink (end − start), in seconds.
-    pub last_window_seconds: Option<f64>,
-    /// Failed offset-table write attempts in this run.
-    pub offset_table_write_failures: u64,
 }
 
 /// Points where tests can stop the pipeline.
@@ -192,51 +147,75 @@ pub async fn run<S: CheckpointStore>(
     let span =
         tracing::info_span!("sync", sync = %config.sync_name, consumer = %config.consumer_id);
     async move {
-        let mut shutdown = control.shutdown;
+        let Control {
+            mut shutdown,
+            progress,
+            hooks,
+        } = control;
         let mut rewinds = 0;
         loop {
-            let mut flow = Flow::new(&config, store, &control.progress, control.hooks.clone());
-            let result = flow.run(&mut shutdown).await;
-            match &result {
-                Ok(outcome) => {
-                    flow.late_sweep(true).await;
-                    flow.record_stop(*outcome).await;
+            let may_rewind = rewinds < MAX_REWINDS;
+            let outcome = match &config.sink {
+                SinkConfig::Doris(d) => {
+                    let sink = DorisSink::new(
+                        (**d).clone(),
+                        config.namespace.clone(),
+                        config.consumer_id.clone(),
+                    );
+                    run_once(&config, store, (&progress, &hooks), sink, &mut shutdown, may_rewind).await
                 }
+                SinkConfig::Stdout => {
+                    let sink = StdoutSink;
+                    run_once(&config, store, (&progress, &hooks), sink, &mut shutdown, may_rewind).await
+                }
+            };
+            match outcome {
                 // The store holds the position to read on from: start over from it.
-                Err(Error::Rewound { reason }) if rewinds < MAX_REWINDS => {
+                Err(Error::Rewound { reason }) if may_rewind => {
                     rewinds += 1;
                     tracing::warn!(%reason, rewinds, "rewound: reading on from the stored checkpoint");
-                    if let Some(offsets) = flow.offsets.take() {
-                        offsets.finish(OFFSET_TABLE_FINISH).await;
-                    }
-                    continue;
                 }
-                Err(e) => flow.record_error(e).await,
+                other => return other,
             }
-            if let Some(offsets) = flow.offsets.take() {
-                offsets.finish(OFFSET_TABLE_FINISH).await;
-            }
-            return result;
         }
     }
     .instrument(span)
     .await
 }
 
-/// Where encoded rows go.
-#[derive(Debug)]
-enum SinkWriter {
-    Doris(Box<DorisWriter>),
-    Stdout,
+/// One run with `sink`, from the stored checkpoint to its end. [`Error::Rewound`] asks for the
+/// next run when `may_rewind`; otherwise it is recorded as the error it is.
+async fn run_once<S: CheckpointStore, K: Sink>(
+    config: &PipelineConfig,
+    store: &mut S,
+    (progress, hooks): (&watch::Sender<Progress>, &Hooks),
+    sink: K,
+    shutdown: &mut watch::Receiver<bool>,
+    may_rewind: bool,
+) -> Result<Outcome> {
+    let mut flow = Flow::new(config, store, progress, hooks.clone(), sink);
+    let result = flow.run(shutdown).await;
+    match &result {
+        Ok(outcome) => {
+            flow.late_sweep(true).await;
+            flow.record_stop(*outcome).await;
+        }
+        Err(Error::Rewound { .. }) if may_rewind => {}
+        Err(e) => flow.record_error(e).await,
+    }
+    if let Some(offsets) = flow.offsets.take() {
+        offsets.finish(OFFSET_TABLE_FINISH).await;
+    }
+    result
 }
 
 /// The state of one run.
-struct Flow<'a, S> {
+struct Flow<'a, S, K> {
     config: &'a PipelineConfig,
     store: &'a mut S,
     progress_tx: &'a watch::Sender<Progress>,
     hooks: Hooks,
-    sink: SinkWriter,
+    sink: K,
     batcher: Batcher,
     /// The last checkpoint loaded or saved.
     saved: Option<Checkpoint>,
@@ -279,24 +258,15 @@ struct LateSweep {
     due: Instant,
 }
 
-impl<'a, S: CheckpointStore> Flow<'a, S> {
+impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
     fn new(
         config: &'a PipelineConfig,
         store: &'a mut S,
         progress_tx: &'a watch::Sender<Progress>,
         hooks: Hooks,
+        sink: K,
     ) -> Self {
-        let (sink, limits) = match &config.sink {
-            SinkConfig::Doris(d) => (
-                SinkWriter::Doris(Box::new(DorisWriter::new(
-                    (**d).clone(),
-                    config.namespace.clone(),
-                    config.consumer_id.clone(),
-                ))),
-                d.limits,
-            ),
-            SinkConfig::Stdout => (SinkWriter::Stdout, Default::default()),
-        };
+        let limits = sink.limits();
         Self {
             config,
             store,
@@ -347,7 +317,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         {
             self.prepare_sink().await?;
         }
-        let lost = self.recover(loaded.as_ref()).await?;
+        let lost = self.sink.recover(loaded.as_ref()).await?;
         let mut loaded = loaded;
         // Lost loads of the saved checkpoint: upsert sinks read again from the position before it
         // (the position is rewound here, and saved with this run's opening checkpoint); the rows
@@ -559,16 +529,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             return;
         }
         self.late_sweep = None;
-        let SinkWriter::Doris(w) = &self.sink else {
-            return;
-        };
-        if !w.two_phase() {
-            return;
-        }
-        match w
-            .abort_checkpoint_in(sweep.scheme, sweep.checkpoint_id)
-            .await
-        {
+        match self.sink.abort(sweep.scheme, sweep.checkpoint_id).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(
                 checkpoint_id = sweep.checkpoint_id,
@@ -580,40 +541,6 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                 "could not sweep the previous run's labels again: {e}"
             ),
         }
-    }
-
-    /// 2PC recovery: commit what the saved checkpoint pre-committed, abort what nothing records.
-    /// Returns the loads of the saved checkpoint that Doris no longer has (to be made again).
-    async fn recover(&self, loaded: Option<&Checkpoint>) -> Result<Vec<(PendingTxn, String)>> {
-        let SinkWriter::Doris(w) = &self.sink else {
-            return Ok(Vec::new());
-        };
-        if !w.two_phase() {
-            return Ok(Vec::new());
-        }
-        let mut lost = Vec::new();
-        if let Some(cp) = loaded
-            && !cp.pending_txns.is_empty()
-        {
-            lost = w.commit(&cp.pending_txns).await?;
-            tracing::info!(
-                checkpoint_id = cp.checkpoint_id,
-                txns = cp.pending_txns.len(),
-                lost = lost.len(),
-                "committed the loads of the saved checkpoint"
-            );
-        }
-        let stale = loaded.map_or(1, |c| c.checkpoint_id + 1);
-        let scheme = loaded.map_or(LabelScheme::V2, Checkpoint::labels);
-        let aborted = w.abort_checkpoint_in(scheme, stale).await?;
-        if aborted > 0 {
-            tracing::info!(
-                checkpoint_id = stale,
-                loads = aborted,
-                "aborted loads no checkpoint records"
-            );
-        }
-        Ok(lost)
     }
 
     async fn snapshot_phase(
@@ -755,17 +682,17 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
     /// changelog-mode (append-only) sink with 2PC. Its checkpoints then hold whole splits only,
     /// so the loads of a split a restart reads again are aborted, never committed.
     fn needs_whole_splits(&self) -> bool {
-        matches!(&self.sink, SinkWriter::Doris(w)
-            if w.two_phase() && w.policy().mode == SinkMode::Changelog)
+        self.sink.two_phase() && !self.sink.idempotent()
     }
 
     /// How a snapshot split whose Flight stream broke is read again: sent again from its start
     /// into an upsert sink (harmless, and right even if the table changed meanwhile), else
     /// continued after the rows already sent.
     fn snapshot_replay(&self) -> snapshot::Replay {
-        match &self.sink {
-            SinkWriter::Doris(w) if w.policy().mode == SinkMode::Upsert => snapshot::Replay::Resend,
-            _ => snapshot::Replay::SkipDelivered,
+        if self.sink.idempotent() {
+            snapshot::Replay::Resend
+        } else {
+            snapshot::Replay::SkipDelivered
         }
     }
 
@@ -795,10 +722,8 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         let _ = self.batcher.take();
         self.pending.clear();
         self.ledger.dropped();
-        if let SinkWriter::Doris(w) = &self.sink
-            && w.two_phase()
-        {
-            let aborted = w.abort_checkpoint(self.next_id).await?;
+        if self.sink.two_phase() {
+            let aborted = self.sink.abort(LabelScheme::V2, self.next_id).await?;
             tracing::info!(
                 checkpoint_id = self.next_id,
                 loads = aborted,
@@ -983,45 +908,28 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         } else {
             op::APPEND
         };
-        match &self.sink {
-            SinkWriter::Stdout => {
-                let mut out = Vec::new();
-                let lines = with_changes(batch, changelog, None, |data, changes| {
-                    encode_records(data, changes, &mut out)
-                })?;
-                let mut stdout = std::io::stdout().lock();
-                stdout
-                    .write_all(&out)
-                    .and_then(|()| stdout.flush())
-                    .map_err(|e| Error::io("writing to stdout", e))?;
-                self.counters.rows_written += lines;
-            }
-            SinkWriter::Doris(writer) => {
-                let policy = writer.policy();
-                let format = writer.format().clone();
-                // Changelog-mode sinks need op/TSO/LSN for snapshot rows too: inserts at T0.
-                let snapshot_changes = (policy.mode == SinkMode::Changelog && !changelog)
-                    .then_some((snapshot_op, synthetic_tso));
-                let mut offset = 0;
-                while offset < n {
-                    let room = usize::try_from(self.batcher.room()).unwrap_or(usize::MAX);
-                    let len = room.min(n - offset).min(SLICE_ROWS);
-                    let slice = batch.slice(offset, len);
-                    offset += len;
-                    self.batcher.append(Instant::now().into_std(), |out| {
-                        with_changes(&slice, changelog, snapshot_changes, |data, changes| {
-                            format.encode(data, changes, &policy, out)
-                        })
-                    })?;
-                    self.ledger.appended(len as u64);
-                    if self
-                        .batcher
-                        .flush_reason(Instant::now().into_std())
-                        .is_some()
-                    {
-                        self.flush().await?;
-                    }
-                }
+        let encoding = self.sink.encoding();
+        // Changelog-mode sinks need op/TSO/LSN for snapshot rows too: inserts at T0.
+        let snapshot_changes =
+            (encoding.marks_snapshot_rows() && !changelog).then_some((snapshot_op, synthetic_tso));
+        let mut offset = 0;
+        while offset < n {
+            let room = usize::try_from(self.batcher.room()).unwrap_or(usize::MAX);
+            let len = room.min(n - offset).min(SLICE_ROWS);
+            let slice = batch.slice(offset, len);
+            offset += len;
+            self.batcher.append(Instant::now().into_std(), |out| {
+                with_changes(&slice, changelog, snapshot_changes, |data, changes| {
+                    encoding.encode(data, changes, out)
+                })
+            })?;
+            self.ledger.appended(len as u64);
+            if self
+                .batcher
+                .flush_reason(Instant::now().into_std())
+                .is_some()
+            {
+                self.flush().await?;
             }
         }
         self.publish();
@@ -1094,14 +1002,11 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
 
     /// Load the open batch, if any.
     async fn flush(&mut self) -> Result<()> {
-        let SinkWriter::Doris(writer) = &self.sink else {
-            return Ok(());
-        };
         let Some(batch) = self.batcher.take() else {
             return Ok(());
         };
         let bytes = batch.body.len() as u64;
-        let result = writer.load(batch.body, self.next_id, self.seq).await?;
+        let result = self.sink.load(batch.body, self.next_id, self.seq).await?;
         tracing::debug!(label = %result.label, rows = batch.rows, bytes, attempts = result.attempts, "loaded a batch");
         self.seq += 1;
         self.progress.load_retries += u64::from(result.attempts.saturating_sub(1));
@@ -1203,13 +1108,10 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                     point: "after saving a checkpoint, before committing its loads",
                 });
             }
-            let SinkWriter::Doris(w) = &self.sink else {
-                return Ok(());
-            };
             if pending.is_empty() {
                 return Ok(());
             }
-            let lost = w.commit(&pending).await?;
+            let lost = self.sink.commit(&pending).await?;
             if lost.is_empty() {
                 return Ok(());
             }
@@ -1233,7 +1135,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
     async fn repair(
         &mut self,
         source: Option<&LoadsSource>,
-        lost: &[(PendingTxn, String)],
+        lost: &[LostLoad],
     ) -> Result<Option<Checkpoint>> {
         let txns: Vec<PendingTxn> = lost.iter().map(|(t, _)| t.clone()).collect();
         let mode = self
@@ -1281,9 +1183,6 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
     /// pre-committed loads. The rows are found by their index among the rows handed to the sink
     /// since `source.from`, the way [`ledger`] counted them: after the seam, in the windows' order.
     async fn reload(&mut self, source: &LoadsSource, spans: &[RowSpan]) -> Result<Vec<PendingTxn>> {
-        let SinkWriter::Doris(w) = &self.sink else {
-            return Ok(Vec::new());
-        };
         let http = FeHttpClient::new(self.config.source.clone())?;
         let schema = snapshot::fetch_schema(&http, &self.config.source.table).await?;
         let columns = snapshot::projection(&schema, self.config.columns.as_deref())?;
@@ -1296,12 +1195,8 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
             result
         });
         let until = repair::needed_until(spans);
-        let policy = w.policy();
-        let format = w.format().clone();
-        let limits = self
-            .config
-            .doris_sink()
-            .map_or_else(Default::default, |d| d.limits);
+        let encoding = self.sink.encoding();
+        let limits = self.sink.limits();
         let mut reloaded = Vec::new();
         let mut index = 0;
         let mut seq = self.seq;
@@ -1332,7 +1227,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                         let slice = batch.slice(offset + done + taken, take);
                         batcher.append(Instant::now().into_std(), |out| {
                             with_changes(&slice, true, None, |data, changes| {
-                                format.encode(data, changes, &policy, out)
+                                encoding.encode(data, changes, out)
                             })
                         })?;
                         taken += take;
@@ -1343,7 +1238,7 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
                     let Some(body) = batcher.take() else {
                         break;
                     };
-                    let result = w.load(body.body, id, seq).await?;
+                    let result = self.sink.load(body.body, id, seq).await?;
                     seq += 1;
                     let rows = Some(RowSpan {
                         first: index + (offset + done) as u64,
@@ -1378,13 +1273,10 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
     /// checkpoint it could not save. Nobody would ever commit them, and the new owner (or the
     /// operator cleaning up a deleted sync) may not know them.
     async fn abort_unsaved(&mut self, txns: &[PendingTxn]) {
-        let SinkWriter::Doris(w) = &self.sink else {
-            return;
-        };
         if txns.is_empty() {
             return;
         }
-        let aborted = w.abort_txns(txns).await;
+        let aborted = self.sink.abort_txns(txns).await;
         self.pending.clear();
         tracing::warn!(
             checkpoint_id = self.next_id,
@@ -1415,9 +1307,8 @@ impl<'a, S: CheckpointStore> Flow<'a, S> {
         let Some(saved) = self.saved.clone() else {
             return;
         };
-        if let SinkWriter::Doris(w) = &self.sink
-            && w.two_phase()
-            && let Err(e) = w.abort_checkpoint(self.next_id).await
+        if self.sink.two_phase()
+            && let Err(e) = self.sink.abort(LabelScheme::V2, self.next_id).await
         {
             tracing::warn!("could not abort this run's open loads: {e}");
             return;
@@ -1590,7 +1481,7 @@ fn slices(batch: &RecordBatch, rows: usize) -> impl Iterator<Item = RecordBatch>
 }
 
 /// The error of loads lost for good.
-fn lost_error(lost: &[(PendingTxn, String)], reason: &str) -> Error {
+fn lost_error(lost: &[LostLoad], reason: &str) -> Error {
     Error::LoadsLost {
         labels: lost
             .iter()

@@ -9,7 +9,7 @@
 //! - a node's host for the FE's other ports is [`host_of`] its `host:port`;
 //! - Doris's `/api` envelope and `/api/tso`'s TSO are read one way ([`fe_api`]);
 //! - what an FE answers over MySQL is decoded fallibly ([`mysql`]): an odd answer fails the
-//!   operation, never the process.
+//!   operation, never the process; SQL text quotes identifiers and strings one way ([`sql`]).
 //!
 //! The runner commits and aborts its own loads; the operator aborts what a deleted or
 //! re-initialised sync left pre-committed. What Doris's answer means is decided by the pure
@@ -21,6 +21,7 @@ pub mod fe_api;
 pub mod mysql;
 mod node;
 mod request;
+pub mod sql;
 pub mod stream_load;
 
 pub use answer::{LabelAbort, TxnOutcome, classify_label_abort, classify_txn, snippet};

@@ -20,7 +20,6 @@
 
 pub mod configmap;
 mod file;
-pub mod offset_table;
 
 pub use configmap::ConfigMapStore;
 pub use file::FileStore;

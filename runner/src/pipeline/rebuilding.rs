@@ -1,13 +1,14 @@
 //! The pipeline's hooks for the sink rebuild of a re-initialised consumer
-//! ([`crate::sink::rebuild`]): decided and prepared before the first load, swapped in when the
+//! ([`crate::sink::doris::rebuild`]): decided and prepared before the first load, swapped in when the
 //! snapshot is complete.
 
-use super::{Flow, SinkWriter};
+use super::Flow;
 use crate::checkpoint::CheckpointStore;
-use crate::sink::rebuild;
+use crate::sink::Sink;
+use crate::sink::doris::rebuild;
 use crate::{Error, Result};
 
-impl<S: CheckpointStore> Flow<'_, S> {
+impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
     /// Decides the sink rebuild of a re-initialised consumer and prepares its shadow table before
     /// the first load ([`rebuild`]); loads then go to the shadow until it is swapped in.
     pub(super) async fn begin_rebuild(&mut self, snapshot_first: bool) -> Result<()> {
@@ -38,9 +39,7 @@ impl<S: CheckpointStore> Flow<'_, S> {
             self.evolves_schema(),
         )
         .await?;
-        if let SinkWriter::Doris(w) = &mut self.sink {
-            w.set_table(shadow);
-        }
+        self.sink.set_table(shadow);
         Ok(())
     }
 
@@ -54,9 +53,7 @@ impl<S: CheckpointStore> Flow<'_, S> {
         };
         rebuild::swap(sink, &shadow).await?;
         self.rebuild.swapped(jiff::Timestamp::now().to_string());
-        if let SinkWriter::Doris(w) = &mut self.sink {
-            w.set_table(sink.table.clone());
-        }
+        self.sink.set_table(sink.table.clone());
         self.checkpoint(true).await
     }
 }

@@ -5,32 +5,12 @@
 //! The interval runs from the first row of a batch, so a trickle of changes is still loaded within
 //! `interval` of arriving, and an empty batcher has no deadline at all.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 
 use super::encode::Encoded;
-
-/// When a batch is full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchLimits {
-    /// Most rows in one load.
-    pub max_rows: u64,
-    /// Most body bytes in one load (a batch may pass it by the last slice appended).
-    pub max_bytes: u64,
-    /// Longest time the first row of a batch waits for its load.
-    pub interval: Duration,
-}
-
-impl Default for BatchLimits {
-    fn default() -> Self {
-        Self {
-            max_rows: 50_000,
-            max_bytes: 10 * 1024 * 1024,
-            interval: Duration::from_secs(10),
-        }
-    }
-}
+use crate::settings::BatchLimits;
 
 /// Why a batch should be loaded now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +152,8 @@ impl Batcher {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn limits(rows: u64, bytes: u64, secs: u64) -> BatchLimits {

@@ -23,6 +23,7 @@ use arrow_schema::{DataType, TimeUnit};
 use dcs_crds::SinkMode;
 
 use super::digits;
+use crate::settings::{BodyFormat, EventPolicy};
 
 /// The hidden column Doris reads the per-row delete flag from.
 pub const DELETE_SIGN_COLUMN: &str = "__DORIS_DELETE_SIGN__";
@@ -44,19 +45,8 @@ pub mod op {
     /// Update, after image.
     pub const UPDATE_AFTER: i8 = 3;
     /// Not a Doris code: a snapshot row of a re-initialised consumer (`+R` in changelog mode, an
-    /// upsert in upsert mode), see [`crate::sink::rebuild`].
+    /// upsert in upsert mode), see [`crate::sink::doris::rebuild`].
     pub const RESNAPSHOT: i8 = -1;
-}
-
-/// How events map to sink rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EventPolicy {
-    /// Upsert or changelog.
-    pub mode: SinkMode,
-    /// Deletes reach the sink (upsert mode).
-    pub enable_delete: bool,
-    /// Update-before events are dropped (upsert mode); otherwise they are sent as deletes.
-    pub ignore_update_before: bool,
 }
 
 /// What a sink row is, in upsert mode.
@@ -85,6 +75,10 @@ impl EventPolicy {
     }
 }
 
+/// The `dcs_op` of a re-initialised consumer's snapshot rows in a changelog-mode sink
+/// (`crate::sink::doris::rebuild`).
+pub const RESNAPSHOT_OP: &str = "+R";
+
 /// The `dcs_op` text of an op code (Flink RowKind short strings).
 pub fn changelog_op_text(op: i8) -> Result<&'static str, EncodeError> {
     Ok(match op {
@@ -92,7 +86,7 @@ pub fn changelog_op_text(op: i8) -> Result<&'static str, EncodeError> {
         op::DELETE => "-D",
         op::UPDATE_BEFORE => "-U",
         op::UPDATE_AFTER => "+U",
-        op::RESNAPSHOT => crate::sink::rebuild::RESNAPSHOT_OP,
+        op::RESNAPSHOT => RESNAPSHOT_OP,
         other => return Err(EncodeError::UnknownOp(other)),
     })
 }
@@ -175,116 +169,7 @@ pub struct Encoded {
     pub skipped: u64,
 }
 
-/// The Stream Load body format (`sink.doris.properties.format`, JSON lines by default).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum BodyFormat {
-    /// One JSON object per line (`format: json`, `read_json_by_line: true`).
-    #[default]
-    JsonLines,
-    /// CSV (`format: csv`): fields by position, `\N` for NULL, the delete sign as the last field.
-    Csv {
-        /// `column_separator` as bytes (default `\t`).
-        column_separator: Vec<u8>,
-        /// `line_delimiter` as bytes (default `\n`).
-        line_delimiter: Vec<u8>,
-    },
-}
-
-/// A `column_separator` / `line_delimiter` value as Doris reads it: `\xHH…` is hex, `\t`, `\n`,
-/// `\r` and `\\` are escapes, anything else is taken literally.
-///
-/// # Errors
-/// When it is empty or a `\x` form is not hex.
-pub fn parse_separator(value: &str) -> Result<Vec<u8>, String> {
-    if value.is_empty() {
-        return Err("an empty separator".into());
-    }
-    if let Some(hex) = value
-        .strip_prefix("\\x")
-        .or_else(|| value.strip_prefix("\\X"))
-    {
-        // `\x0102` and `\x01\x02` both spell two bytes.
-        let hex = hex.replace("\\x", "").replace("\\X", "");
-        if hex.is_empty() || hex.len() % 2 != 0 {
-            return Err(format!("{value:?} is not \\x followed by hex byte pairs"));
-        }
-        return (0..hex.len())
-            .step_by(2)
-            .map(|i| {
-                u8::from_str_radix(&hex[i..i + 2], 16)
-                    .map_err(|_| format!("{value:?} is not \\x followed by hex byte pairs"))
-            })
-            .collect();
-    }
-    let mut out = Vec::new();
-    let mut chars = value.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some('t') => out.push(b'\t'),
-                Some('n') => out.push(b'\n'),
-                Some('r') => out.push(b'\r'),
-                Some('\\') | None => out.push(b'\\'),
-                Some(other) => {
-                    out.push(b'\\');
-                    let mut buf = [0; 4];
-                    out.extend_from_slice(other.encode_utf8(&mut buf).as_bytes());
-                }
-            }
-        } else {
-            let mut buf = [0; 4];
-            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-        }
-    }
-    Ok(out)
-}
-
 impl BodyFormat {
-    /// The format the Stream Load headers ask for (`format`, `column_separator`,
-    /// `line_delimiter`, keys compared case-insensitively).
-    ///
-    /// # Errors
-    /// A format other than json/csv, or a bad separator, with what to write instead.
-    pub fn from_properties(
-        properties: &std::collections::BTreeMap<String, String>,
-    ) -> Result<Self, String> {
-        let get = |k: &str| {
-            properties
-                .iter()
-                .find(|(key, _)| key.eq_ignore_ascii_case(k))
-                .map(|(_, v)| v.as_str())
-        };
-        match get("format")
-            .map(|f| f.trim().to_ascii_lowercase())
-            .as_deref()
-        {
-            None | Some("json") => Ok(Self::JsonLines),
-            Some("csv") => {
-                let sep = |key: &str, default: &[u8]| match get(key) {
-                    None => Ok(default.to_vec()),
-                    Some(v) => {
-                        parse_separator(v).map_err(|e| format!("sink.doris.properties.{key}: {e}"))
-                    }
-                };
-                let column_separator = sep("column_separator", b"\t")?;
-                let line_delimiter = sep("line_delimiter", b"\n")?;
-                if column_separator == line_delimiter {
-                    return Err(
-                        "sink.doris.properties: column_separator and line_delimiter must differ"
-                            .into(),
-                    );
-                }
-                Ok(Self::Csv {
-                    column_separator,
-                    line_delimiter,
-                })
-            }
-            Some(other) => Err(format!(
-                "sink.doris.properties.format {other:?} is not supported by dcs-runner; use json (the default) or csv"
-            )),
-        }
-    }
-
     /// Encode `data` in this format; see [`encode_json_lines`] and [`encode_csv`].
     ///
     /// # Errors
@@ -603,7 +488,7 @@ impl<'a> ColumnWriter<'a> {
             DataType::Timestamp(unit, tz) => {
                 let zone = match tz {
                     None => None,
-                    Some(tz) => Some(crate::source::datetime::parse_zone(tz).map_err(|_| {
+                    Some(tz) => Some(crate::time_zone::parse_zone(tz).map_err(|_| {
                         EncodeError::UnknownTimeZone {
                             column: name.to_string(),
                             tz: tz.to_string(),

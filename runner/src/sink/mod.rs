@@ -1,11 +1,156 @@
-//! Sinks: the batcher, Stream Load into Doris, the sink table's DDL and schema, its rebuild after
-//! a re-initialisation, and the stdout sink.
+//! The sink side: where the pipeline's rows go (docs/ARCHITECTURE.md §3.6).
+//!
+//! A sink is one [`Sink`]: the pipeline encodes rows as [`Sink::encoding`] says into the
+//! [`batcher`], hands each full batch to [`Sink::load`], and after saving the checkpoint that
+//! records the loads it [`Sink::commit`]s them (with two-phase commit a load is pre-committed and
+//! invisible until then). [`Sink::abort`] drops the loads no checkpoint records, and
+//! [`Sink::recover`] settles what an earlier run left when a run starts. Two implementations:
+//!
+//! - [`doris`]: Stream Load into a Doris table, with its request building (labels, headers),
+//!   retries, the table's DDL and schema evolution ([`doris::schema`]) and its rebuild after a
+//!   re-initialisation ([`doris::rebuild`]);
+//! - [`stdout`]: one JSON record per change on standard output (a debugging sink).
+//!
+//! Shared by both: the [`batcher`] and the body encoders ([`encode`]). A sink reads its settings
+//! from `crate::settings` and knows nothing of the source or the pipeline.
 
 pub mod batcher;
-pub mod create_table;
 mod digits;
+pub mod doris;
 pub mod encode;
 pub use dcs_crds::label;
-pub mod rebuild;
-pub mod schema;
 pub mod stdout;
+
+use std::future::Future;
+
+use arrow_array::RecordBatch;
+use bytes::Bytes;
+use dcs_crds::SinkMode;
+use dcs_crds::spec::TableRef;
+
+use crate::Result;
+use crate::checkpoint::{Checkpoint, PendingTxn};
+use crate::settings::{BatchLimits, BodyFormat, EventPolicy};
+use encode::{ChangeColumns, EncodeError, Encoded};
+use label::LabelScheme;
+
+/// What one successful load did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadResult {
+    /// The label used (empty for a sink without labels).
+    pub label: String,
+    /// The pre-committed transaction to commit after the checkpoint (2PC only).
+    pub pending: Option<PendingTxn>,
+    /// Attempts made.
+    pub attempts: u32,
+}
+
+/// A pre-committed load Doris no longer has, with what it said.
+pub type LostLoad = (PendingTxn, String);
+
+/// How a sink wants rows written into a load body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Encoding {
+    /// Stream Load rows: the body format, and which events become which rows.
+    Rows {
+        /// JSON lines or CSV.
+        format: BodyFormat,
+        /// Upsert or changelog mode, deletes, update-befores.
+        policy: EventPolicy,
+    },
+    /// One JSON record per change, every event included ([`stdout`]).
+    Records,
+}
+
+impl Encoding {
+    /// Append `data` (with its change columns, if any) to `out`.
+    ///
+    /// # Errors
+    /// A value the format cannot write.
+    pub fn encode(
+        &self,
+        data: &RecordBatch,
+        changes: Option<ChangeColumns<'_>>,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<Encoded, EncodeError> {
+        match self {
+            Self::Rows { format, policy } => format.encode(data, changes, policy, out),
+            Self::Records => stdout::encode_records(data, changes, out).map(|lines| Encoded {
+                upserts: lines,
+                ..Encoded::default()
+            }),
+        }
+    }
+
+    /// Whether snapshot rows are written as changes too (`+I` with the start point's TSO): a
+    /// changelog-mode table, whose rows all carry an op, a TSO and an LSN.
+    pub fn marks_snapshot_rows(&self) -> bool {
+        matches!(self, Self::Rows { policy, .. } if policy.mode == SinkMode::Changelog)
+    }
+}
+
+/// Where the pipeline's rows go. The futures are `Send`, so a run can be spawned.
+pub trait Sink {
+    /// Whether loads are pre-committed and made visible only by [`Sink::commit`] after the
+    /// checkpoint recording them is saved (two-phase commit, exactly once).
+    fn two_phase(&self) -> bool;
+
+    /// Whether rows sent twice land once: an upsert sink keyed like the source. A snapshot split
+    /// read again is then simply sent again from its start.
+    fn idempotent(&self) -> bool;
+
+    /// How rows are encoded for this sink.
+    fn encoding(&self) -> Encoding;
+
+    /// When a batch is full.
+    fn limits(&self) -> BatchLimits;
+
+    /// Loads from now on go into `table` (a rebuild's shadow table, then the sink table again);
+    /// a sink without tables ignores it.
+    fn set_table(&mut self, table: TableRef);
+
+    /// Load `body` as load `seq` of checkpoint `checkpoint_id`; under two-phase commit the load is
+    /// pre-committed and its transaction is in the result.
+    ///
+    /// # Errors
+    /// The sink refused the rows, or it could not be reached within its retries.
+    fn load(
+        &self,
+        body: Bytes,
+        checkpoint_id: u64,
+        seq: u32,
+    ) -> impl Future<Output = Result<LoadResult>> + Send;
+
+    /// Commit pre-committed loads (one already committed counts as done); returns the ones the
+    /// sink no longer has (to be made again), after committing all the others.
+    ///
+    /// # Errors
+    /// A commit refused otherwise, or retries ran out.
+    fn commit(&self, txns: &[PendingTxn]) -> impl Future<Output = Result<Vec<LostLoad>>> + Send;
+
+    /// Abort every pre-committed load of checkpoint `checkpoint_id` labelled under `scheme`
+    /// (none without two-phase commit); returns how many it found.
+    ///
+    /// # Errors
+    /// An abort failed for good, or found a load of that id committed.
+    fn abort(
+        &self,
+        scheme: LabelScheme,
+        checkpoint_id: u64,
+    ) -> impl Future<Output = Result<u32>> + Send;
+
+    /// Best effort: abort the pre-committed transactions `txns` by id (never by label: another
+    /// runner may be loading under the same labels). Returns how many were aborted or gone.
+    fn abort_txns(&self, txns: &[PendingTxn]) -> impl Future<Output = usize> + Send;
+
+    /// At a run's start: commit what the stored checkpoint `loaded` pre-committed and abort the
+    /// loads of the checkpoint id after it, which nothing records. Returns the loads of `loaded`
+    /// the sink no longer has (to be made again).
+    ///
+    /// # Errors
+    /// As [`Sink::commit`] and [`Sink::abort`].
+    fn recover(
+        &self,
+        loaded: Option<&Checkpoint>,
+    ) -> impl Future<Output = Result<Vec<LostLoad>>> + Send;
+}

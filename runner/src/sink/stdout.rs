@@ -10,15 +10,27 @@
 //! `op` is the Flink RowKind short string; snapshot rows are `+I` without `tso` and `lsn`. Every
 //! event is written, update-befores included: the EventPolicy of the Doris sink does not apply.
 //! Values are written as the Doris sink writes them (see [`super::encode`]).
+//!
+//! As a [`Sink`], stdout takes every record batch at once (a batch is full as soon as it holds a
+//! row) and writes it as one "load"; it has no transactions, so commit and abort have nothing to
+//! do and nothing survives a restart but what was written.
 
 use std::io::Write;
+use std::time::Duration;
 
 use arrow_array::RecordBatch;
+use bytes::Bytes;
+use dcs_crds::spec::TableRef;
+
+use super::label::LabelScheme;
+use super::{Encoding, LoadResult, LostLoad, Sink};
+use crate::checkpoint::{Checkpoint, PendingTxn};
+use crate::settings::{BatchLimits, EventPolicy};
+use crate::{Error, Result};
 use dcs_crds::SinkMode;
 
 use super::encode::{
-    ChangeColumns, DELETE_SIGN_COLUMN, EncodeError, EventPolicy, changelog_op_text,
-    encode_json_lines,
+    ChangeColumns, DELETE_SIGN_COLUMN, EncodeError, changelog_op_text, encode_json_lines,
 };
 
 /// Append one record line per row of `data` to `out`; returns the number of lines.
@@ -29,7 +41,7 @@ pub fn encode_records(
     data: &RecordBatch,
     changes: Option<ChangeColumns<'_>>,
     out: &mut Vec<u8>,
-) -> Result<u64, EncodeError> {
+) -> std::result::Result<u64, EncodeError> {
     // Every row as an upsert: the encoder then writes each row object followed by the delete
     // sign, which is cut off again below.
     let policy = EventPolicy {
@@ -68,6 +80,64 @@ pub fn encode_records(
         count += 1;
     }
     Ok(count)
+}
+
+/// The stdout sink.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StdoutSink;
+
+impl Sink for StdoutSink {
+    fn two_phase(&self) -> bool {
+        false
+    }
+
+    fn idempotent(&self) -> bool {
+        false
+    }
+
+    fn encoding(&self) -> Encoding {
+        Encoding::Records
+    }
+
+    /// Full at its first row: records are written as they come.
+    fn limits(&self) -> BatchLimits {
+        BatchLimits {
+            max_rows: u64::MAX,
+            max_bytes: u64::MAX,
+            interval: Duration::ZERO,
+        }
+    }
+
+    fn set_table(&mut self, _table: TableRef) {}
+
+    async fn load(&self, body: Bytes, _checkpoint_id: u64, _seq: u32) -> Result<LoadResult> {
+        let mut stdout = std::io::stdout().lock();
+        stdout
+            .write_all(&body)
+            .and_then(|()| stdout.flush())
+            .map_err(|e| Error::io("writing to stdout", e))?;
+        Ok(LoadResult {
+            label: String::new(),
+            pending: None,
+            attempts: 1,
+        })
+    }
+
+    async fn commit(&self, _txns: &[PendingTxn]) -> Result<Vec<LostLoad>> {
+        Ok(Vec::new())
+    }
+
+    async fn abort(&self, _scheme: LabelScheme, _checkpoint_id: u64) -> Result<u32> {
+        Ok(0)
+    }
+
+    async fn abort_txns(&self, _txns: &[PendingTxn]) -> usize {
+        0
+    }
+
+    async fn recover(&self, _loaded: Option<&Checkpoint>) -> Result<Vec<LostLoad>> {
+        Ok(Vec::new())
+    }
 }
 
 #[cfg(test)]

@@ -17,12 +17,14 @@ use tokio::time::Instant;
 use super::fe_http::FeHttpClient;
 use super::flight::{FlightSession, resolve_flight_port};
 use super::resumable::{ReadPlan, read_into};
-use super::resume::{Replay, StreamRetry};
+use super::resume::Replay;
 use super::retention::{RetentionGuard, SAFETY_MARGIN};
 use super::row_kind::row_kinds;
 use super::snapshot::select_list;
 use super::tso::{self, NowOffsets as _, offset_at};
+use super::visibility;
 use crate::checkpoint::{Offset, WindowProgress, WindowRead};
+use crate::settings::ChangelogOptions;
 use crate::{Error, Result};
 
 /// The commit TSO column `@incr` returns when named.
@@ -166,33 +168,6 @@ pub fn validate_batch(table: &str, fields: &[String], batch: &RecordBatch) -> Re
     Ok(())
 }
 
-/// `retryAfterMs=<n>` in a 5100/5101 message.
-pub fn retry_after(message: &str) -> Option<Duration> {
-    let rest = &message[message.find("retryAfterMs=")? + "retryAfterMs=".len()..];
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse::<u64>().ok().map(Duration::from_millis)
-}
-
-/// After a visibility error, how long to wait before asking for the same window again, or `None`
-/// when `visible_wait_timeout` has passed since the first error (zero: never retry). The delay is
-/// Doris's `retryAfterMs` (else `retry_delay`), capped by `max_retry_delay` and the time left.
-pub fn visibility_retry_delay(
-    options: &ChangelogOptions,
-    waited: Duration,
-    message: &str,
-) -> Option<Duration> {
-    let left = options
-        .visible_wait_timeout
-        .checked_sub(waited)
-        .filter(|l| !l.is_zero())?;
-    Some(
-        retry_after(message)
-            .unwrap_or(options.retry_delay)
-            .min(options.max_retry_delay)
-            .min(left),
-    )
-}
-
 /// What the changelog reader hands downstream.
 #[derive(Debug)]
 pub enum ChangelogEvent {
@@ -271,40 +246,6 @@ pub fn window_increment_type(
             IncrementType::Detail
         }
         (configured, _) => configured,
-    }
-}
-
-/// How the changelog is polled (`spec.changelog`).
-#[derive(Debug, Clone)]
-pub struct ChangelogOptions {
-    /// The increment type.
-    pub increment_type: IncrementType,
-    /// Time between polls.
-    pub poll_interval: Duration,
-    /// How long a window is retried after its first visibility error; zero disables retries.
-    pub visible_wait_timeout: Duration,
-    /// Delay between retries when Doris does not say (`retryAfterMs`).
-    pub retry_delay: Duration,
-    /// Upper bound of a retry delay, whatever Doris says.
-    pub max_retry_delay: Duration,
-    /// The snapshot seam of an `initial` sync (T0, epoch ms): the window starting there is read
-    /// with DETAIL whatever the increment type, see [`window_increment_type`].
-    pub seam_start_ms: Option<i64>,
-    /// How often and how soon a window whose result stream broke is read again.
-    pub stream_retry: StreamRetry,
-}
-
-impl Default for ChangelogOptions {
-    fn default() -> Self {
-        Self {
-            increment_type: IncrementType::Detail,
-            poll_interval: Duration::from_secs(10),
-            visible_wait_timeout: Duration::from_secs(300),
-            retry_delay: Duration::from_secs(1),
-            max_retry_delay: Duration::from_secs(30),
-            seam_start_ms: None,
-            stream_retry: StreamRetry::default(),
-        }
     }
 }
 
@@ -524,7 +465,7 @@ impl ChangelogReader {
                 Err(Error::WindowNotReady { code, message }) if !sent_any => {
                     let first = *first_failure.get_or_insert_with(Instant::now);
                     let Some(delay) =
-                        visibility_retry_delay(&self.options, first.elapsed(), &message)
+                        visibility::retry_delay(&self.options, first.elapsed(), &message)
                     else {
                         return Err(Error::Doris {
                             context: format!(
@@ -834,48 +775,5 @@ mod tests {
             3
         );
         assert!(drop_before_seam(b, 101).unwrap().is_none());
-    }
-
-    #[test]
-    fn visibility_retries_stop_at_the_timeout() {
-        let o = ChangelogOptions {
-            visible_wait_timeout: Duration::from_secs(5),
-            retry_delay: Duration::from_millis(700),
-            max_retry_delay: Duration::from_secs(2),
-            ..Default::default()
-        };
-        let s = Duration::from_secs;
-        assert_eq!(
-            visibility_retry_delay(&o, s(0), "retryAfterMs=1000"),
-            Some(s(1))
-        );
-        assert_eq!(
-            visibility_retry_delay(&o, s(0), "no hint"),
-            Some(Duration::from_millis(700))
-        );
-        assert_eq!(
-            visibility_retry_delay(&o, s(0), "retryAfterMs=60000"),
-            Some(s(2))
-        );
-        assert_eq!(
-            visibility_retry_delay(&o, Duration::from_millis(4_500), "retryAfterMs=1000"),
-            Some(Duration::from_millis(500))
-        );
-        assert_eq!(visibility_retry_delay(&o, s(5), "retryAfterMs=1000"), None);
-        let never = ChangelogOptions {
-            visible_wait_timeout: Duration::ZERO,
-            ..o
-        };
-        assert_eq!(
-            visibility_retry_delay(&never, Duration::ZERO, "retryAfterMs=1000"),
-            None
-        );
-    }
-
-    #[test]
-    fn retry_after_is_read_from_the_message() {
-        let m = "ERR_INCR_VISIBLE_WAIT_TIMEOUT: reason=VISIBLE_WAIT_TIMEOUT, requestedEndTimestampMs=1, retryAfterMs=1000, timeoutMs=100";
-        assert_eq!(retry_after(m), Some(Duration::from_millis(1000)));
-        assert_eq!(retry_after("nothing"), None);
     }
 }

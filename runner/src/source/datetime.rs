@@ -11,38 +11,11 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, ArrayRef, PrimitiveArray};
 use arrow_schema::{DataType, TimeUnit};
-use jiff::tz::{Offset, TimeZone};
+use jiff::tz::TimeZone;
+
+use crate::time_zone::parse_zone;
 
 use crate::{Error, Result};
-
-/// Resolve an Arrow timestamp zone: `+08:00`, `-05:30`, `Z`, `UTC` or an IANA name.
-///
-/// # Errors
-/// When the zone is unknown.
-pub fn parse_zone(tz: &str) -> Result<TimeZone> {
-    let t = tz.trim();
-    if t.eq_ignore_ascii_case("z") || t.eq_ignore_ascii_case("utc") {
-        return Ok(TimeZone::UTC);
-    }
-    if let Some(sign) = t.chars().next().filter(|c| *c == '+' || *c == '-') {
-        let digits = &t[1..];
-        let (h, m) = digits.split_once(':').unwrap_or((digits, "0"));
-        let (h, m) = (h.parse::<i32>(), m.parse::<i32>());
-        if let (Ok(h), Ok(m)) = (h, m) {
-            let secs = (h * 3600 + m * 60) * if sign == '-' { -1 } else { 1 };
-            let offset = Offset::from_seconds(secs).map_err(|e| bad_zone(tz, &e))?;
-            return Ok(TimeZone::fixed(offset));
-        }
-    }
-    TimeZone::get(t).map_err(|e| bad_zone(tz, &e))
-}
-
-fn bad_zone(tz: &str, e: &dyn std::fmt::Display) -> Error {
-    Error::UnexpectedResult {
-        context: "DATETIME column".into(),
-        reason: format!("timestamp column has an unknown time zone {tz:?}: {e}"),
-    }
-}
 
 /// Normalise a timestamp column to wall-clock-as-UTC without a zone; other columns pass through.
 ///

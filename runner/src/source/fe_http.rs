@@ -9,7 +9,7 @@ use dcs_doris_client::fe_api::{EnvelopeError, unwrap_envelope};
 use dcs_doris_client::without_url;
 use serde_json::Value;
 
-use super::SourceSettings;
+use crate::settings::SourceSettings;
 use crate::{Error, Result};
 
 /// A client for the FE HTTP API of the source cluster.

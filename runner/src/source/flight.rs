@@ -15,8 +15,8 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use tonic::transport::{Channel, Endpoint};
 
-use super::SourceSettings;
 use super::fe_http::FeHttpClient;
+use crate::settings::SourceSettings;
 use crate::{Error, Result};
 
 /// gRPC message limit in both directions; Doris batches outgrow tonic's 4 MiB default.

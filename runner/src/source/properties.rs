@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use dcs_doris_client::mysql::{decode_all, decode_first};
+use dcs_doris_client::sql::string_literal;
 use mysql_async::prelude::Queryable;
 
 pub use dcs_crds::doris_table::{
@@ -12,12 +13,8 @@ pub use dcs_crds::doris_table::{
     properties_of_ddl, table_info_from, table_info_of_ddl,
 };
 
-use super::SourceSettings;
+use crate::settings::SourceSettings;
 use crate::{Error, Result};
-
-fn sql_string(s: &str) -> String {
-    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
-}
 
 /// Read the source table's properties and key model over the FE MySQL port.
 ///
@@ -57,8 +54,8 @@ pub async fn read_with(
     let props_sql = format!(
         "SELECT PROPERTY_NAME, PROPERTY_VALUE FROM information_schema.table_properties \
          WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
-        sql_string(&t.database),
-        sql_string(&t.table)
+        string_literal(&t.database),
+        string_literal(&t.table)
     );
     let properties: BTreeMap<String, String> = match conn
         .query::<mysql_async::Row, _>(props_sql)

@@ -6,7 +6,8 @@ use futures::TryStreamExt;
 use tokio::sync::mpsc;
 
 use super::flight::FlightSession;
-use super::resume::{Delivered, Replay, StreamRetry, is_stream_interruption};
+use super::resume::{Delivered, Replay, is_stream_interruption};
+use crate::settings::StreamRetry;
 use crate::{Error, Result};
 
 /// What reading one statement did.

@@ -23,6 +23,7 @@ use arrow_array::RecordBatch;
 
 use super::flight::DO_GET_CONTEXT;
 use crate::Error;
+use crate::settings::StreamRetry;
 
 /// How a broken result stream is read again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -32,27 +33,6 @@ pub enum Replay {
     SkipDelivered,
     /// Deliver the re-read from its start (idempotent sinks only).
     Resend,
-}
-
-/// How often and how soon a broken stream is read again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamRetry {
-    /// Re-reads after the first read; zero makes a broken stream fatal.
-    pub max_retries: u32,
-    /// Delay before the first re-read; doubled for each further one.
-    pub base: Duration,
-    /// Largest delay.
-    pub max: Duration,
-}
-
-impl Default for StreamRetry {
-    fn default() -> Self {
-        Self {
-            max_retries: 5,
-            base: Duration::from_millis(500),
-            max: Duration::from_secs(10),
-        }
-    }
 }
 
 impl StreamRetry {

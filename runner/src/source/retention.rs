@@ -31,11 +31,11 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
-use super::SourceSettings;
 use super::fe_http::FeHttpClient;
 use super::properties;
 use super::tso::{self, format_timestamp};
 use crate::checkpoint::Offset;
+use crate::settings::SourceSettings;
 use crate::{Error, Result};
 
 /// How far inside the retention edge a window must start to be read.
@@ -154,7 +154,7 @@ impl RetentionGuard {
     pub async fn await_visible_through(
         &self,
         t0: &Offset,
-        options: &super::changelog::ChangelogOptions,
+        options: &crate::settings::ChangelogOptions,
     ) -> Result<()> {
         let start = tso::offset_at(t0.epoch_ms);
         let end = tso::offset_at(t0.epoch_ms + 1000);
@@ -177,11 +177,9 @@ impl RetentionGuard {
             match self.query_count(&sql).await {
                 Ok(()) => return Ok(()),
                 Err(Error::WindowNotReady { code, message }) => {
-                    let Some(delay) = super::changelog::visibility_retry_delay(
-                        options,
-                        first.elapsed(),
-                        &message,
-                    ) else {
+                    let Some(delay) =
+                        super::visibility::retry_delay(options, first.elapsed(), &message)
+                    else {
                         return Err(Error::Doris {
                             context: format!(
                                 "waiting for the changes before T0 {} to become visible (visibleWaitTimeout {:?})",

@@ -14,11 +14,12 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-use super::SourceSettings;
 use super::fe_http::{FeHttpClient, FeRequest};
 use super::flight::{FlightSession, resolve_flight_port};
 use super::resumable::{ReadPlan, read_into};
-pub use super::resume::{Replay, StreamRetry};
+pub use super::resume::Replay;
+use crate::settings::SourceSettings;
+use crate::settings::StreamRetry;
 use crate::{Error, Result};
 
 /// Most splits a snapshot is cut into.
@@ -124,11 +125,6 @@ pub fn projection(schema: &TableSchema, columns: Option<&[String]>) -> Result<Ve
     Ok(out)
 }
 
-/// Quote a column name for Doris SQL.
-pub fn quote_ident(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
-}
-
 /// A comma list of quoted columns, or `*` when there are none.
 pub fn select_list(columns: &[String]) -> String {
     if columns.is_empty() {
@@ -136,7 +132,7 @@ pub fn select_list(columns: &[String]) -> String {
     } else {
         columns
             .iter()
-            .map(|c| quote_ident(c))
+            .map(|c| dcs_doris_client::sql::quote_ident(c))
             .collect::<Vec<_>>()
             .join(", ")
     }

@@ -3,15 +3,15 @@
 
 pub use dcs_doris_client::fe_api::{DorisNow, tso_to_ms};
 use dcs_doris_client::fe_api::{ms_to_tso, parse_tso_data};
-use jiff::civil::DateTime;
 use jiff::tz::TimeZone;
 
 use super::fe_http::{AttemptError, FeHttpClient, FeRequest};
 use crate::checkpoint::Offset;
 use crate::{Error, Result};
 
-/// The `@incr` timestamp format (UTC here, the runner's Flight session is set to `+00:00`).
-pub const TIMESTAMP_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
+/// The `@incr` timestamp format (UTC here, the runner's Flight session is set to `+00:00`); the
+/// same text `startup.timestamp` is written in.
+pub use dcs_crds::spec::TIMESTAMP_FORMAT;
 
 /// Floor epoch milliseconds to whole seconds (a window end).
 pub fn floor_to_second(ms: i64) -> i64 {
@@ -30,17 +30,13 @@ pub fn format_timestamp(ms: i64) -> String {
     }
 }
 
-/// Parse a `yyyy-MM-dd HH:mm:ss` UTC timestamp into epoch milliseconds.
+/// Parse a `yyyy-MM-dd HH:mm:ss` UTC timestamp into epoch milliseconds
+/// ([`crate::settings::timestamp_ms`]).
 ///
 /// # Errors
-/// When the text is not in that format.
+/// When the text is not in that format or names no date and time.
 pub fn parse_timestamp(text: &str) -> Result<i64> {
-    let bad = |e: jiff::Error| Error::SourceConfig {
-        reason: format!("{text:?} is not a timestamp of the form yyyy-MM-dd HH:mm:ss: {e}"),
-    };
-    let dt = DateTime::strptime(TIMESTAMP_FORMAT, text).map_err(bad)?;
-    let zoned = dt.to_zoned(TimeZone::UTC).map_err(bad)?;
-    Ok(zoned.timestamp().as_millisecond())
+    crate::settings::timestamp_ms(text).map_err(|reason| Error::SourceConfig { reason })
 }
 
 /// The offset at an instant, floored to the second (timestamp, epoch ms and TSO agree).

@@ -11,7 +11,7 @@ use std::time::Duration;
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::checkpoint::{CheckpointStore, FileStore};
 use dcs_runner::pipeline::{self, Control, Outcome, Phase};
-use dcs_runner::source::resume::StreamRetry;
+use dcs_runner::settings::StreamRetry;
 use dcs_runner::source::tso::floor_to_second;
 use source_support::{
     SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, manifest,

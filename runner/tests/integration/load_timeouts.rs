@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use dcs_doris_emu::RunningEmulator;
-use dcs_runner::pipeline::doris_writer::DorisWriter;
-use dcs_runner::pipeline::{DorisSinkConfig, SinkConfig};
+use dcs_runner::settings::{DorisSinkConfig, SinkConfig};
+use dcs_runner::sink::Sink;
+use dcs_runner::sink::doris::DorisSink;
 use source_support::{config, exec, manifest, mysql_rows};
 
 const SINK_DDL: &str = "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64), \
@@ -64,7 +65,7 @@ fn delay_answers(emu: &RunningEmulator, ms: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_load_is_retried_with_the_same_label_and_lands_once() {
     let emu = source_support::emu().await;
-    let writer = DorisWriter::new(
+    let writer = DorisSink::new(
         sink(&emu, 20).await,
         "default".into(),
         "student-sync".into(),
@@ -104,7 +105,7 @@ async fn a_timed_out_load_is_retried_with_the_same_label_and_lands_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sink_that_never_answers_in_time_fails_after_the_retries_with_a_clear_message() {
     let emu = source_support::emu().await;
-    let writer = DorisWriter::new(sink(&emu, 2).await, "default".into(), "student-sync".into());
+    let writer = DorisSink::new(sink(&emu, 2).await, "default".into(), "student-sync".into());
     delay_answers(&emu, 2 * TIMEOUT.as_millis() as u64);
     let err = writer.load(body(), 7, 0).await.unwrap_err();
     assert_eq!(

@@ -10,7 +10,8 @@ use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::engine::{TxnOperation, TxnRef};
 use dcs_runner::Error;
 use dcs_runner::checkpoint::{Checkpoint, FileStore};
-use dcs_runner::pipeline::{self, Control, Outcome, PipelineConfig};
+use dcs_runner::pipeline::{self, Control, Outcome};
+use dcs_runner::settings::PipelineConfig;
 use source_support::{
     config, exec, mysql_rows, spawn_pipeline, spawn_pipeline_with, stored_checkpoint, window_past,
 };

@@ -10,6 +10,7 @@ mod checkpoint_configmap;
 mod cli;
 mod crash;
 mod flight_cut;
+mod layers;
 mod load_timeouts;
 mod lost_loads;
 mod metrics;

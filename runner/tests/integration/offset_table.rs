@@ -9,7 +9,8 @@ use std::time::Duration;
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::Error;
 use dcs_runner::checkpoint::{CheckpointStore, FileStore, Position};
-use dcs_runner::pipeline::{self, Control, ControlHandle, Credentials, Outcome, PipelineConfig};
+use dcs_runner::pipeline::{self, Control, ControlHandle, Outcome};
+use dcs_runner::settings::{Credentials, PipelineConfig};
 use source_support::{exec, mysql_rows, window_past};
 
 const OFFSETS_DDL: &str = "CREATE TABLE ops.offsets (consumer_id VARCHAR(256) NOT NULL, \

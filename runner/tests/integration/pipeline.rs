@@ -10,7 +10,8 @@ use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::faults::{FaultState, StreamLoadFault};
 use dcs_runner::Error;
 use dcs_runner::checkpoint::{Checkpoint, CheckpointStore, FileStore, Position};
-use dcs_runner::pipeline::{self, Control, Outcome, PipelineConfig};
+use dcs_runner::pipeline::{self, Control, Outcome};
+use dcs_runner::settings::PipelineConfig;
 use source_support::{SOURCE_DDL, config, exec, manifest, mysql_rows, row_values};
 
 /// Source `demo.student` with `rows` rows (some NULLs) and an empty sink `sink.student`.

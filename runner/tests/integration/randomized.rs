@@ -39,7 +39,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use dcs_doris_emu::RunningEmulator;
-use dcs_runner::pipeline::{self, Control, Credentials, Outcome, Phase, PipelineConfig};
+use dcs_runner::pipeline::{self, Control, Outcome, Phase};
+use dcs_runner::settings::{Credentials, PipelineConfig};
 use dcs_runner::source::tso::{floor_to_second, format_timestamp};
 use source_support::{Rng, exec, mysql_rows, seed, window_past};
 
@@ -396,7 +397,7 @@ fn config(yaml: &str) -> PipelineConfig {
     c.changelog.poll_interval = Duration::from_millis(150);
     c.changelog.retry_delay = Duration::from_millis(50);
     c.checkpoint_interval = Duration::from_millis(300);
-    if let pipeline::SinkConfig::Doris(d) = &mut c.sink {
+    if let dcs_runner::settings::SinkConfig::Doris(d) = &mut c.sink {
         d.backoff.base = Duration::from_millis(20);
     }
     c

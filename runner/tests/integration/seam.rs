@@ -5,7 +5,8 @@ use crate::source_support;
 
 use std::time::Duration;
 
-use dcs_runner::pipeline::{Credentials, Phase, PipelineConfig};
+use dcs_runner::pipeline::Phase;
+use dcs_runner::settings::{Credentials, PipelineConfig};
 use source_support::{exec, mysql_rows, spawn_pipeline, stored_checkpoint, window_past};
 
 /// Runs an `initial` sync where key 2 is inserted after T0 (so the snapshot reads it) and deleted

@@ -9,7 +9,8 @@ use std::time::Duration;
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::checkpoint::FileStore;
 use dcs_runner::error::exit_code;
-use dcs_runner::pipeline::{self, Control, ControlHandle, Outcome, PipelineConfig};
+use dcs_runner::pipeline::{self, Control, ControlHandle, Outcome};
+use dcs_runner::settings::PipelineConfig;
 use source_support::{SOURCE_DDL, config, exec, manifest, mysql_rows, row_values};
 
 async fn setup(emu: &RunningEmulator, rows: u32) {

@@ -14,11 +14,9 @@ use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::faults::IncrFault;
 use dcs_runner::Error;
 use dcs_runner::checkpoint::Offset;
-use dcs_runner::source::changelog::{
-    ChangelogEvent, ChangelogOptions, ChangelogReader, ChangelogWindow, OP_COLUMN,
-};
+use dcs_runner::settings::{ChangelogOptions, StreamRetry};
+use dcs_runner::source::changelog::{ChangelogEvent, ChangelogReader, ChangelogWindow, OP_COLUMN};
 use dcs_runner::source::flight::{FlightSession, resolve_flight_port};
-use dcs_runner::source::resume::StreamRetry;
 use dcs_runner::source::row_kind::{RowKind, row_kinds};
 use source_support::*;
 use tokio::sync::mpsc;

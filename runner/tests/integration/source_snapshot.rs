@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use arrow_array::RecordBatch;
 use dcs_runner::Error;
+use dcs_runner::settings::StreamRetry;
 use dcs_runner::source::flight::resolve_flight_port;
-use dcs_runner::source::snapshot::{self, Replay, SnapshotEvent, SnapshotOptions, StreamRetry};
+use dcs_runner::source::snapshot::{self, Replay, SnapshotEvent, SnapshotOptions};
 use source_support::*;
 
 async fn seed(emu: &dcs_doris_emu::RunningEmulator, rows: usize) {

@@ -8,8 +8,9 @@ use bytes::Bytes;
 use dcs_runner::Error;
 use dcs_runner::checkpoint::configmap::CLAIM_ANNOTATION;
 use dcs_runner::checkpoint::{CheckpointStore, ConfigMapStore};
-use dcs_runner::pipeline::SinkConfig;
-use dcs_runner::pipeline::doris_writer::DorisWriter;
+use dcs_runner::settings::SinkConfig;
+use dcs_runner::sink::Sink;
+use dcs_runner::sink::doris::DorisSink;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
 use source_support::{config, exec, manifest, mysql_rows};
@@ -96,8 +97,8 @@ async fn a_label_pre_committed_by_another_runner_is_neither_adopted_nor_aborted(
         panic!("a Doris sink")
     };
     assert!(sink.enable_2pc);
-    let old = DorisWriter::new((*sink).clone(), "default".into(), "student-sync".into());
-    let new = DorisWriter::new(*sink, "default".into(), "student-sync".into());
+    let old = DorisSink::new((*sink).clone(), "default".into(), "student-sync".into());
+    let new = DorisSink::new(*sink, "default".into(), "student-sync".into());
 
     // The old runner pre-commits load 0 of checkpoint 7; the new one reaches the same label.
     let loaded = old.load(rows(&["old-a", "old-b"]), 7, 0).await.unwrap();

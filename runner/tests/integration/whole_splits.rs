@@ -12,7 +12,8 @@ use crate::source_support;
 use std::time::Duration;
 
 use dcs_doris_emu::RunningEmulator;
-use dcs_runner::pipeline::{Outcome, Phase, PipelineConfig};
+use dcs_runner::pipeline::{Outcome, Phase};
+use dcs_runner::settings::PipelineConfig;
 use source_support::{
     Rng, SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, manifest,
     mysql_rows, row_values, seed, spawn_pipeline, stored_checkpoint, window_past,

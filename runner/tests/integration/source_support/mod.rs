@@ -14,9 +14,10 @@ use arrow_array::RecordBatch;
 use dcs_doris_emu::sql::{self, Session};
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
 use dcs_runner::checkpoint::{Checkpoint, CheckpointStore, FileStore};
-use dcs_runner::pipeline::{self, Control, ControlHandle, Credentials, Outcome, PipelineConfig};
+use dcs_runner::pipeline::{self, Control, ControlHandle, Outcome};
+use dcs_runner::settings::{Credentials, PipelineConfig};
+use dcs_runner::settings::{SourceCredentials, SourceSettings};
 use dcs_runner::source::fe_http::FeHttpClient;
-use dcs_runner::source::{SourceCredentials, SourceSettings};
 use mysql_async::prelude::Queryable;
 
 /// The pipeline running in a task on a checkpoint directory, and the handle that steers it.
@@ -253,7 +254,7 @@ pub fn config(yaml: &str) -> PipelineConfig {
     let mut c = PipelineConfig::from_sync(&sync, creds).unwrap();
     c.changelog.poll_interval = Duration::from_millis(200);
     c.changelog.retry_delay = Duration::from_millis(50);
-    if let pipeline::SinkConfig::Doris(d) = &mut c.sink {
+    if let dcs_runner::settings::SinkConfig::Doris(d) = &mut c.sink {
         d.backoff.base = Duration::from_millis(20);
     }
     c

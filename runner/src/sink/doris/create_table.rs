@@ -48,8 +48,8 @@ use std::fmt::Write as _;
 use dcs_crds::SinkMode;
 use dcs_crds::spec::TableRef;
 
-use super::encode::{DELETE_SIGN_COLUMN, LSN_COLUMN, OP_COLUMN, TSO_COLUMN};
-use crate::source::snapshot::quote_ident;
+use crate::sink::encode::{DELETE_SIGN_COLUMN, LSN_COLUMN, OP_COLUMN, TSO_COLUMN};
+use dcs_doris_client::sql::quote_ident;
 
 /// Largest VARCHAR length Doris allows.
 pub const MAX_VARCHAR: u32 = 65_533;

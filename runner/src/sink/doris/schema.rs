@@ -22,12 +22,11 @@ use super::create_table::{
     CreateTableInput, ExistingSink, SinkColumn, TableColumn, changelog_columns, check_existing,
     column_definition, create_table_ddl, sink_type,
 };
-use super::encode::BodyFormat;
-use crate::pipeline::DorisSinkConfig;
-use crate::source::properties::{KeysModel, keys_model_of_ddl};
-use crate::source::snapshot::quote_ident;
-use crate::source::{SourceSettings, host_of};
+use crate::settings::{BodyFormat, DorisSinkConfig, PipelineConfig, SourceSettings};
 use crate::{Error, Result};
+use dcs_crds::doris_table::{KeysModel, keys_model_of_ddl};
+use dcs_doris_client::host_of;
+use dcs_doris_client::sql::{quote_ident, string_literal};
 
 /// Which side a MySQL endpoint belongs to, for messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,8 +210,8 @@ impl MysqlTarget {
         let sql = format!(
             "SELECT COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY \
              FROM information_schema.columns WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
-            sql_string(&table.database),
-            sql_string(&table.table)
+            string_literal(&table.database),
+            string_literal(&table.table)
         );
         let what = format!("reading the columns of {table}");
         let rows: Vec<mysql_async::Row> =
@@ -255,10 +254,6 @@ fn first_line(sql: &str) -> &str {
     sql.lines().next().unwrap_or(sql)
 }
 
-fn sql_string(s: &str) -> String {
-    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
-}
-
 /// What to do about the sink table before the first load.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SinkTablePlan {
@@ -295,7 +290,7 @@ pub fn written_columns(columns: &[String], mode: SinkMode) -> Vec<String> {
 
 /// Whether the runner keeps the sink's columns in step with the source: a Doris sink with
 /// `createTable.enabled` and no `source.columns` list.
-pub fn evolves_schema(config: &crate::pipeline::PipelineConfig) -> bool {
+pub fn evolves_schema(config: &PipelineConfig) -> bool {
     config.columns.is_none() && config.doris_sink().is_some_and(|d| d.create_table.enabled)
 }
 

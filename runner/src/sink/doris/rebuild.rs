@@ -25,7 +25,7 @@
 //!   or the connection dropped, after Doris applied it) is recognised by the shadow being gone:
 //!   only the swap removes it, so a shadow dropped by hand during a rebuild is taken for a swap.
 //! - **Changelog-mode sink** (append-only, an audit trail): nothing is truncated or replaced; the
-//!   history stays and the new consumer's snapshot rows carry `dcs_op` [`RESNAPSHOT_OP`] (`+R`)
+//!   history stays and the new consumer's snapshot rows carry `dcs_op` [`RESNAPSHOT_OP`](crate::sink::encode::RESNAPSHOT_OP) (`+R`)
 //!   instead of `+I`, all with the new T0's TSO, so a reader sees where the history has a gap.
 //!
 //! [`plan`] is pure; [`create_shadow`], [`prepare_shadow`] and [`swap`] do the I/O.
@@ -36,11 +36,9 @@ use dcs_crds::spec::TableRef;
 
 use super::schema::MysqlTarget;
 use crate::checkpoint::{Checkpoint, Position};
-use crate::pipeline::DorisSinkConfig;
+use crate::settings::{DorisSinkConfig, SourceSettings};
 use crate::{Error, Result};
 
-/// The `dcs_op` of a re-initialised consumer's snapshot rows in a changelog-mode sink.
-pub const RESNAPSHOT_OP: &str = "+R";
 /// Appended to the sink table's name for the shadow table.
 pub const SHADOW_SUFFIX: &str = "__dcs_shadow";
 /// Longest table name Doris accepts by default (`table_name_length_limit`).
@@ -110,7 +108,7 @@ impl Rebuild {
         }
     }
 
-    /// Whether the snapshot rows are marked [`RESNAPSHOT_OP`] (a changelog-mode rebuild).
+    /// Whether the snapshot rows are marked [`RESNAPSHOT_OP`](crate::sink::encode::RESNAPSHOT_OP) (a changelog-mode rebuild).
     pub fn marks_snapshot(&self) -> bool {
         self.record
             .as_ref()
@@ -285,7 +283,7 @@ pub async fn prepare_shadow(sink: &DorisSinkConfig, shadow: &TableRef) -> Result
 pub async fn begin(
     rebuild: &Rebuild,
     sink: &DorisSinkConfig,
-    source: &crate::source::SourceSettings,
+    source: &SourceSettings,
     columns: &[String],
     evolve: bool,
 ) -> Result<()> {
@@ -310,7 +308,7 @@ pub async fn swap(sink: &DorisSinkConfig, shadow: &TableRef) -> Result<()> {
     let sql = format!(
         "ALTER TABLE {} REPLACE WITH TABLE {} PROPERTIES (\"swap\" = \"false\")",
         sink.table.quoted(),
-        crate::source::snapshot::quote_ident(&shadow.table)
+        dcs_doris_client::sql::quote_ident(&shadow.table)
     );
     with_sink(sink, async |target, conn| {
         if !exists(target, conn, shadow).await? {

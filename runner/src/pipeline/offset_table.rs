@@ -28,8 +28,9 @@ use mysql_async::prelude::Queryable;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::Offset;
-use crate::source::SourceSettings;
+use crate::checkpoint::Offset;
+use crate::settings::RetryPolicy;
+use crate::settings::SourceSettings;
 use crate::source::properties::{connect, mysql_error};
 use crate::source::tso::{offset_at, parse_timestamp};
 use crate::{Error, Result};
@@ -137,24 +138,6 @@ pub async fn read_start(
         .map(|r| r.as_ref(0).and_then(datetime_text))
         .collect();
     start_from_rows(table, consumer_id, &values)
-}
-
-/// How the publisher retries one value.
-#[derive(Debug, Clone, Copy)]
-pub struct RetryPolicy {
-    /// Attempts per value (a newer value replaces the one being retried).
-    pub attempts: u32,
-    /// Delay before the first retry; doubled for each further one.
-    pub base_delay: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            attempts: 3,
-            base_delay: Duration::from_secs(1),
-        }
-    }
 }
 
 #[derive(Debug, Default)]

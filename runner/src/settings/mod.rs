@@ -1,17 +1,24 @@
-//! What the pipeline needs, resolved once from a `DorisChangelogSync` and the credentials.
+//! What a run needs, resolved once from a `DorisChangelogSync` and the credentials: the bottom
+//! layer of the runner (docs/ARCHITECTURE.md §3). The source and the sink read their settings from
+//! here and from nothing above; the pipeline puts them together.
 
-use std::collections::BTreeMap;
+mod sink;
+mod source;
+
 use std::fmt;
 use std::time::Duration;
 
 use dcs_crds::DorisChangelogSync;
 use dcs_crds::spec::{StartupMode, TableRef};
 
-use crate::sink::batcher::BatchLimits;
-use crate::sink::encode::{BodyFormat, EventPolicy};
-use crate::source::changelog::ChangelogOptions;
-use crate::source::resume::StreamRetry;
-use crate::source::{SourceCredentials, SourceSettings};
+pub use sink::{
+    BatchLimits, BodyFormat, CreateTableSettings, DorisSinkConfig, EventPolicy, SinkConfig,
+    parse_separator, sink_query_port,
+};
+pub use source::{
+    ChangelogOptions, DEFAULT_REQUEST_RETRIES, SourceCredentials, SourceSettings, StreamRetry,
+};
+
 use crate::{Error, Result};
 use dcs_doris_client::stream_load::Backoff;
 
@@ -71,96 +78,6 @@ impl Credentials {
     }
 }
 
-/// The Doris sink, resolved.
-#[derive(Clone)]
-pub struct DorisSinkConfig {
-    /// FE HTTP nodes.
-    pub fe_nodes: Vec<String>,
-    /// BE HTTP nodes (loads go straight there when set).
-    pub be_nodes: Vec<String>,
-    /// The sink table.
-    pub table: TableRef,
-    /// Sink user.
-    pub user: String,
-    /// Sink password.
-    pub password: String,
-    /// First part of every load label.
-    pub label_prefix: String,
-    /// Two-phase commit aligned with checkpoints (exactly once).
-    pub enable_2pc: bool,
-    /// Which events become which rows.
-    pub policy: EventPolicy,
-    /// When a batch is loaded.
-    pub limits: BatchLimits,
-    /// Retries of a transient failure, with the same label.
-    pub max_retries: u32,
-    /// Delays between retries.
-    pub backoff: Backoff,
-    /// Stream Load headers from `sink.doris.properties`.
-    pub properties: BTreeMap<String, String>,
-    /// Timeout of one HTTP request.
-    pub request_timeout: Duration,
-    /// The Stream Load `timeout` header: longer than a load can wait for its commit.
-    pub load_timeout: Duration,
-    /// The FE MySQL port of the sink cluster (see [`sink_query_port`]).
-    pub query_port: u16,
-    /// The body format asked for in `properties` (JSON lines by default).
-    pub format: BodyFormat,
-    /// `createTable`: whether the runner creates the table and keeps its columns in step.
-    pub create_table: CreateTableSettings,
-}
-
-/// `sink.doris.createTable`, resolved.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CreateTableSettings {
-    /// Create the table when missing and apply source ADD/DROP COLUMN to it.
-    pub enabled: bool,
-    /// Table properties for CREATE TABLE.
-    pub properties: BTreeMap<String, String>,
-    /// `AUTO PARTITION BY RANGE (date_trunc(key, unit))`: the key and the unit.
-    pub auto_partition: Option<(String, String)>,
-}
-
-/// The MySQL port of the sink FE. The sink spec has no query port: when a sink FE node is also a
-/// source FE node (the same cluster) the source's `queryPort` is used, otherwise Doris's default
-/// 9030.
-pub fn sink_query_port(sink_fe_nodes: &[String], source: &SourceSettings) -> u16 {
-    let same = sink_fe_nodes.iter().any(|n| {
-        source
-            .fe_nodes
-            .iter()
-            .any(|s| s.trim_end_matches('/') == n.trim_end_matches('/'))
-    });
-    if same { source.query_port } else { 9030 }
-}
-
-impl fmt::Debug for DorisSinkConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DorisSinkConfig")
-            .field("fe_nodes", &self.fe_nodes)
-            .field("be_nodes", &self.be_nodes)
-            .field("table", &self.table)
-            .field("user", &self.user)
-            .field("label_prefix", &self.label_prefix)
-            .field("enable_2pc", &self.enable_2pc)
-            .field("policy", &self.policy)
-            .field("limits", &self.limits)
-            .field("query_port", &self.query_port)
-            .field("format", &self.format)
-            .field("create_table", &self.create_table)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Where rows go.
-#[derive(Debug, Clone)]
-pub enum SinkConfig {
-    /// Stream Load into a Doris table.
-    Doris(Box<DorisSinkConfig>),
-    /// One JSON record per change on standard output.
-    Stdout,
-}
-
 /// Everything the pipeline needs.
 #[derive(Debug, Clone)]
 pub struct PipelineConfig {
@@ -196,10 +113,41 @@ pub struct PipelineConfig {
     /// each changelog checkpoint.
     pub offset_table: Option<TableRef>,
     /// How a failed offset-table write is retried.
-    pub offset_table_retry: crate::checkpoint::offset_table::RetryPolicy,
+    pub offset_table_retry: RetryPolicy,
     /// The manifest's `dcs.dev/reinitialized-from`: the consumer this one re-initialises, whose
-    /// sink a run without a checkpoint rebuilds ([`crate::sink::rebuild`]).
+    /// sink a run without a checkpoint rebuilds (`crate::sink::doris::rebuild`).
     pub reinitialized_from: Option<String>,
+}
+
+/// How a failed offset-table write is retried (`offsets.table`).
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Attempts per value (a newer value replaces the one being retried).
+    pub attempts: u32,
+    /// Delay before the first retry; doubled for each further one.
+    pub base_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 3,
+            base_delay: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A `yyyy-MM-dd HH:mm:ss` UTC timestamp (`startup.timestamp`, an `@incr` bound, an offset-table
+/// value) as epoch milliseconds; the text rule is `dcs_crds::spec::parse_timestamp`, the one
+/// validation applies.
+///
+/// # Errors
+/// What is wrong with the text.
+pub fn timestamp_ms(text: &str) -> std::result::Result<i64, String> {
+    let dt = dcs_crds::spec::parse_timestamp(text).map_err(|e| e.to_string())?;
+    dt.to_zoned(jiff::tz::TimeZone::UTC)
+        .map(|z| z.timestamp().as_millisecond())
+        .map_err(|e| format!("{text:?} is out of range: {e}"))
 }
 
 /// The Stream Load `timeout` of every load (pure): longer than the longest a pre-committed load
@@ -249,10 +197,9 @@ impl PipelineConfig {
             r.map_err(|e: dcs_crds::duration::DurationError| config(format!("{path}: {e}")))
         };
         let startup_timestamp_ms = match spec.startup.timestamp.as_deref() {
-            Some(t) if spec.startup.mode == StartupMode::FromTimestamp => Some(
-                crate::source::tso::parse_timestamp(t)
-                    .map_err(|e| config(format!("startup.timestamp: {e}")))?,
-            ),
+            Some(t) if spec.startup.mode == StartupMode::FromTimestamp => {
+                Some(timestamp_ms(t).map_err(|e| config(format!("startup.timestamp: {e}")))?)
+            }
             _ => None,
         };
         let changelog = ChangelogOptions {
@@ -344,7 +291,7 @@ impl PipelineConfig {
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(crate::sink::rebuild::REINITIALIZED_FROM_ANNOTATION))
+                .and_then(|a| a.get(dcs_crds::checkpoint::REINITIALIZED_FROM_ANNOTATION))
                 .cloned(),
         })
     }
