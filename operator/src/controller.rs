@@ -34,7 +34,7 @@ use tracing::warn;
 pub use crate::metrics::Metrics;
 use crate::{
     Error,
-    reconcile::{Context, FINALIZER, reconcile, shell},
+    reconcile::{Context, FINALIZER, reconcile, release_finalizer},
 };
 
 /// Event reason for an object that does not deserialize.
@@ -151,7 +151,7 @@ pub async fn reconcile_object(object: Arc<SyncObject>, ctx: Arc<Context>) -> cra
     }
     if deleting && object.finalizers().iter().any(|f| f == FINALIZER) {
         let api: Api<SyncObject> = Api::namespaced(ctx.client.clone(), &ns);
-        shell::release_finalizer(&api, object.as_ref()).await?;
+        release_finalizer(&api, object.as_ref()).await?;
     }
     Ok(Action::await_change())
 }

@@ -2,7 +2,8 @@
 //!
 //! - [`reconcile::plan`]: the pure decision (docs/ARCHITECTURE.md §4.3).
 //! - [`reconcile::status`] and [`reconcile::build`]: the pure status and runner objects.
-//! - [`reconcile::shell`]: the I/O around them; [`controller`]: the watch loop.
+//! - [`reconcile::shell`]: [`reconcile::reconcile`], which sends each pass through the I/O stages
+//!   around them (observe, apply, re-initialise, finalize); [`controller`]: the watch loop.
 //! - [`probe`]: the source table's properties and Doris's time.
 //! - [`checkpoint`]: the runner's checkpoint JSON as the operator reads it.
 //! - [`leader`]: leader election with a Lease; [`metrics`]: `/metrics`, `/healthz`, `/readyz`.

@@ -1,7 +1,7 @@
 //! Stopping a sync's runner before its checkpoint is read: for a re-initialisation and for a
 //! deletion alike. Pure: the [`StopMark`] that makes a stop survive operator restarts and watch
 //! cache lag, and [`decide`], which says whether to wait for the runner's pods, force them off or
-//! go on. The shell does the I/O (`shell::stop_runner`).
+//! go on. `teardown::stop_and_clean` does the I/O.
 //!
 //! A stop deletes the workload, fences the checkpoint ConfigMap (an annotation: a runner that
 //! loaded the checkpoint before can no longer save it) and waits for the runner's pods to go, since

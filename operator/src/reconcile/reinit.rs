@@ -1,0 +1,154 @@
+//! Re-initialisation: what a [`Plan::Reinitialize`](super::plan::Plan::Reinitialize) does. First
+//! ([`reinitialize`]) the old consumer's runner is stopped and what it left in Doris removed (the
+//! [`teardown`](super::teardown) a deletion does too); while its pods are still stopping the status
+//! says what is waited for and nothing is changed, and a failed cleanup leaves everything as it
+//! was, with a Warning event, for the next pass to try again. Then, once the status names the new
+//! consumer ([`finish`]), the old checkpoint is removed, the stop mark forgotten and the
+//! `reinitNonce` answered recorded on the config ConfigMap.
+
+use std::time::Duration;
+
+use dcs_crds::DorisChangelogSync;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams},
+};
+use tracing::info;
+
+use super::{
+    apply::publish,
+    build::{NONCE_ANNOTATION, names},
+    observe::World,
+    plan::Reinit,
+    shell::Context,
+    stop::Purpose,
+    teardown::{Teardown, clear_checkpoint, forget_stop, stop_and_clean},
+};
+use crate::{Error, Result, cleanup::Work};
+
+/// Where a re-initialisation stands after [`reinitialize`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    /// The old runner's pods are still stopping: the status says `message`; look again after
+    /// `recheck`.
+    Waiting {
+        /// What is waited for.
+        message: String,
+        /// When to look again.
+        recheck: Duration,
+    },
+    /// The old runner is stopped and nothing of its consumer is left in Doris.
+    Cleaned,
+}
+
+/// Stops the runner of the consumer `r` abandons and removes what it left in Doris.
+///
+/// # Errors
+/// An API failure, or [`Error::Cleanup`] when something could not be removed (after a
+/// `ReinitCleanupFailed` Warning event).
+pub(super) async fn reinitialize(
+    ctx: &Context,
+    sync: &DorisChangelogSync,
+    ns: &str,
+    r: &Reinit,
+) -> Result<Step> {
+    info!(previous = %r.previous_consumer_id, consumer = %r.consumer_id, reason = r.reason, "reinitializing");
+    match stop_and_clean(ctx, sync, ns, purpose(r), &r.previous_consumer_id).await? {
+        Teardown::Waiting { message, recheck } => Ok(Step::Waiting { message, recheck }),
+        Teardown::NothingLeft => Ok(Step::Cleaned),
+        Teardown::Cleaned { note } => {
+            info!(sync = %sync.name_any(), done = %note, "cleaned the old consumer's state in Doris");
+            Ok(Step::Cleaned)
+        }
+        Teardown::Failed { errors, left, .. } => {
+            let note = cleanup_failed_note(&errors, &left);
+            publish(ctx, sync, true, "ReinitCleanupFailed", note.clone()).await;
+            Err(Error::Cleanup(note))
+        }
+    }
+}
+
+/// The stop a re-initialisation makes (pure).
+pub(super) fn purpose(r: &Reinit) -> Purpose {
+    Purpose::Reinit {
+        consumer: r.previous_consumer_id.clone(),
+        reason: r.reason.to_owned(),
+        message: r.message.clone(),
+    }
+}
+
+/// The Warning note (and error) when the old consumer's state could not be removed (pure).
+pub(super) fn cleanup_failed_note(errors: &str, left: &Work) -> String {
+    format!(
+        "cannot re-initialise yet, the old consumer's state in Doris could not be removed: {errors}; left: {}; retrying",
+        left.describe()
+    )
+}
+
+/// Ends a re-initialisation once the status holds the new consumer (so an interruption here never
+/// relaunches the old one on an empty checkpoint): the old checkpoint goes, which also fences a
+/// runner pod that outlived the stop; the stop is over; the nonce this reinit answered is kept,
+/// so the same nonce does not reinitialize again.
+pub(super) async fn finish(ctx: &Context, sync: &DorisChangelogSync, world: &World) -> Result<()> {
+    let configmaps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &world.ns);
+    if world.checkpoint_cm {
+        clear_checkpoint(&configmaps, &world.name).await?;
+    }
+    forget_stop(ctx, sync, &world.ns).await?;
+    if world.config_cm {
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            NONCE_ANNOTATION: sync.spec.reinit_nonce,
+        }}});
+        configmaps
+            .patch(
+                &names::config(&world.name),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(Error::Kube)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cleanup::OffsetRow;
+
+    #[test]
+    fn the_stop_is_for_the_abandoned_consumer_with_the_plans_reason_and_words() {
+        let r = Reinit {
+            reason: "NonceChanged",
+            previous_consumer_id: "orders-r1".into(),
+            consumer_id: "orders-r2".into(),
+            consumer_generation: 2,
+            message: "spec.reinitNonce changed".into(),
+            waiting: None,
+        };
+        assert_eq!(
+            purpose(&r),
+            Purpose::Reinit {
+                consumer: "orders-r1".into(),
+                reason: "NonceChanged".into(),
+                message: "spec.reinitNonce changed".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn a_failed_cleanup_says_what_failed_and_what_is_left() {
+        let left = Work {
+            offset_row: Some(OffsetRow {
+                table: "meta.offsets".parse().unwrap(),
+                consumer_id: "orders".into(),
+            }),
+            ..Work::default()
+        };
+        assert_eq!(
+            cleanup_failed_note("source down; sink down", &left),
+            "cannot re-initialise yet, the old consumer's state in Doris could not be removed: source down; sink down; left: offset-table row consumer_id='orders' in meta.offsets; retrying"
+        );
+    }
+}
