@@ -1,14 +1,28 @@
-//! Leader election with a `coordination.k8s.io/v1` Lease.
+//! Leader election with a `coordination.k8s.io/v1` Lease, with client-go's semantics.
 //!
-//! The decision ([`decide`]) is pure: given the Lease as read, the current time and this
-//! candidate's identity it says whether to create, acquire, renew or wait. [`LeaderElector`] does
-//! the I/O: every write is a `replace` carrying the resourceVersion that was read, so two
-//! candidates racing for a free Lease cannot both win (the second gets 409 Conflict).
+//! The decision ([`decide`]) is pure: given the Lease as read, what this candidate observed of it
+//! before ([`Observation`]), the time on this candidate's monotonic clock and its identity, it
+//! says whether to create, acquire, renew or wait. [`LeaderElector`] does the I/O: every write is
+//! a `replace` carrying the resourceVersion that was read, so two candidates racing for a free
+//! Lease cannot both win (the second gets 409 Conflict).
 //!
-//! Expiry is judged by `renewTime + leaseDurationSeconds` against the local clock, as most
-//! kube-rs electors do; replicas' clocks are assumed to agree within a few seconds.
+//! No wall clock is compared with another's. Another holder's Lease expires
+//! `leaseDurationSeconds` after *this candidate saw its record change* (a renewal, a new holder),
+//! measured on this candidate's monotonic clock, whatever `renewTime` says: replicas whose clocks
+//! disagree, or a clock that steps, cannot make two leaders. A candidate that has just started
+//! therefore waits one full lease duration before taking over an abandoned Lease.
+//!
+//! The leader steps down when no renewal succeeded within the renew deadline, counted on its own
+//! monotonic clock from when its last successful renewal was *sent*, and no renew call outlives
+//! that deadline (a stalled API server cannot keep it leading). Others can take over only a lease
+//! duration after they saw that renewal, which came after it was sent: the renew deadline being
+//! shorter than the lease duration, the old leader has stopped first.
 
-use std::{future::Future, time::Duration};
+use std::{
+    future::Future,
+    sync::{Mutex, PoisonError},
+    time::Duration,
+};
 
 use k8s_openapi::{
     api::coordination::v1::{Lease, LeaseSpec},
@@ -19,6 +33,7 @@ use kube::{
     Api, Client,
     api::{PostParams, ResourceExt},
 };
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 /// The default Lease name.
@@ -48,11 +63,39 @@ pub enum Decision {
     },
 }
 
-/// Decides from the Lease (`None` when it does not exist), the current time and this candidate.
+/// The Lease record a candidate last saw, and when (its monotonic clock) it saw it change.
+#[derive(Clone, Debug, Default)]
+pub struct Observation {
+    seen: Option<(LeaseSpec, Instant)>,
+}
+
+impl Observation {
+    /// Note the record read at `now`; the time moves only when the record changed.
+    pub fn observe(&mut self, spec: &LeaseSpec, now: Instant) {
+        match &self.seen {
+            Some((seen, _)) if seen == spec => {}
+            _ => self.seen = Some((spec.clone(), now)),
+        }
+    }
+
+    /// When the record now observed was first seen.
+    pub fn since(&self) -> Option<Instant> {
+        self.seen.as_ref().map(|(_, at)| *at)
+    }
+}
+
+/// Decides from the Lease (`None` when it does not exist), what this candidate observed, the
+/// current time on its monotonic clock and its identity. Call [`Observation::observe`] with the
+/// same read first.
 ///
-/// A Lease is valid while `now < renewTime + leaseDurationSeconds` (at exactly the expiry instant
-/// it is expired). A holder without a renewTime or a duration counts as expired.
-pub fn decide(lease: Option<&LeaseSpec>, now: Timestamp, me: &str) -> Decision {
+/// Another holder's Lease is valid while `now < observed + leaseDurationSeconds` (at exactly that
+/// instant it is expired); a holder without a duration counts as expired.
+pub fn decide(
+    lease: Option<&LeaseSpec>,
+    observed: &Observation,
+    now: Instant,
+    me: &str,
+) -> Decision {
     let Some(spec) = lease else {
         return Decision::Create;
     };
@@ -63,22 +106,40 @@ pub fn decide(lease: Option<&LeaseSpec>, now: Timestamp, me: &str) -> Decision {
     if holder == me {
         return Decision::Renew;
     }
-    let (Some(renewed), Some(duration)) = (
-        spec.renew_time.as_ref().or(spec.acquire_time.as_ref()),
-        spec.lease_duration_seconds,
-    ) else {
-        return Decision::Acquire;
-    };
-    let expires_ms = renewed.0.as_millisecond() + i64::from(duration.max(0)) * 1000;
-    let left_ms = expires_ms - now.as_millisecond();
-    if left_ms <= 0 {
+    let duration =
+        Duration::from_secs(u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0));
+    let expires = observed.since().unwrap_or(now) + duration;
+    if expires <= now {
         Decision::Acquire
     } else {
         Decision::Wait {
             holder: holder.to_owned(),
-            expires_in: Duration::from_millis(u64::try_from(left_ms).unwrap_or(0)),
+            expires_in: expires - now,
         }
     }
+}
+
+/// When a leader whose last successful renewal was sent at `last_renewal` steps down.
+pub fn step_down_at(last_renewal: Instant, renew_deadline: Duration) -> Instant {
+    last_renewal + renew_deadline
+}
+
+/// When to try renewing next: a renew interval after `now`, but never past `deadline`.
+pub fn next_renewal(now: Instant, renew_interval: Duration, deadline: Instant) -> Instant {
+    (now + renew_interval).min(deadline)
+}
+
+/// Why a leader steps down without another holder: no renewal within the deadline.
+fn not_renewed(deadline: Duration, last_error: Option<&String>) -> String {
+    let mut why = format!(
+        "not renewed within the {}s renew deadline",
+        deadline.as_secs_f64()
+    );
+    if let Some(e) = last_error {
+        why.push_str(": ");
+        why.push_str(e);
+    }
+    why
 }
 
 /// The Lease spec after `decision` by `me` at `now` (for Create, Acquire and Renew).
@@ -185,6 +246,7 @@ pub fn default_identity() -> String {
 pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaseConfig,
+    observed: std::sync::Arc<Mutex<Observation>>,
 }
 
 /// How leading ended.
@@ -204,12 +266,17 @@ impl LeaderElector {
         Self {
             api: Api::namespaced(client, &config.namespace),
             config,
+            observed: std::sync::Arc::default(),
         }
     }
 
     /// The configuration.
     pub fn config(&self) -> &LeaseConfig {
         &self.config
+    }
+
+    fn observation(&self) -> std::sync::MutexGuard<'_, Observation> {
+        self.observed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// One round: read the Lease, decide, write. `Ok(true)` when this candidate holds it after.
@@ -219,17 +286,17 @@ impl LeaderElector {
     pub async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
         let me = &self.config.identity;
         let lease = self.api.get_opt(&self.config.name).await?;
-        let now = Timestamp::now();
-        let decision = decide(lease.as_ref().and_then(|l| l.spec.as_ref()), now, me);
+        let spec = lease.as_ref().and_then(|l| l.spec.as_ref());
+        let decision = {
+            let mut observed = self.observation();
+            if let Some(spec) = spec {
+                observed.observe(spec, Instant::now());
+            }
+            decide(spec, &observed, Instant::now(), me)
+        };
         let spec = match &decision {
             Decision::Wait { .. } => return Ok(false),
-            d => next_spec(
-                lease.as_ref().and_then(|l| l.spec.as_ref()),
-                d,
-                now,
-                me,
-                self.config.lease_duration,
-            ),
+            d => next_spec(spec, d, Timestamp::now(), me, self.config.lease_duration),
         };
         let result = match lease {
             None => {
@@ -239,13 +306,13 @@ impl LeaderElector {
                         namespace: Some(self.config.namespace.clone()),
                         ..ObjectMeta::default()
                     },
-                    spec: Some(spec),
+                    spec: Some(spec.clone()),
                 };
                 self.api.create(&PostParams::default(), &lease).await
             }
             Some(mut lease) => {
                 // The read resourceVersion stays in metadata: a concurrent write makes this a 409.
-                lease.spec = Some(spec);
+                lease.spec = Some(spec.clone());
                 self.api
                     .replace(&self.config.name, &PostParams::default(), &lease)
                     .await
@@ -253,6 +320,7 @@ impl LeaderElector {
         };
         match result {
             Ok(_) => {
+                self.observation().observe(&spec, Instant::now());
                 if decision != Decision::Renew {
                     info!(lease = %self.config.name, identity = %me, "acquired the leader Lease");
                 }
@@ -263,11 +331,13 @@ impl LeaderElector {
         }
     }
 
-    /// Retries every renew interval until this candidate leads.
-    pub async fn acquire(&self) {
+    /// Retries every renew interval until this candidate leads; returns when the successful
+    /// attempt was sent (its renew deadline counts from then).
+    pub async fn acquire(&self) -> Instant {
         loop {
+            let sent = Instant::now();
             match self.try_acquire_or_renew().await {
-                Ok(true) => return,
+                Ok(true) => return sent,
                 Ok(false) => {}
                 Err(e) => warn!(error = %e, "cannot read or write the leader Lease"),
             }
@@ -275,29 +345,43 @@ impl LeaderElector {
         }
     }
 
-    /// Renews until the Lease is lost or cannot be renewed within the renew deadline; returns why.
-    pub async fn hold(&self) -> String {
-        let mut last_ok = tokio::time::Instant::now();
+    /// Renews until the Lease is lost or no renewal succeeded within the renew deadline of the
+    /// last one (sent at `last_renewal`); returns why. A renew call is cut off at that deadline.
+    pub async fn hold(&self, mut last_renewal: Instant) -> String {
+        let lost = |why: String| {
+            format!(
+                "Lease {}/{}: {why}",
+                self.config.namespace, self.config.name
+            )
+        };
+        let mut last_error = None;
         loop {
-            tokio::time::sleep(self.config.renew_interval).await;
-            match self.try_acquire_or_renew().await {
-                Ok(true) => last_ok = tokio::time::Instant::now(),
-                Ok(false) => {
-                    return format!(
-                        "another candidate holds Lease {}/{}",
-                        self.config.namespace, self.config.name
-                    );
+            let deadline = step_down_at(last_renewal, self.config.renew_deadline);
+            tokio::time::sleep_until(next_renewal(
+                Instant::now(),
+                self.config.renew_interval,
+                deadline,
+            ))
+            .await;
+            let sent = Instant::now();
+            if sent >= deadline {
+                return lost(not_renewed(self.config.renew_deadline, last_error.as_ref()));
+            }
+            match tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => {
+                    last_renewal = sent;
+                    last_error = None;
                 }
-                Err(e) => {
+                Ok(Ok(false)) => return lost("another candidate holds it".to_owned()),
+                Ok(Err(e)) => {
                     warn!(error = %e, "cannot renew the leader Lease");
-                    if last_ok.elapsed() >= self.config.renew_deadline {
-                        return format!(
-                            "could not renew Lease {}/{} for {}s: {e}",
-                            self.config.namespace,
-                            self.config.name,
-                            self.config.renew_deadline.as_secs()
-                        );
-                    }
+                    last_error = Some(e.to_string());
+                }
+                Err(_) => {
+                    return lost(not_renewed(
+                        self.config.renew_deadline,
+                        Some(&"the renew call did not answer in time".to_owned()),
+                    ));
                 }
             }
         }
@@ -342,14 +426,14 @@ impl LeaderElector {
         W: Future<Output = T>,
         S: Future<Output = ()>,
     {
-        tokio::select! {
-            () = self.acquire() => {}
+        let renewed = tokio::select! {
+            sent = self.acquire() => sent,
             () = shutdown => return Outcome::NeverLed,
-        }
+        };
         on_lead();
         let outcome = tokio::select! {
             out = work => Outcome::Finished(out),
-            why = self.hold() => Outcome::Lost(why),
+            why = self.hold(renewed) => Outcome::Lost(why),
         };
         if matches!(outcome, Outcome::Finished(_))
             && let Err(e) = self.release().await
@@ -379,72 +463,136 @@ mod tests {
         }
     }
 
+    /// What a candidate that read `spec` at `seen` decides at `now`.
+    fn decide_at(spec: &LeaseSpec, seen: Instant, now: Instant, me: &str) -> Decision {
+        let mut observed = Observation::default();
+        observed.observe(spec, seen);
+        decide(Some(spec), &observed, now, me)
+    }
+
     #[test]
     fn no_lease_is_created_and_a_free_one_acquired() {
-        let now = at("2026-11-29T14:00:00Z");
-        assert_eq!(decide(None, now, "a"), Decision::Create);
+        let now = Instant::now();
+        assert_eq!(
+            decide(None, &Observation::default(), now, "a"),
+            Decision::Create
+        );
         let free = LeaseSpec::default();
-        assert_eq!(decide(Some(&free), now, "a"), Decision::Acquire);
+        assert_eq!(decide_at(&free, now, now, "a"), Decision::Acquire);
         let released = LeaseSpec {
             holder_identity: Some(String::new()),
             ..held("x", "2026-11-29T13:59:59Z", 15)
         };
-        assert_eq!(decide(Some(&released), now, "a"), Decision::Acquire);
+        assert_eq!(decide_at(&released, now, now, "a"), Decision::Acquire);
     }
 
     #[test]
-    fn expiry_edges() {
+    fn another_holders_lease_expires_a_duration_after_it_was_seen_to_change() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
         let lease = held("b", "2026-11-29T14:00:00Z", 15);
-        // 1 ms before the expiry instant: still valid.
         assert_eq!(
-            decide(Some(&lease), at("2026-11-29T14:00:14.999Z"), "a"),
+            decide_at(&lease, t0, t0, "a"),
+            Decision::Wait {
+                holder: "b".into(),
+                expires_in: s(15)
+            }
+        );
+        // 1 ms before the expiry instant: still valid; exactly at it: expired.
+        assert_eq!(
+            decide_at(&lease, t0, t0 + s(15) - Duration::from_millis(1), "a"),
             Decision::Wait {
                 holder: "b".into(),
                 expires_in: Duration::from_millis(1)
             }
         );
-        // Exactly at renewTime + duration: expired.
-        assert_eq!(
-            decide(Some(&lease), at("2026-11-29T14:00:15Z"), "a"),
-            Decision::Acquire
-        );
-        assert_eq!(
-            decide(Some(&lease), at("2026-11-29T14:00:00Z"), "a"),
-            Decision::Wait {
-                holder: "b".into(),
-                expires_in: Duration::from_secs(15)
-            }
-        );
-        // A renewTime in the future (clock skew) is still someone else's valid Lease.
+        assert_eq!(decide_at(&lease, t0, t0 + s(15), "a"), Decision::Acquire);
+    }
+
+    #[test]
+    fn the_wall_clock_in_the_lease_never_decides() {
+        // A renewTime a day old (a holder whose clock is behind, or this one's ahead) is still a
+        // valid Lease for a full duration after this candidate first saw it ...
+        let t0 = Instant::now();
+        let stale = held("b", "2026-11-28T14:00:00Z", 15);
         assert!(matches!(
-            decide(Some(&lease), at("2026-11-29T13:59:50Z"), "a"),
+            decide_at(&stale, t0, t0 + Duration::from_secs(14), "a"),
             Decision::Wait { .. }
         ));
+        // ... and one a day ahead expires like any other.
+        let ahead = held("b", "2026-11-30T14:00:00Z", 15);
+        assert_eq!(
+            decide_at(&ahead, t0, t0 + Duration::from_secs(15), "a"),
+            Decision::Acquire
+        );
+    }
+
+    #[test]
+    fn a_renewal_seen_restarts_the_wait_and_a_reread_does_not() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut observed = Observation::default();
+        let first = held("b", "2026-11-29T14:00:00Z", 15);
+        observed.observe(&first, t0);
+        // Read again unchanged 10 s later: the wait still counts from t0.
+        observed.observe(&first, t0 + s(10));
+        assert_eq!(
+            decide(Some(&first), &observed, t0 + s(15), "a"),
+            Decision::Acquire
+        );
+        // Renewed (renewTime moved), seen at t0 + 12 s: valid until t0 + 27 s.
+        let renewed = held("b", "2026-11-29T14:00:12Z", 15);
+        observed.observe(&renewed, t0 + s(12));
+        assert_eq!(
+            decide(Some(&renewed), &observed, t0 + s(26), "a"),
+            Decision::Wait {
+                holder: "b".into(),
+                expires_in: s(1)
+            }
+        );
+        assert_eq!(
+            decide(Some(&renewed), &observed, t0 + s(27), "a"),
+            Decision::Acquire
+        );
     }
 
     #[test]
     fn the_holder_renews_even_after_expiry() {
+        let t0 = Instant::now();
         let lease = held("a", "2026-11-29T14:00:00Z", 15);
         assert_eq!(
-            decide(Some(&lease), at("2026-11-29T14:00:01Z"), "a"),
+            decide_at(&lease, t0, t0 + Duration::from_secs(1), "a"),
             Decision::Renew
         );
         assert_eq!(
-            decide(Some(&lease), at("2026-11-29T15:00:00Z"), "a"),
+            decide_at(&lease, t0, t0 + Duration::from_secs(3600), "a"),
             Decision::Renew
         );
     }
 
     #[test]
-    fn a_holder_without_times_counts_as_expired() {
+    fn a_holder_without_a_duration_counts_as_expired() {
+        let t0 = Instant::now();
         let lease = LeaseSpec {
             holder_identity: Some("b".into()),
             ..LeaseSpec::default()
         };
-        assert_eq!(
-            decide(Some(&lease), at("2026-11-29T14:00:00Z"), "a"),
-            Decision::Acquire
-        );
+        assert_eq!(decide_at(&lease, t0, t0, "a"), Decision::Acquire);
+    }
+
+    #[test]
+    fn the_leader_steps_down_at_its_deadline_even_when_a_timer_fires_late() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let deadline = step_down_at(t0, s(10));
+        assert_eq!(deadline, t0 + s(10));
+        // The next try comes a renew interval later, never after the deadline ...
+        assert_eq!(next_renewal(t0, s(5), deadline), t0 + s(5));
+        assert_eq!(next_renewal(t0 + s(7), s(5), deadline), deadline);
+        // ... and the renew deadline is shorter than the lease others wait for: the leader has
+        // stopped before anyone may take over.
+        assert!(RENEW_DEADLINE < LEASE_DURATION);
+        assert!(RENEW_INTERVAL < RENEW_DEADLINE);
     }
 
     #[test]

@@ -165,32 +165,156 @@ async fn exactly_one_leads_and_the_other_takes_over() -> Result<()> {
     Ok(())
 }
 
+/// When each candidate led, on the test's monotonic clock: `(name, start, end)`.
+type Spans = Arc<std::sync::Mutex<Vec<(String, Instant, Option<Instant>)>>>;
+
+/// Records the end of a span when the work is dropped: stepped down, finished or crashed.
+struct EndsSpan {
+    spans: Spans,
+    index: usize,
+}
+
+impl Drop for EndsSpan {
+    fn drop(&mut self) {
+        let mut spans = self.spans.lock().unwrap();
+        spans[self.index].2 = Some(Instant::now());
+    }
+}
+
+/// A candidate through `client` that leads (recording its span) until it loses the Lease or its
+/// task is aborted (a crash: no release).
+fn spanning_candidate(
+    client: &Client,
+    config: LeaseConfig,
+    spans: &Spans,
+) -> tokio::task::JoinHandle<Outcome<()>> {
+    let elector = LeaderElector::new(client.clone(), config);
+    let name = elector.config().identity.clone();
+    let spans = spans.clone();
+    tokio::spawn(async move {
+        let started = std::sync::Mutex::new(None);
+        elector
+            .lead(
+                std::future::pending(),
+                || {
+                    let mut all = spans.lock().unwrap();
+                    all.push((name.clone(), Instant::now(), None));
+                    *started.lock().unwrap() = Some(all.len() - 1);
+                },
+                async {
+                    let index = started.lock().unwrap().expect("on_lead ran first");
+                    let _end = EndsSpan {
+                        spans: spans.clone(),
+                        index,
+                    };
+                    std::future::pending::<()>().await
+                },
+            )
+            .await
+    })
+}
+
+fn assert_never_two_at_once(spans: &Spans) {
+    let spans = spans.lock().unwrap().clone();
+    for (i, (a, a_start, a_end)) in spans.iter().enumerate() {
+        for (b, b_start, b_end) in &spans[i + 1..] {
+            let a_end = a_end.unwrap_or_else(Instant::now);
+            let b_end = b_end.unwrap_or_else(Instant::now);
+            assert!(
+                a_end <= *b_start || b_end <= *a_start,
+                "{a} and {b} led at once: {spans:?}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
-async fn racing_candidates_cannot_both_win_an_expired_lease() -> Result<()> {
+async fn racing_candidates_never_lead_at_once_while_leaders_crash() -> Result<()> {
     let bed = common::bed("leader").await?;
     let client = bed.client.clone();
-    let electors: Vec<LeaderElector> = (0..4)
-        .map(|i| LeaderElector::new(client.clone(), config(&client, &format!("racer-{i}"))))
+    let spans = Spans::default();
+    let mut tasks: Vec<_> = (0..4)
+        .map(|i| spanning_candidate(&client, config(&client, &format!("racer-{i}")), &spans))
         .collect();
-    for round in 0..3 {
-        if round > 0 {
-            // Expire the Lease of the previous winner.
-            tokio::time::sleep(Duration::from_millis(3100)).await;
-        }
-        let results =
-            futures::future::join_all(electors.iter().map(|e| e.try_acquire_or_renew())).await;
-        let winners: Vec<usize> = results
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| matches!(r, Ok(true)))
-            .map(|(i, _)| i)
-            .collect();
-        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
-        assert_eq!(
-            holder(&client).await?,
-            Some(format!("racer-{}", winners[0]))
-        );
+    for round in 1..=3 {
+        wait_for(
+            &format!("leader number {round}"),
+            Duration::from_secs(20),
+            || spans.lock().unwrap().len() == round,
+        )
+        .await;
+        let leader = spans.lock().unwrap()[round - 1].0.clone();
+        assert_eq!(holder(&client).await?.as_deref(), Some(leader.as_str()));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // The leader crashes: no release, the others must wait out the Lease.
+        let i: usize = leader["racer-".len()..].parse()?;
+        tasks[i].abort();
+        let _ = (&mut tasks[i]).await;
     }
+    wait_for("a fourth leader", Duration::from_secs(20), || {
+        spans.lock().unwrap().len() == 4
+    })
+    .await;
+    assert_never_two_at_once(&spans);
+    let names: std::collections::BTreeSet<String> =
+        spans.lock().unwrap().iter().map(|s| s.0.clone()).collect();
+    assert_eq!(names.len(), 4, "every racer led once: {names:?}");
+    for t in tasks {
+        t.abort();
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_leader_cut_off_from_the_api_server_steps_down_before_another_takes_over() -> Result<()> {
+    let bed = common::bed("leader").await?;
+    let client = bed.client.clone();
+    // The leader reaches the API server through a proxy that will hold every answer back (a
+    // stalled server or a partition: its renew calls hang instead of failing).
+    let proxy = dcs_kube_bed::FaultProxy::start(bed.cp.address).await?;
+    let cut_client = dcs_kube_bed::control_plane::client_from_kubeconfig(
+        &bed.cp.kubeconfig_via(&bed.name, proxy.address),
+    )
+    .await?;
+    let timings = |identity: &str| LeaseConfig {
+        lease_duration: Duration::from_secs(6),
+        renew_interval: Duration::from_millis(200),
+        renew_deadline: Duration::from_secs(2),
+        ..LeaseConfig::new("dcs-operator", &bed.name, identity)
+    };
+    let spans = Spans::default();
+    let leader = spanning_candidate(&cut_client, timings("cut-off"), &spans);
+    wait_for("the first leader", Duration::from_secs(20), || {
+        spans.lock().unwrap().len() == 1
+    })
+    .await;
+    let standby = spanning_candidate(&client, timings("standby"), &spans);
+    // Let the standby see the leader renew a few times, then cut the leader off.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    proxy.set_delay(Duration::from_secs(3600));
+    let cut = Instant::now();
+    let outcome = tokio::time::timeout(Duration::from_secs(60), leader).await??;
+    let Outcome::Lost(why) = outcome else {
+        panic!("the cut-off leader ended with {outcome:?}");
+    };
+    assert!(
+        why.contains("not renewed within the 2s renew deadline"),
+        "{why}"
+    );
+    wait_for("the standby's take-over", Duration::from_secs(60), || {
+        spans.lock().unwrap().len() == 2
+    })
+    .await;
+    assert_never_two_at_once(&spans);
+    let all = spans.lock().unwrap().clone();
+    assert_eq!(
+        (all[0].0.as_str(), all[1].0.as_str()),
+        ("cut-off", "standby")
+    );
+    // The standby waited out the lease from the last renewal it saw, not just the stall.
+    assert!(all[1].1 >= cut + Duration::from_secs(5), "{all:?}");
+    assert_eq!(holder(&client).await?.as_deref(), Some("standby"));
+    standby.abort();
     Ok(())
 }
 
