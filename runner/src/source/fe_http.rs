@@ -12,6 +12,26 @@ use serde_json::Value;
 use crate::settings::SourceSettings;
 use crate::{Error, Result};
 
+/// The pause before the first FE is asked again, once every FE failed; doubled for each further
+/// round of all the FEs, up to [`ROTATION_MAX_DELAY`].
+pub const ROTATION_BASE_DELAY: Duration = Duration::from_millis(500);
+/// The longest pause between two rounds of the FEs.
+pub const ROTATION_MAX_DELAY: Duration = Duration::from_secs(5);
+
+/// The pause before attempt `attempt` (0-based) when the FE requests rotate through `nodes`
+/// FEs (pure): none before the next FE not yet tried in this round, a back-off before each new
+/// round, so a cluster that is down is not hammered.
+pub fn rotation_delay(attempt: u32, nodes: usize) -> Duration {
+    let nodes = u32::try_from(nodes.max(1)).unwrap_or(u32::MAX);
+    if attempt == 0 || !attempt.is_multiple_of(nodes) {
+        return Duration::ZERO;
+    }
+    let round = attempt / nodes; // 1 before the second round
+    ROTATION_BASE_DELAY
+        .saturating_mul(1u32 << (round - 1).min(16))
+        .min(ROTATION_MAX_DELAY)
+}
+
 /// A client for the FE HTTP API of the source cluster.
 #[derive(Debug, Clone)]
 pub struct FeHttpClient {
@@ -42,6 +62,14 @@ impl FeHttpClient {
                 reason: format!("cannot build an HTTP client: {e}"),
             })?;
         Ok(Self { http, settings })
+    }
+
+    /// Waits [`rotation_delay`] before attempt `attempt` of a rotation through the FEs.
+    pub async fn pause_before(&self, attempt: u32) {
+        let delay = rotation_delay(attempt, self.settings.fe_nodes.len());
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
     }
 
     /// The settings this client was made with.
@@ -96,6 +124,7 @@ impl FeHttpClient {
         let attempts = self.settings.request_retries.max(1);
         let mut last = String::new();
         for attempt in 0..attempts {
+            self.pause_before(attempt).await;
             match self.call_once(attempt as usize, path, &req).await {
                 Ok(v) => return Ok(v),
                 Err(AttemptError::Transport(m)) => {
@@ -228,6 +257,24 @@ impl ResultSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rotation_backs_off_only_between_rounds_of_all_the_fes() {
+        let ms = Duration::from_millis;
+        // Three FEs: the second and third are tried at once, then 0.5 s, 1 s, ... up to 5 s.
+        let delays: Vec<Duration> = (0..12).map(|a| rotation_delay(a, 3)).collect();
+        assert_eq!(
+            delays,
+            [0, 0, 0, 500, 0, 0, 1000, 0, 0, 2000, 0, 0]
+                .map(ms)
+                .to_vec()
+        );
+        // One FE: every retry is a new round.
+        let one: Vec<Duration> = (0..7).map(|a| rotation_delay(a, 1)).collect();
+        assert_eq!(one, [0, 500, 1000, 2000, 4000, 5000, 5000].map(ms).to_vec());
+        assert_eq!(rotation_delay(40, 1), ROTATION_MAX_DELAY);
+        assert_eq!(rotation_delay(1, 0), ms(500), "no FE counts as one");
+    }
 
     #[test]
     fn result_sets_are_read_by_column_name() {

@@ -84,6 +84,7 @@ pub async fn current(http: &FeHttpClient) -> Result<DorisNow> {
     let attempts = http.settings().request_retries.max(1);
     let mut last = String::new();
     for attempt in 0..attempts {
+        http.pause_before(attempt).await;
         match http
             .call_once(attempt as usize, "/api/tso", &FeRequest::Get)
             .await
@@ -105,6 +106,43 @@ pub async fn current(http: &FeHttpClient) -> Result<DorisNow> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An FE that refuses connections (nothing listens on a port just freed).
+    fn refusing_fe() -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        address.to_string()
+    }
+
+    #[tokio::test]
+    async fn reading_doris_now_backs_off_between_rounds_of_the_fes() {
+        let settings = crate::settings::SourceSettings {
+            fe_nodes: vec![refusing_fe()],
+            query_port: 9030,
+            flight_sql_port: None,
+            table: "d.t".parse().unwrap(),
+            credentials: crate::settings::SourceCredentials {
+                user: "u".into(),
+                password: "p".into(),
+            },
+            request_retries: 3,
+            request_timeout: std::time::Duration::from_secs(5),
+        };
+        let http = FeHttpClient::new(settings).unwrap();
+        let started = tokio::time::Instant::now();
+        let err = current(&http).await.unwrap_err();
+        // One FE, three attempts: 0.5 s before the second and 1 s before the third.
+        assert!(
+            started.elapsed() >= std::time::Duration::from_millis(1500),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            matches!(err, Error::CurrentTimestamp { attempts: 3, .. }),
+            "{err}"
+        );
+    }
 
     #[test]
     fn timestamps_are_utc_and_floored() {
