@@ -249,7 +249,8 @@ pub(super) fn after_failed_attempt(
     policy: RetryPolicy,
     now: Timestamp,
 ) -> Failed {
-    let attempts = failed_before + 1;
+    // The count comes from an annotation anyone may write: saturate, never overflow.
+    let attempts = failed_before.saturating_add(1);
     if !secrets_gone.is_empty() {
         return Failed::GiveUp {
             note: secret_gone_note(secrets_gone, errors, left),
@@ -387,6 +388,14 @@ mod tests {
                 next: at(180)
             }
         );
+    }
+
+    #[test]
+    fn a_hand_written_huge_attempt_count_gives_up_instead_of_overflowing() {
+        assert!(matches!(
+            after_failed_attempt(u32::MAX, "sink down", &left(), &[], POLICY, at(0)),
+            Failed::GiveUp { note } if note.starts_with(&format!("gave up cleaning Doris after {} attempts", u32::MAX))
+        ));
     }
 
     #[test]
