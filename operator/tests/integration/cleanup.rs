@@ -297,6 +297,44 @@ async fn deletion_aborts_pending_txns_and_deletes_the_offset_row() -> Result<()>
 }
 
 #[tokio::test]
+async fn deletion_cleans_through_the_second_sink_fe_when_the_first_is_down() -> Result<()> {
+    let bed = Bed::start().await?;
+    let (api, client, ports) = (&bed.api, &bed.client, bed.ports);
+    let ctx = Arc::new(Context::new(client.clone(), None));
+    // The sink's first FE refuses connections; the second is the bed's.
+    let down = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    bed.create_sync("s", |y| {
+        y.replace(
+            "      feNodes: [\"",
+            &format!("      feNodes: [\"{down}\", \""),
+        )
+    })
+    .await?;
+    let s = reconcile_a_few(api, "s", &ctx).await?;
+    assert_eq!(s.status.and_then(|s| s.phase), Some(Phase::Pending));
+    let txn = precommit(ports.be_http_port, "dcs-s-3-0").await?;
+    bed.save_checkpoint("s", &[(txn, "dcs-s-3-0")]).await?;
+    let later = precommit(ports.be_http_port, "dcs-s-4-0").await?;
+
+    api.delete("s", &Default::default()).await?;
+    reconcile_until_gone(api, "s", &ctx, true).await?;
+
+    // The recorded transaction and the label swept after the checkpoint are both aborted.
+    assert_eq!(txn_state(ports.fe_http_port, txn).await?, "ABORTED");
+    assert_eq!(txn_state(ports.fe_http_port, later).await?, "ABORTED");
+    let cleaned = events_about(client, "s", "CleanedUp").await?;
+    assert_eq!(cleaned.len(), 1, "{cleaned:?}");
+    assert!(
+        cleaned[0]
+            .1
+            .contains("loads pre-committed after the last checkpoint (labels dcs-s-4-0)"),
+        "{cleaned:?}"
+    );
+    bed.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
 async fn reinit_in_upsert_mode_keeps_the_sink_and_drops_the_old_offset_row() -> Result<()> {
     let bed = Bed::start().await?;
     let (api, client, doris) = (&bed.api, &bed.client, &bed.doris);
