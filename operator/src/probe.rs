@@ -103,14 +103,14 @@ async fn table_facts(
     db: &str,
     table: &str,
 ) -> Result<SourceProbe, ProbeFailure> {
-    let opts = mysql_async::OptsBuilder::default()
-        .ip_or_hostname(host)
-        .tcp_port(u16::try_from(port).unwrap_or(9030))
-        .user(Some(credentials.username.clone()))
-        .pass(Some(credentials.password.clone()));
-    let mut conn = mysql_async::Conn::new(opts)
-        .await
-        .map_err(|e| connect_failure(host, port, &credentials.username, &e))?;
+    let mut conn = dcs_doris_client::mysql::connect_to(
+        host,
+        u16::try_from(port).unwrap_or(9030),
+        &credentials.username,
+        &credentials.password,
+    )
+    .await
+    .map_err(|e| connect_failure(host, port, &credentials.username, &e))?;
     let result = query_facts(&mut conn, db, table).await;
     let _ = conn.disconnect().await;
     result

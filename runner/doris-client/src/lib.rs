@@ -8,6 +8,8 @@
 //! - an answer's body is read up to [`MAX_ANSWER_BYTES`] ([`read_answer`]), never without end;
 //! - a node's host for the FE's other ports is [`host_of`] its `host:port`;
 //! - Doris's `/api` envelope and `/api/tso`'s TSO are read one way ([`fe_api`]);
+//! - a MySQL connection goes to the first FE that answers, a refused login stopping at once
+//!   ([`mysql::connect_first`]);
 //! - what an FE answers over MySQL is decoded fallibly ([`mysql`]): an odd answer fails the
 //!   operation, never the process; SQL text quotes identifiers and strings one way ([`sql`]).
 //!

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use dcs_doris_client::mysql::{decode_all, decode_first};
+use dcs_doris_client::mysql::{ConnectFailure, connect_first, decode_all, decode_first};
 use dcs_doris_client::sql::string_literal;
 use mysql_async::prelude::Queryable;
 
@@ -85,40 +85,33 @@ pub async fn read_with(
 /// A MySQL connection to the first source FE that accepts one; a credentials error stops at
 /// once (every FE would refuse the same login).
 pub async fn connect(settings: &SourceSettings) -> Result<mysql_async::Conn> {
-    let mut last = None;
-    for i in 0..settings.fe_nodes.len() {
-        let opts = mysql_async::OptsBuilder::default()
-            .ip_or_hostname(settings.fe_host(i).to_owned())
-            .tcp_port(settings.query_port)
-            .user(Some(settings.credentials.user.clone()))
-            .pass(Some(settings.credentials.password.clone()))
-            .prefer_socket(false);
-        match dcs_doris_client::mysql::connect(
-            opts.into(),
-            dcs_doris_client::mysql::CONNECT_DEADLINE,
-        )
-        .await
-        {
-            Ok(mut c) => {
-                // Every time the runner sends is UTC (docs/doris-protocols.md §1.3); a session
-                // starts in the FE host's zone.
-                c.query_drop(super::flight::SESSION_TIME_ZONE_SQL)
-                    .await
-                    .map_err(|e| mysql_error("setting the session time zone", e))?;
-                return Ok(c);
-            }
-            Err(e) => {
-                let err = mysql_error("connecting to the FE query port", e);
-                if matches!(err, Error::SourceCredentials { .. }) {
-                    return Err(err);
-                }
-                last = Some(err);
-            }
+    let hosts = (0..settings.fe_nodes.len()).map(|i| settings.fe_host(i));
+    let mut c = match connect_first(
+        hosts,
+        settings.query_port,
+        &settings.credentials.user,
+        &settings.credentials.password,
+    )
+    .await
+    {
+        Ok(connected) => connected.conn,
+        Err(
+            ConnectFailure::LoginRefused { error, .. } | ConnectFailure::NoAnswer { error, .. },
+        ) => {
+            return Err(mysql_error("connecting to the FE query port", error));
         }
-    }
-    Err(last.unwrap_or_else(|| Error::SourceConfig {
-        reason: "source.feNodes is empty".into(),
-    }))
+        Err(ConnectFailure::NoNodes) => {
+            return Err(Error::SourceConfig {
+                reason: "source.feNodes is empty".into(),
+            });
+        }
+    };
+    // Every time the runner sends is UTC (docs/doris-protocols.md §1.3); a session starts in
+    // the FE host's zone.
+    c.query_drop(super::flight::SESSION_TIME_ZONE_SQL)
+        .await
+        .map_err(|e| mysql_error("setting the session time zone", e))?;
+    Ok(c)
 }
 
 /// Map a MySQL error: server errors keep Doris's message, login failures are credentials errors.
