@@ -11,7 +11,8 @@
 //! - a MySQL connection goes to the first FE that answers, a refused login stopping at once
 //!   ([`mysql::connect_first`]);
 //! - what an FE answers over MySQL is decoded fallibly ([`mysql`]): an odd answer fails the
-//!   operation, never the process; SQL text quotes identifiers and strings one way ([`sql`]).
+//!   operation, never the process; SQL text quotes identifiers and strings one way ([`sql`]);
+//! - a source table's DDL and properties are read one way ([`table::read_table`]).
 //!
 //! The runner commits and aborts its own loads; the operator aborts what a deleted or
 //! re-initialised sync left pre-committed. What Doris's answer means is decided by the pure
@@ -25,6 +26,7 @@ mod node;
 mod request;
 pub mod sql;
 pub mod stream_load;
+pub mod table;
 
 pub use answer::{LabelAbort, TxnOutcome, classify_label_abort, classify_txn, snippet};
 pub use body::{MAX_ANSWER_BYTES, read_answer, read_capped};

@@ -199,11 +199,12 @@ pub fn decode_all<T: FromRow>(rows: Vec<Row>, what: &str) -> Result<Vec<T>, Erro
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use mysql_async::Value;
 
-    fn row(values: Vec<Value>) -> Row {
+    /// A row of `values` as mysql_async hands one out, every column a string.
+    pub(crate) fn row(values: Vec<Value>) -> Row {
         let columns: Vec<mysql_async::Column> = (0..values.len())
             .map(|_| {
                 mysql_async::Column::new(mysql_async::consts::ColumnType::MYSQL_TYPE_VAR_STRING)
