@@ -391,16 +391,11 @@ async fn run_sql(
     let mut last = format!("{side} has no FE nodes");
     for node in fe_nodes {
         let host = dcs_doris_client::host_of(node);
-        let opts = mysql_async::OptsBuilder::default()
-            .ip_or_hostname(host)
-            .tcp_port(port)
-            .user(Some(creds.username.clone()))
-            .pass(Some(creds.password.clone()))
-            .prefer_socket(false);
         let attempt = async {
-            let mut conn = mysql_async::Conn::new(opts)
-                .await
-                .map_err(|e| format!("cannot reach {side} FE {host}:{port} over MySQL: {e}"))?;
+            let mut conn =
+                dcs_doris_client::mysql::connect_to(host, port, &creds.username, &creds.password)
+                    .await
+                    .map_err(|e| format!("cannot reach {side} FE {host}:{port} over MySQL: {e}"))?;
             let result = conn.query_drop(sql).await;
             let _ = conn.disconnect().await;
             match result {

@@ -1,14 +1,12 @@
 //! Probing the source: table properties and model over MySQL, Doris's time from `/api/tso`.
 
-use std::{collections::BTreeMap, fmt, time::Duration};
+use std::{fmt, time::Duration};
 
-use dcs_crds::{SourceSpec, conditions::reasons, doris_table};
-use dcs_doris_client::sql::string_literal;
-use mysql_async::prelude::Queryable;
+use dcs_crds::{SourceSpec, conditions::reasons};
+use dcs_doris_client::table::{TableReadError, read_table};
 
 use crate::reconcile::plan::{ProbeFailure, SourceProbe};
 use dcs_doris_client::fe_api;
-use dcs_doris_client::mysql::{decode_all, decode_first};
 
 /// Reason: the source refused the credentials.
 pub const SOURCE_AUTH_FAILED: &str = "SourceAuthFailed";
@@ -103,14 +101,14 @@ async fn table_facts(
     db: &str,
     table: &str,
 ) -> Result<SourceProbe, ProbeFailure> {
-    let opts = mysql_async::OptsBuilder::default()
-        .ip_or_hostname(host)
-        .tcp_port(u16::try_from(port).unwrap_or(9030))
-        .user(Some(credentials.username.clone()))
-        .pass(Some(credentials.password.clone()));
-    let mut conn = mysql_async::Conn::new(opts)
-        .await
-        .map_err(|e| connect_failure(host, port, &credentials.username, &e))?;
+    let mut conn = dcs_doris_client::mysql::connect_to(
+        host,
+        u16::try_from(port).unwrap_or(9030),
+        &credentials.username,
+        &credentials.password,
+    )
+    .await
+    .map_err(|e| connect_failure(host, port, &credentials.username, &e))?;
     let result = query_facts(&mut conn, db, table).await;
     let _ = conn.disconnect().await;
     result
@@ -138,71 +136,44 @@ async fn query_facts(
     db: &str,
     table: &str,
 ) -> Result<SourceProbe, ProbeFailure> {
-    let failed = |e: mysql_async::Error| {
-        let text = e.to_string();
-        let missing = text.contains("Unknown table")
-            || text.contains("does not exist")
-            || text.contains("Unknown database");
-        ProbeFailure {
-            reason: if missing {
-                SOURCE_TABLE_MISSING
-            } else {
-                reasons::SOURCE_UNREACHABLE
-            },
-            message: format!("cannot read table {db}.{table} on the source: {text}"),
-        }
-    };
-    let bad_answer = |e: dcs_doris_client::Error| ProbeFailure {
+    let unreadable = |text: String| ProbeFailure {
         reason: reasons::SOURCE_UNREACHABLE,
-        message: format!("cannot read table {db}.{table} on the source: {e}"),
+        message: format!("cannot read table {db}.{table} on the source: {text}"),
     };
-    let create: Option<mysql_async::Row> = conn
-        .query_first(format!("SHOW CREATE TABLE `{db}`.`{table}`"))
-        .await
-        .map_err(failed)?;
-    let create: Option<(String, String)> =
-        decode_first(create, "SHOW CREATE TABLE").map_err(bad_answer)?;
-    let Some((_, ddl)) = create else {
-        return Err(ProbeFailure {
+    let definition = read_table(conn, db, table).await.map_err(|e| match e {
+        TableReadError::Definition(e) => {
+            let text = e.to_string();
+            let missing = text.contains("Unknown table")
+                || text.contains("does not exist")
+                || text.contains("Unknown database");
+            ProbeFailure {
+                reason: if missing {
+                    SOURCE_TABLE_MISSING
+                } else {
+                    reasons::SOURCE_UNREACHABLE
+                },
+                ..unreadable(text)
+            }
+        }
+        TableReadError::BadDefinition { detail } => unreadable(
+            dcs_doris_client::Error::BadRow {
+                what: "SHOW CREATE TABLE".into(),
+                detail,
+            }
+            .to_string(),
+        ),
+        TableReadError::NoDefinition => ProbeFailure {
             reason: SOURCE_TABLE_MISSING,
             message: format!(
                 "table {db}.{table} does not exist on the source; check spec.source.table"
             ),
-        });
-    };
-    // Older FEs have no table_properties: the DDL's PROPERTIES clause answers instead.
-    let rows: Vec<mysql_async::Row> = conn
-        .query(format!(
-            "SELECT PROPERTY_NAME, PROPERTY_VALUE FROM information_schema.table_properties WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
-            string_literal(db),
-            string_literal(table)
-        ))
-        .await
-        .unwrap_or_default();
-    let rows: Vec<(String, Option<String>)> =
-        decode_all(rows, "information_schema.table_properties").map_err(bad_answer)?;
-    let mut properties: BTreeMap<String, String> = rows
-        .into_iter()
-        .map(|(k, v)| (k, v.unwrap_or_default()))
-        .collect();
-    if properties.is_empty() {
-        properties = ddl_properties(&ddl);
-    }
-    Ok(facts_from(&ddl, &properties))
-}
-
-/// The `"k" = "v"` pairs of a DDL's PROPERTIES clause (SHOW CREATE TABLE), for older FEs.
-pub fn ddl_properties(ddl: &str) -> BTreeMap<String, String> {
-    doris_table::properties_of_ddl(ddl)
-}
-
-/// The probe facts from a table's DDL and properties (pure). The rules are the runner's too
-/// (`dcs_crds::doris_table`), so operator and runner always agree about a table.
-pub fn facts_from(ddl: &str, properties: &BTreeMap<String, String>) -> SourceProbe {
-    SourceProbe {
-        table: doris_table::table_info_from(properties, doris_table::keys_model_of_ddl(ddl)),
+        },
+        TableReadError::BadProperties(e) => unreadable(e.to_string()),
+    })?;
+    Ok(SourceProbe {
+        table: definition.info(),
         doris_now_ms: None,
-    }
+    })
 }
 
 /// Whether the Doris sink's FE answers: `GET /api/tso` on each of `fe_nodes` in turn; any HTTP
@@ -279,6 +250,22 @@ pub async fn doris_now_ms(fe_node: &str, credentials: &DorisCredentials) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dcs_crds::doris_table;
+    use dcs_doris_client::table::TableDefinition;
+    use std::collections::BTreeMap;
+
+    /// What the probe reads from a table's DDL and properties.
+    fn facts_from(
+        ddl: &str,
+        properties: &BTreeMap<String, String>,
+    ) -> doris_table::SourceTableInfo {
+        TableDefinition {
+            ddl: ddl.to_owned(),
+            properties: properties.clone(),
+            properties_unavailable: None,
+        }
+        .info()
+    }
 
     #[test]
     fn facts_from_both_spellings_and_models() {
@@ -295,8 +282,7 @@ mod tests {
                 ("changelog.enable", "true"),
                 ("changelog.ttl_seconds", "600"),
             ]),
-        )
-        .table;
+        );
         assert_eq!(
             (f.enabled, f.spelling, f.ttl_seconds, f.keys),
             (
@@ -316,8 +302,7 @@ mod tests {
                 ("binlog.ttl_seconds", "7200"),
                 ("binlog.need_historical_value", "true"),
             ]),
-        )
-        .table;
+        );
         assert_eq!(
             (
                 f.enabled,
@@ -337,8 +322,7 @@ mod tests {
         let f = facts_from(
             "CREATE TABLE t (...) UNIQUE KEY(`id`)",
             &props(&[("enable_unique_key_merge_on_write", "false")]),
-        )
-        .table;
+        );
         assert!(!f.enabled);
         assert_eq!(
             f.keys,
@@ -351,7 +335,7 @@ mod tests {
     #[test]
     fn ddl_properties_are_read() {
         let ddl = "CREATE TABLE `t` (\n`id` INT\n) ENGINE=OLAP\nUNIQUE KEY(`id`)\nPROPERTIES (\n\"changelog.enable\" = \"true\",\n\"changelog.ttl_seconds\" = \"600\"\n);";
-        let p = ddl_properties(ddl);
+        let p = doris_table::properties_of_ddl(ddl);
         assert_eq!(p["changelog.enable"], "true");
         assert_eq!(p["changelog.ttl_seconds"], "600");
     }

@@ -8,8 +8,11 @@
 //! - an answer's body is read up to [`MAX_ANSWER_BYTES`] ([`read_answer`]), never without end;
 //! - a node's host for the FE's other ports is [`host_of`] its `host:port`;
 //! - Doris's `/api` envelope and `/api/tso`'s TSO are read one way ([`fe_api`]);
+//! - a MySQL connection goes to the first FE that answers, a refused login stopping at once
+//!   ([`mysql::connect_first`]);
 //! - what an FE answers over MySQL is decoded fallibly ([`mysql`]): an odd answer fails the
-//!   operation, never the process; SQL text quotes identifiers and strings one way ([`sql`]).
+//!   operation, never the process; SQL text quotes identifiers and strings one way ([`sql`]);
+//! - a source table's DDL and properties are read one way ([`table::read_table`]).
 //!
 //! The runner commits and aborts its own loads; the operator aborts what a deleted or
 //! re-initialised sync left pre-committed. What Doris's answer means is decided by the pure
@@ -23,6 +26,7 @@ mod node;
 mod request;
 pub mod sql;
 pub mod stream_load;
+pub mod table;
 
 pub use answer::{LabelAbort, TxnOutcome, classify_label_abort, classify_txn, snippet};
 pub use body::{MAX_ANSWER_BYTES, read_answer, read_capped};

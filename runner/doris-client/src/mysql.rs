@@ -82,6 +82,106 @@ pub fn login_refused(e: &mysql_async::Error) -> Option<&str> {
     }
 }
 
+/// What to do after a connection to one FE failed with `e`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// The login was refused ([`login_refused`]): every FE would refuse it, stop at once.
+    Stop,
+    /// The FE did not answer (or failed otherwise): try the next one.
+    NextFe,
+}
+
+/// Whether a failed connection stops the search for an FE or moves on to the next (pure).
+pub fn after_failure(e: &mysql_async::Error) -> AfterFailure {
+    if login_refused(e).is_some() {
+        AfterFailure::Stop
+    } else {
+        AfterFailure::NextFe
+    }
+}
+
+/// A MySQL connection to one FE host: TCP only (never a local socket), logged in as `user`,
+/// within [`CONNECT_DEADLINE`].
+///
+/// # Errors
+/// As [`connect`].
+pub async fn connect_to(
+    host: &str,
+    port: u16,
+    user: &str,
+    password: &str,
+) -> Result<mysql_async::Conn, mysql_async::Error> {
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname(host.to_owned())
+        .tcp_port(port)
+        .user(Some(user.to_owned()))
+        .pass(Some(password.to_owned()))
+        .prefer_socket(false);
+    connect(opts.into(), CONNECT_DEADLINE).await
+}
+
+/// The connection [`connect_first`] opened, and which of the hosts answered.
+#[derive(Debug)]
+pub struct Connected {
+    /// The open connection.
+    pub conn: mysql_async::Conn,
+    /// The position of the host that answered among those given.
+    pub index: usize,
+}
+
+/// Why [`connect_first`] has no connection.
+#[derive(Debug)]
+pub enum ConnectFailure {
+    /// `host` refused the login: every FE would refuse it, so no other was tried.
+    LoginRefused {
+        /// The host that refused.
+        host: String,
+        /// The driver's error ([`login_refused`] reads Doris's message from it).
+        error: mysql_async::Error,
+    },
+    /// No host answered; the last one tried and how it failed.
+    NoAnswer {
+        /// The last host tried.
+        host: String,
+        /// Its failure.
+        error: mysql_async::Error,
+    },
+    /// There was no host to try.
+    NoNodes,
+}
+
+/// A MySQL connection to the first of `hosts` that accepts one ([`connect_to`] each in turn),
+/// stopping at once when the login is refused ([`after_failure`]).
+///
+/// # Errors
+/// A [`ConnectFailure`] saying which of the three ways it failed.
+pub async fn connect_first<I>(
+    hosts: I,
+    port: u16,
+    user: &str,
+    password: &str,
+) -> Result<Connected, ConnectFailure>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let mut last = ConnectFailure::NoNodes;
+    for (index, host) in hosts.into_iter().enumerate() {
+        let host = host.as_ref();
+        match connect_to(host, port, user, password).await {
+            Ok(conn) => return Ok(Connected { conn, index }),
+            Err(error) => {
+                let host = host.to_owned();
+                match after_failure(&error) {
+                    AfterFailure::Stop => return Err(ConnectFailure::LoginRefused { host, error }),
+                    AfterFailure::NextFe => last = ConnectFailure::NoAnswer { host, error },
+                }
+            }
+        }
+    }
+    Err(last)
+}
+
 /// The row a `query_first` returned, if any, as `T`.
 ///
 /// # Errors
@@ -99,11 +199,12 @@ pub fn decode_all<T: FromRow>(rows: Vec<Row>, what: &str) -> Result<Vec<T>, Erro
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use mysql_async::Value;
 
-    fn row(values: Vec<Value>) -> Row {
+    /// A row of `values` as mysql_async hands one out, every column a string.
+    pub(crate) fn row(values: Vec<Value>) -> Row {
         let columns: Vec<mysql_async::Column> = (0..values.len())
             .map(|_| {
                 mysql_async::Column::new(mysql_async::consts::ColumnType::MYSQL_TYPE_VAR_STRING)
@@ -128,6 +229,111 @@ mod tests {
         let io: mysql_async::Error =
             std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused").into();
         assert_eq!(login_refused(&io), None);
+    }
+
+    #[test]
+    fn a_refused_login_stops_anything_else_moves_on() {
+        assert_eq!(after_failure(&server_error(1045)), AfterFailure::Stop);
+        assert_eq!(after_failure(&server_error(1698)), AfterFailure::Stop);
+        assert_eq!(after_failure(&server_error(1105)), AfterFailure::NextFe);
+        let io: mysql_async::Error =
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused").into();
+        assert_eq!(after_failure(&io), AfterFailure::NextFe);
+    }
+
+    /// A local port nothing listens on (bound, then released).
+    async fn closed_port() -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap().port()
+    }
+
+    #[tokio::test]
+    async fn no_hosts_is_no_nodes() {
+        let hosts: [&str; 0] = [];
+        let e = connect_first(hosts, 9030, "u", "p").await.unwrap_err();
+        assert!(matches!(e, ConnectFailure::NoNodes), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn when_no_host_answers_the_last_one_is_named() {
+        let port = closed_port().await;
+        let e = connect_first(["127.0.0.2", "127.0.0.1"], port, "u", "p")
+            .await
+            .unwrap_err();
+        match e {
+            ConnectFailure::NoAnswer { host, error } => {
+                assert_eq!(host, "127.0.0.1");
+                assert_eq!(after_failure(&error), AfterFailure::NextFe);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A MySQL packet: 3-byte length, sequence id, payload.
+    fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+        let mut packet = u32::try_from(payload.len()).unwrap().to_le_bytes()[..3].to_vec();
+        packet.push(seq);
+        packet.extend_from_slice(payload);
+        packet
+    }
+
+    /// A server that refuses every login with 1045, counting the connections it accepted.
+    async fn refusing_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                // Protocol 10 handshake: mysql_native_password, 4.1 protocol, secure connection,
+                // plugin auth.
+                let mut hello = vec![10u8];
+                hello.extend_from_slice(b"5.7.99\0");
+                hello.extend_from_slice(&1u32.to_le_bytes());
+                hello.extend_from_slice(b"abcdefgh\0");
+                hello.extend_from_slice(&0xA201u16.to_le_bytes());
+                hello.push(0x21);
+                hello.extend_from_slice(&2u16.to_le_bytes());
+                hello.extend_from_slice(&0x0008u16.to_le_bytes());
+                hello.push(21);
+                hello.extend_from_slice(&[0; 10]);
+                hello.extend_from_slice(b"ijklmnopqrst\0");
+                hello.extend_from_slice(b"mysql_native_password\0");
+                socket.write_all(&packet(0, &hello)).await.unwrap();
+                let mut header = [0u8; 4];
+                socket.read_exact(&mut header).await.unwrap();
+                let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
+                let mut login = vec![0u8; len];
+                socket.read_exact(&mut login).await.unwrap();
+                let mut err = vec![0xffu8];
+                err.extend_from_slice(&1045u16.to_le_bytes());
+                err.extend_from_slice(b"#28000Access denied for user 'u'");
+                socket
+                    .write_all(&packet(header[3] + 1, &err))
+                    .await
+                    .unwrap();
+            }
+        });
+        (port, accepted)
+    }
+
+    #[tokio::test]
+    async fn a_refused_login_is_not_tried_on_the_next_host() {
+        let (port, accepted) = refusing_server().await;
+        let e = connect_first(["127.0.0.1", "localhost"], port, "u", "wrong")
+            .await
+            .unwrap_err();
+        match e {
+            ConnectFailure::LoginRefused { host, error } => {
+                assert_eq!(host, "127.0.0.1");
+                assert_eq!(login_refused(&error), Some("Access denied for user 'u'"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

@@ -1,11 +1,10 @@
 //! The source table's changelog properties and key model, read over MySQL
-//! (`information_schema.table_properties`, then `SHOW CREATE TABLE` as the fallback) and
-//! interpreted by `dcs_crds::doris_table`, the same rules the operator's probe uses.
+//! (`information_schema.table_properties`, then `SHOW CREATE TABLE` as the fallback) by
+//! `dcs_doris_client::table::read_table` and interpreted by `dcs_crds::doris_table`, the same
+//! read and rules the operator's probe uses.
 
-use std::collections::BTreeMap;
-
-use dcs_doris_client::mysql::{decode_all, decode_first};
-use dcs_doris_client::sql::string_literal;
+use dcs_doris_client::mysql::{ConnectFailure, connect_first};
+use dcs_doris_client::table::{TableReadError, read_table};
 use mysql_async::prelude::Queryable;
 
 pub use dcs_crds::doris_table::{
@@ -37,88 +36,64 @@ pub async fn read_with(
     settings: &SourceSettings,
 ) -> Result<SourceTableInfo> {
     let t = &settings.table;
-    let ddl_sql = format!("SHOW CREATE TABLE {}", t.quoted());
     let context = format!("reading {t}'s definition");
-    let ddl: Option<mysql_async::Row> = conn
-        .query_first(ddl_sql.as_str())
+    let definition = read_table(conn, &t.database, &t.table)
         .await
-        .map_err(|e| mysql_error(&context, e))?;
-    let ddl: Option<(String, String)> = decode_first(ddl, &context).map_err(|e| Error::Doris {
-        context: context.clone(),
-        message: e.to_string(),
-    })?;
-    let ddl = ddl.map(|(_, ddl)| ddl).ok_or_else(|| Error::Doris {
-        context,
-        message: format!("SHOW CREATE TABLE {t} returned nothing"),
-    })?;
-    let props_sql = format!(
-        "SELECT PROPERTY_NAME, PROPERTY_VALUE FROM information_schema.table_properties \
-         WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
-        string_literal(&t.database),
-        string_literal(&t.table)
-    );
-    let properties: BTreeMap<String, String> = match conn
-        .query::<mysql_async::Row, _>(props_sql)
-        .await
-    {
-        Ok(rows) if !rows.is_empty() => {
-            let rows: Vec<(String, Option<String>)> =
-                decode_all(rows, "information_schema.table_properties").map_err(|e| {
-                    Error::Doris {
-                        context: format!("reading {t}'s properties"),
-                        message: e.to_string(),
-                    }
-                })?;
-            rows.into_iter()
-                .map(|(k, v)| (k, v.unwrap_or_default()))
-                .collect()
-        }
-        Ok(_) => properties_of_ddl(&ddl),
-        Err(e) => {
-            tracing::debug!(error = %e, "information_schema.table_properties unavailable; using SHOW CREATE TABLE");
-            properties_of_ddl(&ddl)
-        }
-    };
-    Ok(table_info_from(&properties, keys_model_of_ddl(&ddl)))
+        .map_err(|e| match e {
+            TableReadError::Definition(e) => mysql_error(&context, e),
+            TableReadError::BadDefinition { detail } => Error::Doris {
+                context: context.clone(),
+                message: dcs_doris_client::Error::BadRow {
+                    what: context.clone(),
+                    detail,
+                }
+                .to_string(),
+            },
+            TableReadError::NoDefinition => Error::Doris {
+                context: context.clone(),
+                message: format!("SHOW CREATE TABLE {t} returned nothing"),
+            },
+            TableReadError::BadProperties(e) => Error::Doris {
+                context: format!("reading {t}'s properties"),
+                message: e.to_string(),
+            },
+        })?;
+    if let Some(e) = &definition.properties_unavailable {
+        tracing::debug!(error = %e, "information_schema.table_properties unavailable; using SHOW CREATE TABLE");
+    }
+    Ok(definition.info())
 }
 
 /// A MySQL connection to the first source FE that accepts one; a credentials error stops at
 /// once (every FE would refuse the same login).
 pub async fn connect(settings: &SourceSettings) -> Result<mysql_async::Conn> {
-    let mut last = None;
-    for i in 0..settings.fe_nodes.len() {
-        let opts = mysql_async::OptsBuilder::default()
-            .ip_or_hostname(settings.fe_host(i).to_owned())
-            .tcp_port(settings.query_port)
-            .user(Some(settings.credentials.user.clone()))
-            .pass(Some(settings.credentials.password.clone()))
-            .prefer_socket(false);
-        match dcs_doris_client::mysql::connect(
-            opts.into(),
-            dcs_doris_client::mysql::CONNECT_DEADLINE,
-        )
-        .await
-        {
-            Ok(mut c) => {
-                // Every time the runner sends is UTC (docs/doris-protocols.md §1.3); a session
-                // starts in the FE host's zone.
-                c.query_drop(super::flight::SESSION_TIME_ZONE_SQL)
-                    .await
-                    .map_err(|e| mysql_error("setting the session time zone", e))?;
-                return Ok(c);
-            }
-            Err(e) => {
-                let err = mysql_error("connecting to the FE query port", e);
-                if matches!(err, Error::SourceCredentials { .. }) {
-                    return Err(err);
-                }
-                last = Some(err);
-            }
+    let hosts = (0..settings.fe_nodes.len()).map(|i| settings.fe_host(i));
+    let mut c = match connect_first(
+        hosts,
+        settings.query_port,
+        &settings.credentials.user,
+        &settings.credentials.password,
+    )
+    .await
+    {
+        Ok(connected) => connected.conn,
+        Err(
+            ConnectFailure::LoginRefused { error, .. } | ConnectFailure::NoAnswer { error, .. },
+        ) => {
+            return Err(mysql_error("connecting to the FE query port", error));
         }
-    }
-    Err(last.unwrap_or_else(|| Error::SourceConfig {
-        reason: "source.feNodes is empty".into(),
-    }))
+        Err(ConnectFailure::NoNodes) => {
+            return Err(Error::SourceConfig {
+                reason: "source.feNodes is empty".into(),
+            });
+        }
+    };
+    // Every time the runner sends is UTC (docs/doris-protocols.md §1.3); a session starts in
+    // the FE host's zone.
+    c.query_drop(super::flight::SESSION_TIME_ZONE_SQL)
+        .await
+        .map_err(|e| mysql_error("setting the session time zone", e))?;
+    Ok(c)
 }
 
 /// Map a MySQL error: server errors keep Doris's message, login failures are credentials errors.

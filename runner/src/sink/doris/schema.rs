@@ -15,7 +15,9 @@ use std::fmt;
 use arrow_schema::{DataType, TimeUnit};
 use dcs_crds::SinkMode;
 use dcs_crds::spec::TableRef;
-use dcs_doris_client::mysql::{decode_all, decode_first};
+use dcs_doris_client::mysql::{
+    ConnectFailure, connect_first, decode_all, decode_first, login_refused,
+};
 use mysql_async::prelude::Queryable;
 
 use super::create_table::{
@@ -109,38 +111,24 @@ impl MysqlTarget {
     /// A rejected login at once ([`Error::SourceCredentials`] for the source, [`Error::Sink`]
     /// for the sink), else the last connection failure.
     pub async fn connect(&self) -> Result<mysql_async::Conn> {
-        let mut last = None;
-        for host in &self.hosts {
-            let opts = mysql_async::OptsBuilder::default()
-                .ip_or_hostname(host.clone())
-                .tcp_port(self.port)
-                .user(Some(self.user.clone()))
-                .pass(Some(self.password.clone()))
-                .prefer_socket(false);
-            match dcs_doris_client::mysql::connect(
-                opts.into(),
-                dcs_doris_client::mysql::CONNECT_DEADLINE,
-            )
-            .await
-            {
-                Ok(c) => return Ok(c),
-                Err(e) => {
-                    if let Some(detail) = dcs_doris_client::mysql::login_refused(&e) {
-                        let detail = detail.to_owned();
-                        return Err(match self.side {
-                            Side::Source => Error::SourceCredentials { detail },
-                            Side::Sink => Error::Sink {
-                                message: format!(
-                                    "Doris rejected the sink credentials ({detail}); check the user and password in the sink Secret (DCS_SINK_USERNAME / DCS_SINK_PASSWORD)"
-                                ),
-                            },
-                        });
-                    }
-                    last = Some(format!("{host}:{}: {e}", self.port));
-                }
+        let reason = match connect_first(&self.hosts, self.port, &self.user, &self.password).await {
+            Ok(connected) => return Ok(connected.conn),
+            Err(ConnectFailure::LoginRefused { error, .. }) => {
+                let detail = login_refused(&error).unwrap_or_default().to_owned();
+                return Err(match self.side {
+                    Side::Source => Error::SourceCredentials { detail },
+                    Side::Sink => Error::Sink {
+                        message: format!(
+                            "Doris rejected the sink credentials ({detail}); check the user and password in the sink Secret (DCS_SINK_USERNAME / DCS_SINK_PASSWORD)"
+                        ),
+                    },
+                });
             }
-        }
-        let reason = last.unwrap_or_else(|| "no FE node configured".into());
+            Err(ConnectFailure::NoAnswer { host, error }) => {
+                format!("{host}:{}: {error}", self.port)
+            }
+            Err(ConnectFailure::NoNodes) => "no FE node configured".to_owned(),
+        };
         let hint = match self.side {
             Side::Source => "check source.feNodes and source.queryPort",
             Side::Sink => {
