@@ -170,7 +170,11 @@ pub fn parse_resource_quantity(input: &str) -> Result<ResourceQuantity, Quantity
     };
     // value in nanos = mantissa * 2^pow2 * 10^(pow10 + 9 - fraction digits)
     let scaled = mantissa.checked_mul(1u128 << pow2).ok_or_else(overflow)?;
-    let exp10 = pow10 + 9 - i64::try_from(fraction.len()).map_err(|_| overflow())?;
+    // An exponent written near i64's ends must not overflow the arithmetic (found by fuzzing).
+    let exp10 = i64::try_from(fraction.len())
+        .ok()
+        .and_then(|f| pow10.checked_add(9)?.checked_sub(f))
+        .ok_or_else(overflow)?;
     let nanos = if exp10 >= 0 {
         let factor = u32::try_from(exp10)
             .ok()
@@ -193,6 +197,24 @@ pub fn parse_resource_quantity(input: &str) -> Result<ResourceQuantity, Quantity
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exponent_at_the_ends_of_i64_is_an_error_not_a_panic() {
+        for input in ["1e9223372036854775807", "1e9223372036854775799"] {
+            assert_eq!(
+                parse_resource_quantity(input),
+                Err(QuantityError::Overflow {
+                    input: input.to_owned()
+                }),
+                "{input}"
+            );
+        }
+        // At the other end the value is a sliver of a nano: it rounds up to one.
+        assert_eq!(
+            parse_resource_quantity("1.5e-9223372036854775808"),
+            Ok(ResourceQuantity(1))
+        );
+    }
 
     #[test]
     fn parses_binary_decimal_and_plain() {
