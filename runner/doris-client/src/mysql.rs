@@ -59,12 +59,33 @@ pub async fn connect(
 ) -> Result<mysql_async::Conn, mysql_async::Error> {
     match tokio::time::timeout(deadline, mysql_async::Conn::new(opts)).await {
         Ok(result) => result,
-        Err(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("no MySQL handshake within {}s", deadline.as_secs_f64()),
-        )
-        .into()),
+        Err(_) => Err(timed_out("MySQL handshake", deadline)),
     }
+}
+
+/// `call` (a statement on an open connection) bounded by `deadline`: an FE that took a statement
+/// and never answers fails it with [`timed_out`] instead of hanging the caller. The connection
+/// is left mid-statement: drop it.
+///
+/// # Errors
+/// The driver's error, or `TimedOut`.
+pub async fn within<T>(
+    deadline: std::time::Duration,
+    call: impl std::future::Future<Output = Result<T, mysql_async::Error>>,
+) -> Result<T, mysql_async::Error> {
+    tokio::time::timeout(deadline, call)
+        .await
+        .unwrap_or_else(|_| Err(timed_out("answer", deadline)))
+}
+
+/// The error of a MySQL call that did not finish within `deadline`: an I/O `TimedOut`, which
+/// callers read as "the FE did not answer", never as Doris's answer.
+pub fn timed_out(what: &str, deadline: std::time::Duration) -> mysql_async::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("no MySQL {what} within {}s", deadline.as_secs_f64()),
+    )
+    .into()
 }
 
 /// The MySQL server errors that mean the login was refused: 1045 (`ER_ACCESS_DENIED_ERROR`,

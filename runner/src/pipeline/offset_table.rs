@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dcs_crds::spec::TableRef;
+use dcs_doris_client::mysql::within;
 use mysql_async::prelude::Queryable;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -129,9 +130,10 @@ pub async fn read_start(
         },
     };
     let mut conn = connect(settings).await.map_err(unreadable)?;
+    let deadline = settings.request_timeout;
     let rows: std::result::Result<Vec<mysql_async::Row>, _> =
-        conn.exec(select_sql(table), (consumer_id,)).await;
-    let _ = conn.disconnect().await;
+        within(deadline, conn.exec(select_sql(table), (consumer_id,))).await;
+    let _ = within(deadline, conn.disconnect()).await;
     let rows = rows.map_err(|e| unreadable(mysql_error("reading the offset table", e)))?;
     let values: Vec<Option<String>> = rows
         .iter()
@@ -296,9 +298,12 @@ async fn write_once(
         *conn = Some(connect(settings).await?);
     }
     let c = conn.as_mut().expect("connected above");
-    c.exec_drop(sql, (consumer_id, offset.timestamp.as_str()))
-        .await
-        .map_err(|e| mysql_error("writing the offset table", e))
+    within(
+        settings.request_timeout,
+        c.exec_drop(sql, (consumer_id, offset.timestamp.as_str())),
+    )
+    .await
+    .map_err(|e| mysql_error("writing the offset table", e))
 }
 
 #[cfg(test)]

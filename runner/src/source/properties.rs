@@ -3,7 +3,7 @@
 //! `dcs_doris_client::table::read_table` and interpreted by `dcs_crds::doris_table`, the same
 //! read and rules the operator's probe uses.
 
-use dcs_doris_client::mysql::{ConnectFailure, connect_first};
+use dcs_doris_client::mysql::{ConnectFailure, connect_first, timed_out, within};
 use dcs_doris_client::table::{TableReadError, read_table};
 use mysql_async::prelude::Queryable;
 
@@ -23,7 +23,7 @@ use crate::{Error, Result};
 pub async fn read_table_info(settings: &SourceSettings) -> Result<SourceTableInfo> {
     let mut conn = connect(settings).await?;
     let result = read_with(&mut conn, settings).await;
-    let _ = conn.disconnect().await;
+    let _ = within(settings.request_timeout, conn.disconnect()).await;
     result
 }
 
@@ -37,8 +37,11 @@ pub async fn read_with(
 ) -> Result<SourceTableInfo> {
     let t = &settings.table;
     let context = format!("reading {t}'s definition");
-    let definition = read_table(conn, &t.database, &t.table)
+    // Bounded like every statement: an FE that took it and never answers must not hang the run.
+    let deadline = settings.request_timeout;
+    let definition = tokio::time::timeout(deadline, read_table(conn, &t.database, &t.table))
         .await
+        .unwrap_or_else(|_| Err(TableReadError::Definition(timed_out("answer", deadline))))
         .map_err(|e| match e {
             TableReadError::Definition(e) => mysql_error(&context, e),
             TableReadError::BadDefinition { detail } => Error::Doris {
@@ -90,9 +93,12 @@ pub async fn connect(settings: &SourceSettings) -> Result<mysql_async::Conn> {
     };
     // Every time the runner sends is UTC (docs/doris-protocols.md §1.3); a session starts in
     // the FE host's zone.
-    c.query_drop(super::flight::SESSION_TIME_ZONE_SQL)
-        .await
-        .map_err(|e| mysql_error("setting the session time zone", e))?;
+    within(
+        settings.request_timeout,
+        c.query_drop(super::flight::SESSION_TIME_ZONE_SQL),
+    )
+    .await
+    .map_err(|e| mysql_error("setting the session time zone", e))?;
     Ok(c)
 }
 

@@ -3,6 +3,7 @@
 
 use crate::source_support;
 
+use dcs_doris_emu::faults::SqlStall;
 use dcs_runner::Error;
 use dcs_runner::source::flight::FlightSession;
 use dcs_runner::source::properties::{
@@ -10,6 +11,7 @@ use dcs_runner::source::properties::{
 };
 use dcs_runner::source::tso::{self, NowOffsets as _};
 use source_support::*;
+use std::time::Duration;
 
 #[tokio::test]
 async fn doris_now_comes_from_the_tso_api() {
@@ -159,4 +161,90 @@ async fn binlog_properties_are_detected() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Doris { .. }), "{err:?}");
+}
+
+/// Holds every statement containing `text` (the FE took it and never answers) until dropped.
+struct Stalled<'a>(&'a dcs_doris_emu::RunningEmulator);
+
+impl<'a> Stalled<'a> {
+    fn on(emu: &'a dcs_doris_emu::RunningEmulator, text: &str) -> Self {
+        emu.doris.faults.update(|f| {
+            f.sql_stall = Some(SqlStall {
+                contains: text.into(),
+                applied: false,
+            })
+        });
+        Self(emu)
+    }
+}
+
+impl Drop for Stalled<'_> {
+    fn drop(&mut self) {
+        self.0.doris.faults.update(|f| f.sql_stall = None);
+    }
+}
+
+#[tokio::test]
+async fn a_statement_the_fe_never_answers_fails_within_the_request_timeout() {
+    let emu = emu().await;
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE src",
+            &unique_ddl("src.t", 1),
+            "CREATE TABLE src.offsets (consumer_id VARCHAR(256) NOT NULL, offset_timestamp DATETIME NOT NULL, \
+             update_time DATETIMEV2(3) NOT NULL) UNIQUE KEY(consumer_id) DISTRIBUTED BY HASH(consumer_id) BUCKETS 1",
+        ],
+    )
+    .await;
+    let mut s = settings(&emu, "src.t");
+    s.request_timeout = Duration::from_secs(1);
+    // Far longer than the request timeout: a hang fails the test, not the machine's speed.
+    let bound = Duration::from_secs(60);
+    let unavailable = |e: &Error| {
+        matches!(e, Error::SourceUnavailable { .. })
+            && e.to_string().contains("no MySQL answer within 1s")
+    };
+
+    // The table's properties (runner start, `check`).
+    let stall = Stalled::on(&emu, "SHOW CREATE TABLE");
+    let err = tokio::time::timeout(bound, read_table_info(&s))
+        .await
+        .expect("reading the table properties hung")
+        .unwrap_err();
+    assert!(unavailable(&err), "{err:?}");
+    drop(stall);
+
+    // The sink-table statements (DDL, columns), here against the source's FE.
+    let target = dcs_runner::sink::doris::schema::MysqlTarget::source(&s);
+    let mut conn = target.connect().await.unwrap();
+    let stall = Stalled::on(&emu, "information_schema.columns");
+    let err = tokio::time::timeout(bound, target.columns(&mut conn, &"src.t".parse().unwrap()))
+        .await
+        .expect("reading the columns hung")
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("no MySQL answer within 1s"),
+        "{err:?}"
+    );
+    drop(stall);
+
+    // The offset table's row, read on start.
+    let stall = Stalled::on(&emu, "offset_timestamp");
+    let err = tokio::time::timeout(
+        bound,
+        dcs_runner::pipeline::offset_table::read_start(&s, &"src.offsets".parse().unwrap(), "c1"),
+    )
+    .await
+    .expect("reading the offset table hung")
+    .unwrap_err();
+    assert!(
+        matches!(err, Error::OffsetTable { .. })
+            && err.to_string().contains("no MySQL answer within 1s"),
+        "{err:?}"
+    );
+    drop(stall);
+
+    // Once the FE answers again, so does everything.
+    read_table_info(&s).await.unwrap();
 }

@@ -16,7 +16,7 @@ use arrow_schema::{DataType, TimeUnit};
 use dcs_crds::SinkMode;
 use dcs_crds::spec::TableRef;
 use dcs_doris_client::mysql::{
-    ConnectFailure, connect_first, decode_all, decode_first, login_refused,
+    ConnectFailure, connect_first, decode_all, decode_first, login_refused, within,
 };
 use mysql_async::prelude::Queryable;
 
@@ -61,6 +61,9 @@ pub struct MysqlTarget {
     pub password: String,
     /// Source or sink.
     pub side: Side,
+    /// How long one statement may take before it counts as unanswered (the side's request
+    /// timeout).
+    pub deadline: std::time::Duration,
 }
 
 impl fmt::Debug for MysqlTarget {
@@ -87,6 +90,7 @@ impl MysqlTarget {
             user: config.user.clone(),
             password: config.password.clone(),
             side: Side::Sink,
+            deadline: config.request_timeout,
         }
     }
 
@@ -102,6 +106,7 @@ impl MysqlTarget {
             user: settings.credentials.user.clone(),
             password: settings.credentials.password.clone(),
             side: Side::Source,
+            deadline: settings.request_timeout,
         }
     }
 
@@ -178,12 +183,14 @@ impl MysqlTarget {
     /// # Errors
     /// Doris's message.
     pub async fn exec(&self, conn: &mut mysql_async::Conn, sql: &str) -> Result<()> {
-        conn.query_drop(sql).await.map_err(|e| {
-            self.error(
-                &format!("{} statement {}", self.side.name(), first_line(sql)),
-                e,
-            )
-        })
+        within(self.deadline, conn.query_drop(sql))
+            .await
+            .map_err(|e| {
+                self.error(
+                    &format!("{} statement {}", self.side.name(), first_line(sql)),
+                    e,
+                )
+            })
     }
 
     /// The columns of `table` in table order; empty when the table does not exist.
@@ -202,8 +209,9 @@ impl MysqlTarget {
             string_literal(&table.table)
         );
         let what = format!("reading the columns of {table}");
-        let rows: Vec<mysql_async::Row> =
-            conn.query(sql).await.map_err(|e| self.error(&what, e))?;
+        let rows: Vec<mysql_async::Row> = within(self.deadline, conn.query(sql))
+            .await
+            .map_err(|e| self.error(&what, e))?;
         let mut rows: Vec<(String, i64, String, String, Option<String>)> =
             decode_all(rows, &what).map_err(|e| self.bad_answer(&e))?;
         rows.sort_by_key(|r| r.1);
@@ -228,10 +236,12 @@ impl MysqlTarget {
         table: &TableRef,
     ) -> Result<KeysModel> {
         let what = format!("reading the definition of {table}");
-        let row: Option<mysql_async::Row> = conn
-            .query_first(format!("SHOW CREATE TABLE {}", table.quoted()))
-            .await
-            .map_err(|e| self.error(&what, e))?;
+        let row: Option<mysql_async::Row> = within(
+            self.deadline,
+            conn.query_first(format!("SHOW CREATE TABLE {}", table.quoted())),
+        )
+        .await
+        .map_err(|e| self.error(&what, e))?;
         let row: Option<(String, String)> =
             decode_first(row, &what).map_err(|e| self.bad_answer(&e))?;
         Ok(row.map_or(KeysModel::Unknown, |(_, ddl)| keys_model_of_ddl(&ddl)))
