@@ -59,7 +59,7 @@ pub async fn connect(
 ) -> Result<mysql_async::Conn, mysql_async::Error> {
     match tokio::time::timeout(deadline, mysql_async::Conn::new(opts)).await {
         Ok(result) => result,
-        Err(_) => Err(timed_out("MySQL handshake", deadline)),
+        Err(_) => Err(timed_out("handshake", deadline)),
     }
 }
 
