@@ -39,7 +39,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             self.evolves_schema(),
         )
         .await?;
-        self.sink.set_table(shadow);
+        self.loads.sink.set_table(shadow);
         Ok(())
     }
 
@@ -53,7 +53,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         };
         rebuild::swap(sink, &shadow).await?;
         self.rebuild.swapped(jiff::Timestamp::now().to_string());
-        self.sink.set_table(sink.table.clone());
+        self.loads.sink.set_table(sink.table.clone());
         self.checkpoint(true).await
     }
 }

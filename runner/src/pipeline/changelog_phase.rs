@@ -1,0 +1,143 @@
+//! The changelog phase: `@incr` windows read one after the other from the position's offset,
+//! checkpointed between windows (or inside one whose loads reach [`MAX_PENDING_LOADS`]), until
+//! stopped or failed.
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::loads::slice_rows;
+use super::reading::after_seam;
+use super::rows::slices;
+use super::{
+    CHANNEL_CAPACITY, Flow, MAX_PENDING_LOADS, Outcome, Phase, sleep_until, wait_for_shutdown,
+};
+use crate::checkpoint::{CheckpointStore, Offset, Position, WindowProgress};
+use crate::sink::Sink;
+use crate::source::changelog::ChangelogEvent;
+use crate::source::fe_http::FeHttpClient;
+use crate::source::retention::RetentionGuard;
+use crate::{Error, Result};
+
+impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
+    pub(super) async fn changelog_phase(
+        &mut self,
+        http: FeHttpClient,
+        shutdown: &mut watch::Receiver<bool>,
+        columns: Vec<String>,
+        from: Offset,
+    ) -> Result<Outcome> {
+        // Nothing is read from the changelog before a rebuilt sink table is in place.
+        self.finish_rebuild().await?;
+        tracing::info!(from = %from.timestamp, increment_type = ?self.config.changelog.increment_type, "reading the changelog");
+        let guard = RetentionGuard::new(http.clone());
+        let reader = self.changelog_reader(http, columns).await?;
+        let (tx, mut rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let mut handle = tokio::spawn(reader.run(from.clone(), self.in_window.clone(), tx));
+        self.position = Position::Changelog { offset: from };
+        self.progress.phase = Phase::Changelog;
+        self.publish();
+        let mut due = false;
+        let mut stopping = false;
+        let outcome = loop {
+            let flush_at = self.loads.deadline();
+            let mid_window = self.window.is_some();
+            tokio::select! {
+                biased;
+                () = wait_for_shutdown(shutdown), if !stopping => {
+                    tracing::info!(mid_window, "stopping: saving a last checkpoint");
+                    if !mid_window {
+                        self.checkpoint(false).await?;
+                        break Ok(Outcome::Stopped);
+                    }
+                    stopping = true;
+                }
+                event = rx.recv() => match event {
+                    Some(ChangelogEvent::WindowStart { window, skip }) => {
+                        self.loads.ledger.window_started(&window, skip);
+                        self.window = Some((window, skip));
+                    }
+                    Some(ChangelogEvent::Batch(batch)) => {
+                        self.progress.ready = true;
+                        // In slices of at most a load, so the bound is checked after every load.
+                        for slice in slices(&batch, slice_rows(self.config)) {
+                            if let Some((_, done)) = &mut self.window {
+                                *done += slice.num_rows() as u64;
+                            }
+                            if let Some(slice) = after_seam(slice, self.seam_tso())? {
+                                self.rows(&slice, true).await?;
+                            }
+                            if self.loads.pending.len() >= MAX_PENDING_LOADS {
+                                self.checkpoint_inside_window(&guard).await?;
+                            }
+                        }
+                    }
+                    Some(ChangelogEvent::WindowDone { window, rows }) => {
+                        self.window = None;
+                        self.in_window = None;
+                        tracing::debug!(window = %window.split_id(), rows, "changelog window handed to the sink");
+                        self.progress.ready = true;
+                        self.progress.last_window_seconds =
+                            Some((window.end.epoch_ms - window.start.epoch_ms) as f64 / 1000.0);
+                        self.progress.window_end = Some(window.end.clone());
+                        self.position = Position::Changelog { offset: window.end };
+                        self.dirty = true;
+                        self.publish();
+                        if due || stopping || self.loads.pending.len() >= MAX_PENDING_LOADS / 2 {
+                            due = false;
+                            self.checkpoint(false).await?;
+                        }
+                        if stopping {
+                            break Ok(Outcome::Stopped);
+                        }
+                    }
+                    None => {
+                        break Err(match (&mut handle).await {
+                            Ok(Err(e)) => e,
+                            Ok(Ok(())) => Error::SourceUnavailable {
+                                context: "changelog reader".into(),
+                                reason: "stopped without an error".into(),
+                            },
+                            Err(e) => Error::SourceUnavailable {
+                                context: "changelog reader".into(),
+                                reason: e.to_string(),
+                            },
+                        });
+                    }
+                },
+                () = sleep_until(flush_at) => self.flush().await?,
+                () = tokio::time::sleep_until(self.next_checkpoint) => {
+                    if mid_window {
+                        due = true;
+                        self.next_checkpoint = Instant::now() + self.config.checkpoint_interval;
+                    } else {
+                        self.checkpoint(false).await?;
+                    }
+                }
+            }
+        };
+        handle.abort();
+        outcome
+    }
+
+    /// A checkpoint inside the window being read, because its loads reached
+    /// [`MAX_PENDING_LOADS`]: it records how many of the window's rows are in the sink, and a
+    /// restart reads the window on from there. Taken only while the window's start is still in
+    /// the changelog (so the rows read so far are all the window has up to there).
+    async fn checkpoint_inside_window(&mut self, guard: &RetentionGuard) -> Result<()> {
+        let Some((window, done)) = self.window.clone() else {
+            return Ok(());
+        };
+        // Everything read so far goes into loads first, so `done` rows are all in them.
+        self.flush().await?;
+        guard
+            .check(&window.start, std::time::Duration::ZERO)
+            .await?;
+        tracing::info!(window = %window.split_id(), rows = done, loads = self.loads.pending.len(), "checkpoint inside a changelog window (its loads reached the bound)");
+        self.in_window = Some(WindowProgress {
+            end: window.end.clone(),
+            rows: done,
+        });
+        self.dirty = true;
+        self.checkpoint(false).await
+    }
+}

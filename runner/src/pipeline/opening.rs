@@ -1,0 +1,247 @@
+//! The opening of a run, before the first row is read: the stored checkpoint loaded and the store
+//! claimed, the sink prepared and its pre-committed loads settled, the start point resolved
+//! ([`super::start`]), and this run's own opening checkpoint saved ([`Flow::open_run`]).
+
+use tokio::time::Instant;
+
+use super::checkpointing::lost_error;
+use super::late_sweep::LateSweep;
+use super::offset_table::{self, OffsetPublisher};
+use super::start::{self, StartPlan, plan_start_with_offset_row};
+use super::{Flow, Phase, repair};
+use crate::checkpoint::{CheckpointStore, Offset, PendingTxn, Position};
+use crate::sink::Sink;
+use crate::source::fe_http::FeHttpClient;
+use crate::source::retention::RetentionGuard;
+use crate::source::tso::{self, NowOffsets as _};
+use crate::{Error, Result};
+
+/// A run opened and ready to read: the phase it reads first.
+pub(super) struct Opened {
+    /// The source FE's HTTP client.
+    pub(super) http: FeHttpClient,
+    /// The columns read (`source.columns`, else all).
+    pub(super) columns: Vec<String>,
+    pub(super) first: FirstPhase,
+}
+
+/// Where a run starts reading.
+pub(super) enum FirstPhase {
+    /// The snapshot, without the tablets already done; then the changelog from `then` if set.
+    Snapshot {
+        tablets_done: Vec<i64>,
+        done_ranges: Vec<[i64; 2]>,
+        then: Option<Offset>,
+    },
+    /// The changelog, from `from`.
+    Changelog { from: Offset },
+}
+
+impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
+    /// Open the run; `None` when the sync is done already (a finished snapshot-mode sync).
+    pub(super) async fn open(&mut self) -> Result<Option<Opened>> {
+        let loaded = self.store.load().await?;
+        if let Some(cp) = &loaded
+            && cp.consumer_id != self.config.consumer_id
+        {
+            return Err(Error::Config {
+                reason: format!(
+                    "the stored checkpoint belongs to consumer {}, the manifest says {}; delete the checkpoint to start over as {}",
+                    cp.consumer_id, self.config.consumer_id, self.config.consumer_id
+                ),
+            });
+        }
+        // From here on a runner still working from the same checkpoint can no longer save or
+        // commit; only then are its pre-committed loads ours to settle.
+        self.store.claim().await?;
+        if !loaded
+            .as_ref()
+            .is_some_and(|c| matches!(c.position, Position::Done))
+        {
+            self.prepare_sink().await?;
+        }
+        let lost = self.loads.sink.recover(loaded.as_ref()).await?;
+        let mut loaded = loaded;
+        // Lost loads of the saved checkpoint: upsert sinks read again from the position before it
+        // (the position is rewound here, and saved with this run's opening checkpoint); the rows
+        // of a changelog sink's lost loads are loaded again once that checkpoint is saved.
+        let mut reload = None;
+        if let Some(cp) = loaded.as_mut()
+            && !lost.is_empty()
+        {
+            let txns: Vec<PendingTxn> = lost.iter().map(|(t, _)| t.clone()).collect();
+            match repair::plan_repair(cp.loads_source.as_ref(), &txns, self.sink_mode()) {
+                repair::Repair::Rewind(position) => {
+                    tracing::warn!(
+                        ?position,
+                        loads = lost.len(),
+                        "loads of the saved checkpoint were lost; reading again from the position before it (upsert sink)"
+                    );
+                    cp.position = position;
+                    cp.in_window = None;
+                }
+                repair::Repair::Reload { source, spans } => reload = Some((source, spans)),
+                repair::Repair::Impossible(why) => return Err(lost_error(&lost, &why)),
+            }
+        }
+        if let Some(cp) = loaded {
+            self.loads.next_id = cp.checkpoint_id + 1;
+            self.loads.counters = cp.counters.clone();
+            self.position = cp.position.clone();
+            self.in_window = cp.in_window.clone();
+            self.start_point = cp.start_point.clone();
+            self.progress.checkpoint_id = cp.checkpoint_id;
+            self.progress.last_checkpoint_ms = cp
+                .saved_at
+                .parse::<jiff::Timestamp>()
+                .ok()
+                .map(|t| t.as_millisecond());
+            self.saved = Some(cp);
+        }
+        // A configured offset table must be readable even when a checkpoint wins: its writes
+        // would fail all along otherwise.
+        let offset_row = match &self.config.offset_table {
+            Some(table) => {
+                let row =
+                    offset_table::read_start(&self.config.source, table, &self.config.consumer_id)
+                        .await?;
+                self.offsets = Some(OffsetPublisher::spawn(
+                    self.config.source.clone(),
+                    table.clone(),
+                    self.config.consumer_id.clone(),
+                    self.config.offset_table_retry,
+                ));
+                row
+            }
+            None => None,
+        };
+        let (plan, source) = plan_start_with_offset_row(
+            self.saved.as_ref(),
+            offset_row.as_ref(),
+            self.config.startup_mode,
+            self.config.startup_timestamp_ms,
+        );
+        tracing::info!(?plan, ?source, "resolved the start point");
+        let snapshot_first = matches!(
+            plan,
+            StartPlan::Snapshot { .. } | StartPlan::SnapshotFromNow
+        );
+        self.begin_rebuild(snapshot_first).await?;
+        if plan == StartPlan::Done {
+            // A rebuild whose swap a kill interrupted is finished first.
+            self.finish_rebuild().await?;
+            self.progress.phase = Phase::Done;
+            self.publish();
+            return Ok(None);
+        }
+        let http = FeHttpClient::new(self.config.source.clone())?;
+        let first = match plan {
+            // Finished above.
+            StartPlan::Done => return Ok(None),
+            StartPlan::SnapshotFromNow => {
+                let t0 = tso::current(&http).await?.start_point();
+                tracing::info!(t0 = %t0.timestamp, tso = t0.tso, "took the changelog start point before the snapshot");
+                RetentionGuard::new(http.clone())
+                    .await_visible_through(&t0, &self.config.changelog)
+                    .await?;
+                FirstPhase::Snapshot {
+                    tablets_done: Vec::new(),
+                    done_ranges: Vec::new(),
+                    then: Some(t0),
+                }
+            }
+            StartPlan::Snapshot {
+                tablets_done,
+                done_ranges,
+                then,
+            } => FirstPhase::Snapshot {
+                tablets_done,
+                done_ranges,
+                then,
+            },
+            StartPlan::ChangelogFromNow => FirstPhase::Changelog {
+                from: tso::current(&http).await?.window_end(),
+            },
+            StartPlan::Changelog { from } => FirstPhase::Changelog { from },
+        };
+        let first_id = match source {
+            start::StartSource::Checkpoint => None,
+            // The checkpoint ids of the run that wrote the row are unknown: take ids no earlier
+            // run can have used (Doris's milliseconds grow faster than checkpoints, and Doris's
+            // clock, unlike this machine's, never steps back), so this run's labels never collide
+            // with that run's.
+            start::StartSource::OffsetTable => Some(
+                u64::try_from(tso::current(&http).await?.physical_ms)
+                    .unwrap_or(1)
+                    .max(1),
+            ),
+            start::StartSource::StartupMode => Some(1),
+        };
+        self.open_run(&first, first_id).await?;
+        if let Some((source, spans)) = reload {
+            let reloaded = self.reload(&source, &spans).await?;
+            let cp = self.checkpoint_of(reloaded, Some(source));
+            self.save_and_commit(cp).await?;
+        }
+        let columns = self.columns_with(&http).await?;
+        Ok(Some(Opened {
+            http,
+            columns,
+            first,
+        }))
+    }
+
+    /// Save this run's own checkpoint before its first load, and label every load with a later
+    /// checkpoint id.
+    ///
+    /// A load the previous run had in flight when it died may still land in Doris after this run's
+    /// start swept that run's labels (a slow BE, a request the kernel had already sent). Were this
+    /// run to load under the same checkpoint id, such a load would hold one of its labels: adopted,
+    /// it would commit the dead run's rows under this run's checkpoint (rows twice, or lost). So a
+    /// resumed run first saves the loaded checkpoint again under the next id (its transactions are
+    /// committed by now) and loads above it; a fresh run saves its start point (`first_id`) the
+    /// same way. The dead run's labels are never used again, and they are swept once more later
+    /// ([`Flow::late_sweep`]).
+    async fn open_run(&mut self, first: &FirstPhase, first_id: Option<u64>) -> Result<()> {
+        let (position, start_point) = match first {
+            FirstPhase::Snapshot { then, .. } => (
+                match &self.position {
+                    // Resumed: the loaded position as it is.
+                    p @ Position::Snapshot { .. } => p.clone(),
+                    _ => Position::Snapshot {
+                        tablets_done: Vec::new(),
+                        tablets_done_ranges: Vec::new(),
+                        tablets_done_count: None,
+                        tablets_total: 0,
+                        rows_total: None,
+                    },
+                },
+                then.clone(),
+            ),
+            FirstPhase::Changelog { from } => (
+                Position::Changelog {
+                    offset: from.clone(),
+                },
+                self.start_point.clone(),
+            ),
+        };
+        let id = match (first_id, &self.saved) {
+            (Some(id), _) => id.max(self.loads.next_id),
+            (None, Some(saved)) => {
+                // Loads under the id after the loaded checkpoint may be in flight still.
+                self.late_sweep = Some(LateSweep {
+                    checkpoint_id: saved.checkpoint_id + 1,
+                    scheme: saved.labels(),
+                    due: Instant::now() + self.late_sweep_delay(),
+                });
+                saved.checkpoint_id + 1
+            }
+            (None, None) => self.loads.next_id,
+        };
+        self.position = position;
+        self.start_point = start_point;
+        self.loads.next_id = id;
+        self.dirty = true;
+        self.checkpoint(true).await
+    }
+}
