@@ -311,13 +311,11 @@ mod tests {
 
     use super::*;
     use crate::{
-        cleanup::{OffsetRow, TxnAbort},
-        reconcile::testing::{Sent, api_error, fake_api, spec, sync as fake_sync},
+        cleanup::TxnAbort,
+        reconcile::testing::{
+            Sent, api_error, at, fake_api, offset_row_work, spec, sync as fake_sync,
+        },
     };
-
-    fn at(s: i64) -> Timestamp {
-        Timestamp::from_second(1_795_960_800 + s).unwrap()
-    }
 
     fn left() -> Work {
         Work {
@@ -327,11 +325,7 @@ mod tests {
                 txn_id: 42,
                 label: "l-7-0".into(),
             }],
-            stale_labels: None,
-            offset_row: Some(OffsetRow {
-                table: "meta.offsets".parse().unwrap(),
-                consumer_id: "orders".into(),
-            }),
+            ..offset_row_work()
         }
     }
 

@@ -109,9 +109,8 @@ pub(super) async fn finish(ctx: &Context, sync: &DorisChangelogSync, world: &Wor
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        cleanup::OffsetRow,
-        reconcile::testing::{Sent, api_error, fake_api, observed, sync as fake_sync},
+    use crate::reconcile::testing::{
+        Sent, api_error, fake_api, observed, offset_row_work, sync as fake_sync,
     };
 
     #[test]
@@ -136,13 +135,7 @@ mod tests {
 
     #[test]
     fn a_failed_cleanup_says_what_failed_and_what_is_left() {
-        let left = Work {
-            offset_row: Some(OffsetRow {
-                table: "meta.offsets".parse().unwrap(),
-                consumer_id: "orders".into(),
-            }),
-            ..Work::default()
-        };
+        let left = offset_row_work();
         assert_eq!(
             cleanup_failed_note("source down; sink down", &left),
             "cannot re-initialise yet, the old consumer's state in Doris could not be removed: source down; sink down; left: offset-table row consumer_id='orders' in meta.offsets; retrying"

@@ -5,12 +5,33 @@ use std::sync::{Arc, Mutex};
 
 use dcs_crds::doris_table::{KeysModel, PropertySpelling, SourceTableInfo};
 use dcs_crds::{DorisChangelogSync, DorisChangelogSyncSpec, DorisChangelogSyncStatus};
+use k8s_openapi::jiff::Timestamp;
 
 use super::plan::{Observed, RunnerState, SourceProbe};
-use crate::checkpoint::{Checkpoint, Counters, Offset, Position};
+use crate::{
+    checkpoint::{Checkpoint, Counters, Offset, Position},
+    cleanup::{OffsetRow, Work},
+};
 
 /// Doris "now" in the tests: 2026-11-29 14:00:00 UTC.
 pub const NOW_MS: i64 = 1_795_960_800_000;
+
+/// `s` seconds after [`NOW_MS`].
+pub fn at(s: i64) -> Timestamp {
+    Timestamp::from_second(NOW_MS / 1000 + s).unwrap()
+}
+
+/// What a teardown of consumer `orders` has to do, or left undone, when all there is is its
+/// offset-table row in `meta.offsets`.
+pub fn offset_row_work() -> Work {
+    Work {
+        offset_row: Some(OffsetRow {
+            table: "meta.offsets".parse().unwrap(),
+            consumer_id: "orders".into(),
+        }),
+        ..Work::default()
+    }
+}
 
 /// An incremental sync (initial) into a Doris sink, TTL needs 30m + 10s + 10s + 5m = 2120s.
 pub fn spec() -> DorisChangelogSyncSpec {
