@@ -738,10 +738,21 @@ pub struct TableRef {
 }
 
 impl TableRef {
-    /// The reference quoted for SQL: `` `db`.`table` ``.
+    /// The reference quoted for SQL: `` `db`.`table` ``, each part by [`quote_ident`].
     pub fn quoted(&self) -> String {
-        format!("`{}`.`{}`", self.database, self.table)
+        format!(
+            "{}.{}",
+            quote_ident(&self.database),
+            quote_ident(&self.table)
+        )
     }
+}
+
+/// A quoted SQL identifier: `` `name` ``, a backtick inside doubled, so a name cannot close the
+/// quote. The one rule of dcs (the Doris client re-exports it); it lives here because
+/// [`TableRef`] quotes with it and this crate depends on no other.
+pub fn quote_ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
 }
 
 impl fmt::Display for TableRef {
@@ -761,8 +772,11 @@ pub enum TableRefError {
         /// The identifier as written.
         input: String,
     },
-    /// A part holds a backtick or white space, which dcs would have to quote away.
-    #[error("{input:?} holds a backtick or white space; write plain names, e.g. \"test.student\"")]
+    /// A part holds a backtick, white space or a control character (NUL among them), which dcs
+    /// would have to quote away or which Doris does not take in a name.
+    #[error(
+        "{input:?} holds a backtick, white space or a control character; write plain names, e.g. \"test.student\""
+    )]
     Characters {
         /// The identifier as written.
         input: String,
@@ -780,7 +794,10 @@ impl FromStr for TableRef {
         if database.is_empty() || table.is_empty() || table.contains('.') {
             return Err(shape());
         }
-        if input.chars().any(|c| c == '`' || c.is_whitespace()) {
+        if input
+            .chars()
+            .any(|c| c == '`' || c.is_whitespace() || c.is_control())
+        {
             return Err(TableRefError::Characters {
                 input: input.to_owned(),
             });

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use dcs_crds::{
-    Error, IncrementType, OnOffsetExpired, SinkMode, StartupMode, StdoutFormat, from_manifest,
-    validate,
+    Error, IncrementType, OnOffsetExpired, SinkMode, StartupMode, StdoutFormat, TableRef,
+    from_manifest, spec::quote_ident, validate,
 };
 use serde_json::{Value, json};
 
@@ -99,6 +99,17 @@ fn rust_defaults_equal_serde_defaults() {
 }
 
 #[test]
+fn a_backtick_inside_a_name_is_doubled_when_quoted() {
+    // validate() refuses such names in a spec; a TableRef built in code is quoted safely anyway.
+    let table = TableRef {
+        database: "we`ird".into(),
+        table: "t`; DROP TABLE x; --".into(),
+    };
+    assert_eq!(table.quoted(), "`we``ird`.`t``; DROP TABLE x; --`");
+    assert_eq!(quote_ident("a`b"), "`a``b`");
+}
+
+#[test]
 fn consumer_id_prefers_the_offsets_consumer_id() {
     let mut sync = from_manifest(MINIMAL).unwrap();
     sync.spec.startup.mode = StartupMode::Initial;
@@ -188,7 +199,19 @@ fn each_rule_reports_its_path_and_message() {
         ),
         (
             set(spec(), "/source/table", json!("`test`.`student`")),
-            r#"spec.source.table: "`test`.`student`" holds a backtick or white space; write plain names, e.g. "test.student""#,
+            r#"spec.source.table: "`test`.`student`" holds a backtick, white space or a control character; write plain names, e.g. "test.student""#,
+        ),
+        (
+            set(spec(), "/source/table", json!("test\u{0}.student")),
+            r#"spec.source.table: "test\0.student" holds a backtick, white space or a control character; write plain names, e.g. "test.student""#,
+        ),
+        (
+            set(spec(), "/sink/doris/table", json!("sink_db.stu\u{7}dent")),
+            r#"spec.sink.doris.table: "sink_db.stu\u{7}dent" holds a backtick, white space or a control character; write plain names, e.g. "test.student""#,
+        ),
+        (
+            set(spec(), "/sink/doris/table", json!("")),
+            r#"spec.sink.doris.table: "" is not of the form db.table; write the database and the table, e.g. "test.student""#,
         ),
         (
             set(spec(), "/source/feNodes", json!([])),

@@ -27,7 +27,7 @@ use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
 use super::{
-    api::get_opt,
+    api::{get_opt, merge_unless_gone},
     apply::publish,
     shell::Context,
     stop::Purpose,
@@ -174,18 +174,24 @@ async fn cleanup(sync: &DorisChangelogSync, ctx: &Context) -> Result<Option<Dura
             next,
         } => {
             warn!(attempt = attempts, error = %errors, retry_in = ?wait, "cleanup of a deleted sync failed");
-            let patch = retry_annotations(attempts, next, &errors);
             let api: Api<DorisChangelogSync> = Api::namespaced(ctx.client.clone(), &ns);
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) | Err(kube::Error::Api(_)) => {}
-                Err(e) => return Err(Error::Kube(e)),
-            }
+            record_failed_attempt(&api, &name, &retry_annotations(attempts, next, &errors)).await?;
             Ok(Some(wait))
         }
     }
+}
+
+/// Writes the [`retry_annotations`] of a failed attempt on sync `name`. A sync already gone
+/// (404) has nothing left to retry. Any other refusal fails the pass, so the controller logs it
+/// with the sync's name and backs off: ignored, the attempt would go uncounted, and the cleanup
+/// would be retried without its backoff and never reach its last attempt, with nothing said.
+/// (No 409 to tolerate: a merge patch without a resourceVersion is not refused for a conflict.)
+async fn record_failed_attempt(
+    api: &Api<DorisChangelogSync>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<()> {
+    merge_unless_gone(api, name, patch).await
 }
 
 /// The consumer whose state a deleted sync left: the status's, else the spec's (pure).
@@ -305,13 +311,11 @@ mod tests {
 
     use super::*;
     use crate::{
-        cleanup::{OffsetRow, TxnAbort},
-        reconcile::testing::spec,
+        cleanup::TxnAbort,
+        reconcile::testing::{
+            Sent, api_error, at, fake_api, offset_row_work, spec, sync as fake_sync,
+        },
     };
-
-    fn at(s: i64) -> Timestamp {
-        Timestamp::from_second(1_795_960_800 + s).unwrap()
-    }
 
     fn left() -> Work {
         Work {
@@ -321,11 +325,7 @@ mod tests {
                 txn_id: 42,
                 label: "l-7-0".into(),
             }],
-            stale_labels: None,
-            offset_row: Some(OffsetRow {
-                table: "meta.offsets".parse().unwrap(),
-                consumer_id: "orders".into(),
-            }),
+            ..offset_row_work()
         }
     }
 
@@ -443,5 +443,57 @@ mod tests {
             ..DorisChangelogSyncStatus::default()
         });
         assert_eq!(deleted_consumer(&sync), "o-r2");
+    }
+
+    /// Records one failed attempt through an API server that answers the patch with `code`.
+    async fn record_answered(code: u16, reason: &str) -> (Result<()>, Vec<Sent>) {
+        let reply = if code == 200 {
+            serde_json::to_value(fake_sync()).unwrap()
+        } else {
+            api_error(code, reason)
+        };
+        let (client, sent) = fake_api(move |_, _| (code, reply.clone()));
+        let api: Api<DorisChangelogSync> = Api::namespaced(client, "ns");
+        let patch = retry_annotations(2, at(30), "sink down");
+        let result = record_failed_attempt(&api, "orders", &patch).await;
+        let sent = sent.lock().unwrap().clone();
+        (result, sent)
+    }
+
+    #[tokio::test]
+    async fn a_failed_attempt_is_recorded_on_the_sync() {
+        let (result, sent) = record_answered(200, "").await;
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(
+            sent,
+            vec![Sent {
+                method: "PATCH".into(),
+                path: "/apis/dcs.dev/v1alpha1/namespaces/ns/dorischangelogsyncs/orders".into(),
+                body: serde_json::json!({"metadata": {"annotations": {
+                    "dcs.dev/cleanup-attempts": "2",
+                    "dcs.dev/cleanup-next-attempt": "2026-11-29T14:00:30Z",
+                    "dcs.dev/cleanup-last-error": "sink down",
+                }}}),
+            }]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sync_gone_before_its_attempt_is_recorded_needs_no_record() {
+        let (result, _) = record_answered(404, "NotFound").await;
+        assert!(result.is_ok(), "{result:?}");
+    }
+
+    #[tokio::test]
+    async fn an_attempt_the_api_server_refuses_to_record_fails_the_pass() {
+        for (code, reason) in [(403, "Forbidden"), (422, "Invalid"), (500, "InternalError")] {
+            let (result, _) = record_answered(code, reason).await;
+            match result {
+                Err(Error::Kube(kube::Error::Api(s))) => {
+                    assert_eq!((s.code, s.reason.as_str()), (code, reason));
+                }
+                other => panic!("{code}: {other:?}"),
+            }
+        }
     }
 }

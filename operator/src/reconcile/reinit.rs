@@ -10,13 +10,11 @@ use std::time::Duration;
 
 use dcs_crds::DorisChangelogSync;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{
-    Api, ResourceExt,
-    api::{Patch, PatchParams},
-};
+use kube::{Api, ResourceExt};
 use tracing::info;
 
 use super::{
+    api::merge_unless_gone,
     apply::publish,
     build::{NONCE_ANNOTATION, names},
     observe::World,
@@ -100,14 +98,10 @@ pub(super) async fn finish(ctx: &Context, sync: &DorisChangelogSync, world: &Wor
         let patch = serde_json::json!({"metadata": {"annotations": {
             NONCE_ANNOTATION: sync.spec.reinit_nonce,
         }}});
-        configmaps
-            .patch(
-                &names::config(&world.name),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .map_err(Error::Kube)?;
+        // Gone since it was observed (the sync's deletion took it, or a hand): there is no
+        // runner config left to mark, and the next pass observes what is there; anything else
+        // fails the pass.
+        merge_unless_gone(&configmaps, &names::config(&world.name), &patch).await?;
     }
     Ok(())
 }
@@ -115,7 +109,9 @@ pub(super) async fn finish(ctx: &Context, sync: &DorisChangelogSync, world: &Wor
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cleanup::OffsetRow;
+    use crate::reconcile::testing::{
+        Sent, api_error, fake_api, observed, offset_row_work, sync as fake_sync,
+    };
 
     #[test]
     fn the_stop_is_for_the_abandoned_consumer_with_the_plans_reason_and_words() {
@@ -139,16 +135,91 @@ mod tests {
 
     #[test]
     fn a_failed_cleanup_says_what_failed_and_what_is_left() {
-        let left = Work {
-            offset_row: Some(OffsetRow {
-                table: "meta.offsets".parse().unwrap(),
-                consumer_id: "orders".into(),
-            }),
-            ..Work::default()
-        };
+        let left = offset_row_work();
         assert_eq!(
             cleanup_failed_note("source down; sink down", &left),
             "cannot re-initialise yet, the old consumer's state in Doris could not be removed: source down; sink down; left: offset-table row consumer_id='orders' in meta.offsets; retrying"
         );
+    }
+
+    /// The world of sync `orders` with both its ConfigMaps observed.
+    fn world() -> World {
+        World {
+            ns: "ns".into(),
+            name: "orders".into(),
+            observed: observed(),
+            checkpoint_cm: true,
+            config_cm: true,
+            deployment: None,
+            job: None,
+            earlier_checkpoint: false,
+            last_written: None,
+            cached_version: None,
+            uid: "uid-1".into(),
+        }
+    }
+
+    /// Runs [`finish`] for a reinit that answered nonce `n2` against an API server that keeps the
+    /// sync and answers the ConfigMap patches with `configmaps` (a code and its reason).
+    async fn finish_answered(configmaps: (u16, &'static str)) -> (Result<()>, Vec<Sent>) {
+        let mut sync = fake_sync();
+        sync.spec.reinit_nonce = "n2".into();
+        let stored = serde_json::to_value(&sync).unwrap();
+        let (client, sent) = fake_api(move |_, path| {
+            if path.contains("/configmaps/") {
+                (configmaps.0, api_error(configmaps.0, configmaps.1))
+            } else {
+                (200, stored.clone())
+            }
+        });
+        let ctx = Context::new(client, None);
+        let result = finish(&ctx, &sync, &world()).await;
+        let sent = sent.lock().unwrap().clone();
+        (result, sent)
+    }
+
+    #[tokio::test]
+    async fn configmaps_deleted_meanwhile_end_the_reinit_quietly() {
+        let (result, sent) = finish_answered((404, "NotFound")).await;
+        assert!(result.is_ok(), "{result:?}");
+        let calls: Vec<(&str, &str)> = sent
+            .iter()
+            .map(|s| (s.method.as_str(), s.path.as_str()))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                (
+                    "PATCH",
+                    "/api/v1/namespaces/ns/configmaps/orders-checkpoint"
+                ),
+                (
+                    "PATCH",
+                    "/apis/dcs.dev/v1alpha1/namespaces/ns/dorischangelogsyncs/orders"
+                ),
+                (
+                    "PATCH",
+                    "/api/v1/namespaces/ns/configmaps/orders-runner-config"
+                ),
+            ]
+        );
+        assert_eq!(
+            sent[2].body,
+            serde_json::json!({"metadata": {"annotations": {"dcs.dev/reinit-nonce": "n2"}}})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_nonce_record_refused_otherwise_fails_the_pass() {
+        for (code, reason) in [
+            (403, "Forbidden"),
+            (409, "Conflict"),
+            (500, "InternalError"),
+        ] {
+            match finish_answered((code, reason)).await.0 {
+                Err(Error::Kube(kube::Error::Api(s))) => assert_eq!(s.code, code),
+                other => panic!("{code}: {other:?}"),
+            }
+        }
     }
 }

@@ -226,10 +226,7 @@ pub fn forced_note(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(s: i64) -> Timestamp {
-        Timestamp::from_second(1_795_960_800 + s).unwrap()
-    }
+    use crate::reconcile::testing::at;
 
     const MARGIN: Duration = Duration::from_secs(30);
 

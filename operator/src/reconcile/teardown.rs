@@ -319,12 +319,8 @@ mod tests {
     use super::*;
     use crate::{
         cleanup::{OffsetRow, TxnAbort},
-        reconcile::testing::{spec, streaming_checkpoint},
+        reconcile::testing::{at, offset_row_work, spec, streaming_checkpoint},
     };
-
-    fn at(s: i64) -> Timestamp {
-        Timestamp::from_second(1_795_960_800 + s).unwrap()
-    }
 
     fn checkpoint_cm(checkpoint: Option<&Checkpoint>) -> ConfigMap {
         ConfigMap {
@@ -398,13 +394,7 @@ mod tests {
 
     #[test]
     fn an_attempt_without_errors_is_cleaned_and_says_what_it_removed() {
-        let work = Work {
-            offset_row: Some(OffsetRow {
-                table: "meta.offsets".parse().unwrap(),
-                consumer_id: "orders".into(),
-            }),
-            ..Work::default()
-        };
+        let work = offset_row_work();
         let report = Report {
             swept: vec!["dcs-orders-1-0".into()],
             ..Report::default()
@@ -419,13 +409,7 @@ mod tests {
 
     #[test]
     fn an_attempt_with_errors_failed_and_keeps_what_is_left_and_which_secrets_are_gone() {
-        let left = Work {
-            offset_row: Some(OffsetRow {
-                table: "meta.offsets".parse().unwrap(),
-                consumer_id: "orders".into(),
-            }),
-            ..Work::default()
-        };
+        let left = offset_row_work();
         let report = Report {
             left: left.clone(),
             errors: vec!["sink down".into(), "source down".into()],

@@ -1,13 +1,37 @@
-//! Builders for test observations.
+//! Builders for test observations, and a scripted API server ([`fake_api`]) for the tests of
+//! the reconcile's API calls.
+
+use std::sync::{Arc, Mutex};
 
 use dcs_crds::doris_table::{KeysModel, PropertySpelling, SourceTableInfo};
-use dcs_crds::{DorisChangelogSyncSpec, DorisChangelogSyncStatus};
+use dcs_crds::{DorisChangelogSync, DorisChangelogSyncSpec, DorisChangelogSyncStatus};
+use k8s_openapi::jiff::Timestamp;
 
 use super::plan::{Observed, RunnerState, SourceProbe};
-use crate::checkpoint::{Checkpoint, Counters, Offset, Position};
+use crate::{
+    checkpoint::{Checkpoint, Counters, Offset, Position},
+    cleanup::{OffsetRow, Work},
+};
 
 /// Doris "now" in the tests: 2026-11-29 14:00:00 UTC.
 pub const NOW_MS: i64 = 1_795_960_800_000;
+
+/// `s` seconds after [`NOW_MS`].
+pub fn at(s: i64) -> Timestamp {
+    Timestamp::from_second(NOW_MS / 1000 + s).unwrap()
+}
+
+/// What a teardown of consumer `orders` has to do, or left undone, when all there is is its
+/// offset-table row in `meta.offsets`.
+pub fn offset_row_work() -> Work {
+    Work {
+        offset_row: Some(OffsetRow {
+            table: "meta.offsets".parse().unwrap(),
+            consumer_id: "orders".into(),
+        }),
+        ..Work::default()
+    }
+}
 
 /// An incremental sync (initial) into a Doris sink, TTL needs 30m + 10s + 10s + 5m = 2120s.
 pub fn spec() -> DorisChangelogSyncSpec {
@@ -96,4 +120,66 @@ pub fn streaming_checkpoint(consumer: &str, age_s: i64) -> Checkpoint {
         label_scheme: 1,
         rebuild: None,
     }
+}
+
+/// One request the [`fake_api`] server was sent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sent {
+    /// `GET`, `PATCH`, ...
+    pub method: String,
+    /// The path, e.g. `/api/v1/namespaces/ns/configmaps/orders-config`.
+    pub path: String,
+    /// The body as JSON (`null` when empty).
+    pub body: serde_json::Value,
+}
+
+/// A client whose API server answers each request with `answer(method, path)`: a status code
+/// and a JSON body. Every request is kept, in order, in the returned list.
+pub fn fake_api(
+    answer: impl Fn(&str, &str) -> (u16, serde_json::Value) + Send + Sync + 'static,
+) -> (kube::Client, Arc<Mutex<Vec<Sent>>>) {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let log = sent.clone();
+    let answer = Arc::new(answer);
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (log, answer) = (log.clone(), answer.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect_bytes().await.expect("a readable request body");
+            let body = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+            let (method, path) = (parts.method.to_string(), parts.uri.path().to_owned());
+            let (code, reply) = answer(&method, &path);
+            log.lock().unwrap().push(Sent { method, path, body });
+            let response = http::Response::builder()
+                .status(code)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(kube::client::Body::from(
+                    serde_json::to_vec(&reply).unwrap(),
+                ))
+                .unwrap();
+            Ok::<_, std::convert::Infallible>(response)
+        }
+    });
+    (kube::Client::new(service, "ns"), sent)
+}
+
+/// The body of an API error answer (a `Status`) with `code` and `reason`, e.g. 404 `NotFound`.
+pub fn api_error(code: u16, reason: &str) -> serde_json::Value {
+    serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": format!("{reason} (from the test's API server)"),
+        "reason": reason,
+        "code": code,
+    })
+}
+
+/// The sync `orders` in namespace `ns` with [`spec`], as the API server would hold it.
+pub fn sync() -> DorisChangelogSync {
+    let mut sync = DorisChangelogSync::new("orders", spec());
+    sync.metadata.namespace = Some("ns".into());
+    sync.metadata.uid = Some("uid-1".into());
+    sync
 }

@@ -1,9 +1,8 @@
 //! SQL text sent to an FE over MySQL: identifiers and string literals quoted one way.
 
-/// A quoted identifier: `` `name` ``, a backtick inside doubled.
-pub fn quote_ident(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
-}
+/// A quoted identifier: `` `name` ``, a backtick inside doubled. The rule lives in `dcs-crds`,
+/// whose `TableRef::quoted` applies it too (that crate cannot depend on this one).
+pub use dcs_crds::spec::quote_ident;
 
 /// A single-quoted string literal, backslash and quote escaped (MySQL's default `sql_mode`,
 /// which Doris follows).
