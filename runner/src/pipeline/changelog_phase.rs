@@ -2,6 +2,8 @@
 //! checkpointed between windows (or inside one whose loads reach [`MAX_PENDING_LOADS`]), until
 //! stopped or failed.
 
+use std::time::Duration;
+
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -82,7 +84,14 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                         self.position = Position::Changelog { offset: window.end };
                         self.dirty = true;
                         self.publish();
-                        if due || stopping || self.loads.pending.len() >= MAX_PENDING_LOADS / 2 {
+                        let at_end = WindowEnd {
+                            due,
+                            stopping,
+                            pending: self.loads.pending.len(),
+                            until_timer: self.next_checkpoint.saturating_duration_since(Instant::now()),
+                            poll: self.config.changelog.poll_interval,
+                        };
+                        if at_end.checkpoint() {
                             due = false;
                             self.checkpoint(false).await?;
                         }
@@ -139,5 +148,90 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         });
         self.dirty = true;
         self.checkpoint(false).await
+    }
+}
+
+/// What decides whether a checkpoint is taken at the end of a changelog window.
+#[derive(Debug, Clone, Copy)]
+struct WindowEnd {
+    /// The checkpoint timer fired while the window was read.
+    due: bool,
+    /// A stop was asked for while the window was read.
+    stopping: bool,
+    /// Loads pre-committed since the last checkpoint.
+    pending: usize,
+    /// Time left until the checkpoint timer fires.
+    until_timer: Duration,
+    /// `changelog.pollInterval`: about when the next window ends.
+    poll: Duration,
+}
+
+impl WindowEnd {
+    /// Checkpoint now when one is due or a stop waits for it, when the loads reach half the
+    /// bound, or when the timer would fire before the next window ends (pure). The last keeps a
+    /// change from waiting for two timers, the poll and then the checkpoint: the checkpoint is
+    /// taken at the window end just before the timer, so a change is committed within
+    /// max(pollInterval, checkpoint.interval) of its commit on the source, plus the commit.
+    fn checkpoint(self) -> bool {
+        self.due
+            || self.stopping
+            || self.pending >= MAX_PENDING_LOADS / 2
+            || self.until_timer <= self.poll
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(until_timer_ms: u64, poll_ms: u64) -> WindowEnd {
+        WindowEnd {
+            due: false,
+            stopping: false,
+            pending: 1,
+            until_timer: Duration::from_millis(until_timer_ms),
+            poll: Duration::from_millis(poll_ms),
+        }
+    }
+
+    #[test]
+    fn a_window_end_checkpoints_when_the_timer_would_fire_before_the_next_one() {
+        // 1 s poll, 1 s checkpoints: every window end.
+        assert!(end(1_000, 1_000).checkpoint());
+        assert!(end(300, 1_000).checkpoint());
+        // 1 s poll, 10 s checkpoints: only the window end in the last second before the timer.
+        assert!(!end(9_100, 1_000).checkpoint());
+        assert!(!end(1_001, 1_000).checkpoint());
+        assert!(end(999, 1_000).checkpoint());
+        // The timer already past (fired late on a loaded machine): at once.
+        assert!(end(0, 1_000).checkpoint());
+    }
+
+    #[test]
+    fn a_window_end_checkpoints_when_due_stopping_or_holding_many_loads() {
+        let far = end(60_000, 1_000);
+        assert!(!far.checkpoint());
+        assert!(WindowEnd { due: true, ..far }.checkpoint());
+        assert!(
+            WindowEnd {
+                stopping: true,
+                ..far
+            }
+            .checkpoint()
+        );
+        assert!(
+            WindowEnd {
+                pending: MAX_PENDING_LOADS / 2,
+                ..far
+            }
+            .checkpoint()
+        );
+        assert!(
+            !WindowEnd {
+                pending: MAX_PENDING_LOADS / 2 - 1,
+                ..far
+            }
+            .checkpoint()
+        );
     }
 }

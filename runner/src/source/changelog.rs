@@ -91,6 +91,30 @@ pub fn next_window(start: &Offset, doris_now_ms: i64, max_span: Duration) -> Win
     }
 }
 
+/// How long after a whole second of Doris's clock a poll is made: a little after the second the
+/// windows end at, so the changes committed in it are in.
+pub const POLL_AFTER_SECOND: Duration = Duration::from_millis(100);
+
+/// How long after Doris's now `now_ms` the next poll is due (pure): at [`POLL_AFTER_SECOND`] past
+/// the whole second `poll_interval` after the one `now_ms` is in (the interval taken in whole
+/// seconds, at least one and at most a day, since a window ends at a whole second). Polling just after the second a
+/// change falls in, rather than at whatever phase a ticker started, keeps a change's wait for its
+/// window within the poll interval plus that margin. Always between the margin and the interval
+/// plus the margin, whatever the clock says, so a jump of Doris's clock never stalls the poll.
+pub fn next_poll_in(now_ms: i64, poll_interval: Duration) -> Duration {
+    // At most a day, so the instant it is added to stays far from its end.
+    let step_ms = i64::try_from(poll_interval.as_secs().clamp(1, 86_400)).unwrap_or(1) * 1000;
+    let margin_ms = i64::try_from(POLL_AFTER_SECOND.as_millis()).unwrap_or(0);
+    let due = now_ms
+        .saturating_sub(now_ms.rem_euclid(1000))
+        .saturating_add(step_ms)
+        .saturating_add(margin_ms);
+    let wait = due
+        .saturating_sub(now_ms)
+        .clamp(margin_ms, step_ms + margin_ms);
+    Duration::from_millis(u64::try_from(wait).unwrap_or(0))
+}
+
 /// The longest window read at once: a minute, or the poll interval when that is longer.
 pub fn max_window_span(poll_interval: Duration) -> Duration {
     poll_interval.max(Duration::from_secs(60))
@@ -260,6 +284,14 @@ pub struct WindowStats {
     pub delivered: bool,
 }
 
+/// One poll: the window read, if one was due (with whether Doris's now is past its end, a
+/// catch-up cut by [`max_window_span`] whose next window is due at once), and when the next
+/// poll is due.
+struct Polled {
+    window: Option<(ChangelogWindow, WindowStats, bool)>,
+    next: tokio::time::Instant,
+}
+
 /// Reads changelog windows over one Flight SQL session, reconnecting when Doris drops it.
 #[derive(Debug)]
 pub struct ChangelogReader {
@@ -314,27 +346,30 @@ impl ChangelogReader {
         Ok(self
             .poll_step(start, tx)
             .await?
+            .window
             .map(|(w, stats, _)| (w, stats)))
     }
 
-    /// [`ChangelogReader::poll_once`], saying too whether Doris's now is past the window read
-    /// (a catch-up, cut by [`max_window_span`]: the next window is due at once).
+    /// [`ChangelogReader::poll_once`], saying too when the next poll is due.
     async fn poll_step(
         &mut self,
         start: &Offset,
         tx: &mpsc::Sender<ChangelogEvent>,
-    ) -> Result<Option<(ChangelogWindow, WindowStats, bool)>> {
+    ) -> Result<Polled> {
         let now = tso::current(&self.http).await?;
+        let next =
+            tokio::time::Instant::now() + next_poll_in(now.physical_ms, self.options.poll_interval);
         let max_span = max_window_span(self.options.poll_interval);
-        match next_window(start, now.physical_ms, max_span) {
-            WindowDecision::Wait => Ok(None),
-            WindowDecision::Backwards(e) => Err(e),
+        let window = match next_window(start, now.physical_ms, max_span) {
+            WindowDecision::Wait => None,
+            WindowDecision::Backwards(e) => return Err(e),
             WindowDecision::Window(w) => {
                 let behind = w.end.epoch_ms < offset_at(now.physical_ms).epoch_ms;
                 let stats = self.read_window(&w, 0, tx).await?;
-                Ok(Some((w, stats, behind)))
+                Some((w, stats, behind))
             }
-        }
+        };
+        Ok(Polled { window, next })
     }
 
     /// Poll every `poll_interval` from `start`, chaining windows end → start, until the receiver
@@ -366,24 +401,28 @@ impl ChangelogReader {
                 }
             }
         }
-        let mut ticker = tokio::time::interval(self.options.poll_interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut behind = false;
+        // The first poll is made at once; then each just after the whole second it is due at
+        // ([`next_poll_in`]), or at once while catching up.
+        let mut due = None;
         let result = loop {
-            // A catch-up reads its windows back to back; a poll waits for the next tick.
-            if !behind {
-                ticker.tick().await;
+            if let Some(at) = due {
+                tokio::time::sleep_until(at).await;
             }
             if tx.is_closed() {
                 break Ok(());
             }
             match self.poll_step(&start, &tx).await {
-                Ok(Some((w, stats, more))) if stats.delivered => {
+                Ok(Polled {
+                    window: Some((w, stats, behind)),
+                    next,
+                }) if stats.delivered => {
                     start = w.end;
-                    behind = more;
+                    due = (!behind).then_some(next);
                 }
-                Ok(Some(_)) => break Ok(()),
-                Ok(None) => behind = false,
+                Ok(Polled {
+                    window: Some(_), ..
+                }) => break Ok(()),
+                Ok(Polled { window: None, next }) => due = Some(next),
                 Err(e) => break Err(e),
             }
         };
@@ -579,6 +618,25 @@ mod tests {
 
     fn at(ts: &str) -> Offset {
         offset_at(tso::parse_timestamp(ts).unwrap())
+    }
+
+    #[test]
+    fn polls_are_due_just_after_the_whole_second_a_poll_interval_on() {
+        let ms = |n: u64| Duration::from_millis(n);
+        let second = 1_800_000_000_000_i64;
+        // 1 s: wherever in its second the last poll was, the next is 100 ms past the next second.
+        assert_eq!(next_poll_in(second + 100, ms(1_000)), ms(1_000));
+        assert_eq!(next_poll_in(second + 900, ms(1_000)), ms(200));
+        assert_eq!(next_poll_in(second + 999, ms(1_000)), ms(101));
+        assert_eq!(next_poll_in(second, ms(1_000)), ms(1_100));
+        // 10 s: ten seconds on; a fraction of a second is dropped, and less than one is one.
+        assert_eq!(next_poll_in(second + 100, ms(10_000)), ms(10_000));
+        assert_eq!(next_poll_in(second + 100, ms(2_500)), ms(2_000));
+        assert_eq!(next_poll_in(second + 100, ms(300)), ms(1_000));
+        // Before the epoch (a clock set far back) and at the ends of the range: still bounded.
+        assert_eq!(next_poll_in(-1, ms(1_000)), ms(101));
+        assert!(next_poll_in(i64::MAX, ms(1_000)) <= ms(1_100));
+        assert!(next_poll_in(i64::MIN, Duration::MAX) >= POLL_AFTER_SECOND);
     }
 
     #[test]
