@@ -17,86 +17,16 @@
 //! without `--bench` (as `cargo test --all-targets` runs it) each runs on 20 000 rows as a smoke
 //! test. Sources are loaded with Stream Load (CSV, 100 000 rows per load), not row by row.
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use dcs_doris_emu::faults::{FaultState, StreamLoadFault};
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
-use mysql_async::prelude::Queryable;
 
 mod support;
-use support::{exec, mib, proc_status_kib, run_runner};
+use support::{count, exec, load_source, mib, proc_status_kib, run_runner};
 
 const TABLE_COLUMNS: &str = "id BIGINT NOT NULL, name VARCHAR(64), age INT, score DECIMAL(10,2), \
      updated DATETIME(6)";
-
-async fn count(emu: &RunningEmulator, table: &str) -> u64 {
-    let opts = mysql_async::OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
-        .tcp_port(emu.ports().query_port)
-        .user(Some("root"))
-        .pass(Some(""))
-        .prefer_socket(false);
-    let mut conn = mysql_async::Conn::new(opts).await.unwrap();
-    let n: Option<u64> = conn
-        .query_first(format!("SELECT COUNT(*) FROM {table}"))
-        .await
-        .unwrap();
-    conn.disconnect().await.unwrap();
-    n.unwrap()
-}
-
-/// Load rows `ids` into `bench.src` with CSV Stream Loads straight to the BE; `version` goes into
-/// the names, so a second load of the same ids is an update.
-async fn load_source(emu: &RunningEmulator, ids: std::ops::RangeInclusive<u64>, version: u32) {
-    const CHUNK: u64 = 100_000;
-    let client = reqwest::Client::new();
-    let url = format!(
-        "http://127.0.0.1:{}/api/bench/src/_stream_load",
-        emu.ports().be_http_port
-    );
-    let (mut first, rows) = (*ids.start(), *ids.end());
-    let mut n = 0;
-    while first <= rows {
-        let last = (first + CHUNK - 1).min(rows);
-        let mut body = Vec::with_capacity(((last - first + 1) * 64) as usize);
-        for id in first..=last {
-            let name = if id % 10 == 0 {
-                "\\N".to_owned()
-            } else {
-                format!("student number {id} v{version}")
-            };
-            writeln!(
-                body,
-                "{id}\t{name}\t{}\t{}.{:02}\t2026-11-{:02} {:02}:{:02}:{:02}.{:06}",
-                18 + id % 30,
-                id % 1000,
-                id % 100,
-                1 + id % 28,
-                id % 24,
-                id % 60,
-                (id / 60) % 60,
-                id % 1_000_000
-            )
-            .unwrap();
-        }
-        let resp: serde_json::Value = client
-            .put(&url)
-            .basic_auth("root", Some(""))
-            .header("Expect", "100-continue")
-            .header("label", format!("bench-source-v{version}-{n}"))
-            .body(body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(resp["Status"], "Success", "{resp}");
-        first = last + 1;
-        n += 1;
-    }
-}
 
 /// The sync's manifest: `startup` and `extra_sink` are YAML flow mappings' contents.
 fn manifest(emu: &RunningEmulator, startup: &str, extra_sink: &str) -> String {
@@ -301,6 +231,11 @@ async fn bench(scenario: Scenario, rows: u64, refused: u32) {
         run.rows_read as f64 / run.wall.as_secs_f64()
     );
     println!("  dcs-runner peak RSS (VmHWM):      {}", mib(run.peak_kib));
+    println!(
+        "  dcs-runner CPU (user + system):   {:.2} s, {:.2} s per million rows read",
+        run.cpu_s,
+        run.cpu_s * 1e6 / run.rows_read.max(1) as f64
+    );
     println!(
         "  doris-emu RSS (bench process):    {} before load, {} with the source, {} at the end (peak {})",
         mib(rss_before),

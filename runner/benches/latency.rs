@@ -187,9 +187,11 @@ async fn bench(interval_s: u64, rate: u64, secs: u64) {
         ms(target)
     );
     println!(
-        "  dcs-runner: {} change rows read in {:.1} s, peak RSS {}",
+        "  dcs-runner: {} change rows read in {:.1} s, CPU (user + system) {:.2} s ({:.2} s per million changes), peak RSS {}",
         run.rows_read,
         run.wall.as_secs_f64(),
+        run.cpu_s,
+        run.cpu_s * 1e6 / run.rows_read.max(1) as f64,
         support::mib(run.peak_kib)
     );
 }

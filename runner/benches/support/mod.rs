@@ -1,11 +1,16 @@
 //! What the end-to-end benches share: the runner binary in a child process, its peak memory, and
 //! statements run on the emulator in this process.
 
+// Each bench is its own crate and uses a part of this.
+#![allow(dead_code)]
+
+use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::sql::{self, Session};
+use mysql_async::prelude::Queryable;
 
 /// A field of a `/proc/<pid>/status` line, in KiB.
 pub fn proc_status_kib(pid: &str, field: &str) -> Option<u64> {
@@ -34,9 +39,91 @@ pub async fn exec(emu: &RunningEmulator, stmts: &[&str]) {
     }
 }
 
-/// The runner's run: wall time, peak RSS (KiB) and the rows it read (its last checkpoint's).
+/// Rows in `table`, over the emulator's MySQL port.
+pub async fn count(emu: &RunningEmulator, table: &str) -> u64 {
+    let opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(emu.ports().query_port)
+        .user(Some("root"))
+        .pass(Some(""))
+        .prefer_socket(false);
+    let mut conn = mysql_async::Conn::new(opts).await.unwrap();
+    let n: Option<u64> = conn
+        .query_first(format!("SELECT COUNT(*) FROM {table}"))
+        .await
+        .unwrap();
+    conn.disconnect().await.unwrap();
+    n.unwrap()
+}
+
+/// Load rows `ids` into `bench.src` with CSV Stream Loads straight to the BE; `version` goes into
+/// the names, so a second load of the same ids is an update.
+pub async fn load_source(emu: &RunningEmulator, ids: std::ops::RangeInclusive<u64>, version: u32) {
+    const CHUNK: u64 = 100_000;
+    let client = reqwest::Client::new();
+    let url = format!(
+        "http://127.0.0.1:{}/api/bench/src/_stream_load",
+        emu.ports().be_http_port
+    );
+    let (mut first, rows) = (*ids.start(), *ids.end());
+    let mut n = 0;
+    while first <= rows {
+        let last = (first + CHUNK - 1).min(rows);
+        let mut body = Vec::with_capacity(((last - first + 1) * 64) as usize);
+        for id in first..=last {
+            let name = if id % 10 == 0 {
+                "\\N".to_owned()
+            } else {
+                format!("student number {id} v{version}")
+            };
+            writeln!(
+                body,
+                "{id}\t{name}\t{}\t{}.{:02}\t2026-11-{:02} {:02}:{:02}:{:02}.{:06}",
+                18 + id % 30,
+                id % 1000,
+                id % 100,
+                1 + id % 28,
+                id % 24,
+                id % 60,
+                (id / 60) % 60,
+                id % 1_000_000
+            )
+            .unwrap();
+        }
+        let resp: serde_json::Value = client
+            .put(&url)
+            .basic_auth("root", Some(""))
+            .header("Expect", "100-continue")
+            .header("label", format!("bench-source-v{version}-{n}"))
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(resp["Status"], "Success", "{resp}");
+        first = last + 1;
+        n += 1;
+    }
+}
+
+/// User plus system CPU seconds of process `pid` so far (`/proc/<pid>/stat`, in USER_HZ ticks,
+/// 100 a second on Linux).
+pub fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
+/// The runner's run: wall time, peak RSS (KiB), CPU seconds (user + system, sampled to its last
+/// 10 ms) and the rows it read (its last checkpoint's).
 pub struct RunnerRun {
     pub wall: Duration,
+    pub cpu_s: f64,
     pub peak_kib: u64,
     pub rows_read: u64,
 }
@@ -70,11 +157,15 @@ pub async fn run_runner(
         .unwrap();
     let pid = child.id().to_string();
     let mut peak_kib = 0;
+    let mut cpu_s = 0.0;
     let mut checked = Instant::now();
     let mut wall = None;
     let status = loop {
         if let Some(kib) = proc_status_kib(&pid, "VmHWM:") {
             peak_kib = peak_kib.max(kib);
+        }
+        if let Some(s) = cpu_seconds(&pid) {
+            cpu_s = s;
         }
         if let Some(s) = child.try_wait().unwrap() {
             break s;
@@ -101,6 +192,7 @@ pub async fn run_runner(
     RunnerRun {
         wall: wall.unwrap_or_else(|| start.elapsed()),
         peak_kib,
+        cpu_s,
         rows_read: checkpoint["counters"]["rowsRead"].as_u64().unwrap(),
     }
 }
