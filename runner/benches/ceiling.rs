@@ -25,7 +25,7 @@ use futures::TryStreamExt;
 use tonic::transport::Channel;
 
 mod support;
-use support::{count, exec, load_source, run_runner};
+use support::{count, cpu_seconds, exec, load_source, run_runner};
 
 /// Rows per load: dcs's default `batch.maxRows`.
 const LOAD_ROWS: usize = 50_000;
@@ -203,8 +203,16 @@ async fn bench(rows: u64) {
     .await;
     load_source(&emu, 1..=rows, 1).await;
 
+    // The emulator's CPU (this process's) for each step: what bounds the steps on 2 cores.
+    let me = std::process::id().to_string();
+    let emu_cpu = || cpu_seconds(&me).unwrap_or(0.0);
+    let mut cpu = Vec::new();
+
     // Read: the plain client first, then dcs into a sink that discards.
+    let before = emu_cpu();
     let (batches, read_took) = flight_read(&emu).await;
+    cpu.push(emu_cpu() - before);
+    let before = emu_cpu();
     let read_rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
     assert_eq!(read_rows, rows, "rows the Flight client read");
     let discard = run_runner(
@@ -213,6 +221,7 @@ async fn bench(rows: u64) {
         async |_: &RunningEmulator| false,
     )
     .await;
+    cpu.push(emu_cpu() - before);
     assert_eq!(
         discard.rows_read, rows,
         "rows dcs read into the stdout sink"
@@ -221,13 +230,16 @@ async fn bench(rows: u64) {
     // Write: the pre-encoded bodies by a plain client, then dcs from the source.
     let bodies = encode(&batches);
     drop(batches);
+    let before = emu_cpu();
     let write_took = write_ceiling(&emu, bodies).await;
+    cpu.push(emu_cpu() - before);
     assert_eq!(
         count(&emu, "bench.ceiling").await,
         rows,
         "rows the plain client loaded"
     );
     let fe = emu.fe_http_addr();
+    let before = emu_cpu();
     let sync = run_runner(
         &emu,
         &manifest(
@@ -239,6 +251,7 @@ async fn bench(rows: u64) {
         async |_: &RunningEmulator| false,
     )
     .await;
+    cpu.push(emu_cpu() - before);
     assert_eq!(count(&emu, "bench.dst").await, rows, "rows dcs loaded");
 
     let k = |r: f64| format!("{:.0} k rows/s", r / 1000.0);
@@ -261,5 +274,9 @@ async fn bench(rows: u64) {
         "  dcs-runner CPU (user + system) per million rows: {:.2} s into the discarding sink, {:.2} s into Doris",
         discard.cpu_s * 1e6 / rows as f64,
         sync.cpu_s * 1e6 / rows as f64
+    );
+    println!(
+        "  doris-emu CPU (this process, user + system): plain read {:.2} s, dcs's read {:.2} s; plain write {:.2} s (and encoding before it, not timed), dcs's snapshot {:.2} s",
+        cpu[0], cpu[1], cpu[2], cpu[3]
     );
 }
