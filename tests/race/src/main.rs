@@ -361,22 +361,35 @@ async fn run_side(side: &str, shape: &Shape, runner_bin: &str, classpath: &str) 
     // row is the tick's probe, key `probe`, visits = tick) and one DELETE of earlier new keys.
     let per_tick = shape.rate / TICKS_PER_SECOND;
     let ticks = shape.seconds * TICKS_PER_SECOND;
-    let mut committed: Vec<(u64, Instant)> = Vec::new();
-    let mut seen: BTreeMap<u64, Instant> = BTreeMap::new();
-    let mut poll_conn = mysql(&emu).await;
+    // The sink is polled by its own task on its own connection, every POLL whatever the writer's
+    // pace: polled in the writer's gaps, a writer that falls behind would poll no more until
+    // the end, and every latency would read as the time left in the stream.
+    let committed: Arc<std::sync::Mutex<Vec<(u64, Instant)>>> = Arc::default();
+    let stop_polling = Arc::new(AtomicBool::new(false));
+    let poller = {
+        let (committed, stop) = (committed.clone(), stop_polling.clone());
+        let mut poll_conn = mysql(&emu).await;
+        let patience = Duration::from_secs(300 + shape.seconds * 10);
+        tokio::spawn(async move {
+            let mut seen: BTreeMap<u64, Instant> = BTreeMap::new();
+            let deadline = Instant::now() + patience;
+            loop {
+                let done = stop.load(Ordering::SeqCst);
+                let snapshot = committed.lock().unwrap().clone();
+                poll(&mut poll_conn, &snapshot, &mut seen).await;
+                if (done && seen.len() >= snapshot.len()) || Instant::now() > deadline {
+                    let _ = poll_conn.disconnect().await;
+                    return seen;
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        })
+    };
     let stream_start = Instant::now();
     let mut next_new = shape.rows + 1;
-    let mut last_poll = Instant::now();
     for tick in 1..=ticks {
         let due = stream_start + Duration::from_millis(tick * 1000 / TICKS_PER_SECOND);
-        while Instant::now() < due {
-            if last_poll.elapsed() >= POLL {
-                poll(&mut poll_conn, &committed, &mut seen).await;
-                last_poll = Instant::now();
-            } else {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        }
+        tokio::time::sleep_until(due.into()).await;
         let probe = 1 + tick % shape.rows;
         let mut values = vec![sql_values(probe, tick)];
         let updates = per_tick * 8 / 10;
@@ -407,14 +420,33 @@ async fn run_side(side: &str, shape: &Shape, runner_bin: &str, classpath: &str) 
             .await
             .unwrap();
         }
-        committed.push((tick, Instant::now()));
+        committed.lock().unwrap().push((tick, Instant::now()));
     }
-    // Catch-up: every probe visible.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while seen.len() < committed.len() && Instant::now() < deadline {
-        poll(&mut poll_conn, &committed, &mut seen).await;
-        tokio::time::sleep(POLL).await;
-    }
+    let stream = stream_start.elapsed();
+    eprintln!(
+        "race: {side}: {ticks} ticks of {per_tick} changes written in {stream:.1?} ({:.0} changes/s)",
+        (ticks * per_tick) as f64 / stream.as_secs_f64()
+    );
+    // A fence after the last DELETE: one more probe, alone in its transaction. Changes reach
+    // the sink in commit order, so once it is visible every change before it is in the sink.
+    let fence = ticks + 1;
+    c.query_drop(format!(
+        "INSERT INTO race.src VALUES {}",
+        sql_values(1 + fence % shape.rows, fence)
+    ))
+    .await
+    .unwrap();
+    committed.lock().unwrap().push((fence, Instant::now()));
+    // Catch-up: every probe visible, the fence's included; the fence is not a change measured.
+    stop_polling.store(true, Ordering::SeqCst);
+    let seen = poller.await.unwrap();
+    let mut committed = committed.lock().unwrap().clone();
+    let fenced = seen.contains_key(&fence);
+    committed.retain(|(t, _)| *t != fence);
+    assert!(
+        fenced,
+        "{side}: the fence after the last change never became visible"
+    );
     let rows_equal = same_rows(&mut c).await;
     let _ = child.kill();
     let _ = child.wait();
@@ -434,7 +466,6 @@ async fn run_side(side: &str, shape: &Shape, runner_bin: &str, classpath: &str) 
         "{side}: changes never became visible"
     );
     let _ = c.disconnect().await;
-    let _ = poll_conn.disconnect().await;
     Outcome {
         side: side.to_owned(),
         snapshot_rows_per_s: shape.rows as f64 / snapshot.as_secs_f64(),
