@@ -676,10 +676,16 @@ scenario_ha_namespaced() {
     local scraped runner
     scraped=$(mktemp -d)
     runner=$(runner_pods "$ns" s11)
-    pod_metrics "$OPERATOR_NAMESPACE" "$leader" "$METRICS_PORT" >"$scraped/operator.txt"
+    # The leader's gauges come from its watch cache, which receives the status write a moment
+    # after kubectl has shown it (and is empty for a moment after any restart of the
+    # controller): the Ready condition must show within seconds, not at the same instant.
+    leader_shows_ready() {
+        pod_metrics "$OPERATOR_NAMESPACE" "$leader" "$METRICS_PORT" >"$scraped/operator.txt" &&
+            grep -q '^dcs_sync_condition{namespace="'"$ns"'",name="s11",type="Ready",status="True"' "$scraped/operator.txt" ||
+            { grep dcs_sync_condition "$scraped/operator.txt"; return 1; }
+    }
+    wait_for "the leader's /metrics shows the Ready condition of s11" 30 leader_shows_ready
     pod_metrics "$ns" "$runner" "$RUNNER_METRICS_PORT" >"$scraped/runner.txt"
-    grep -q '^dcs_sync_condition{namespace="'"$ns"'",name="s11",type="Ready",status="True"' "$scraped/operator.txt" ||
-        fail "the leader's /metrics has no Ready condition of s11: $(grep dcs_sync_condition "$scraped/operator.txt")"
     if [[ -n "${PROMETHEUS_CRDS:-}" && -z "${E2E_KUBECONFIG:-}" ]]; then
         kubectl -n "$OPERATOR_NAMESPACE" get "prometheusrule/$RELEASE" "configmap/$RELEASE-dashboard" -o yaml >"$scraped/chart.yaml"
     else
