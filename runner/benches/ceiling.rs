@@ -25,7 +25,7 @@ use futures::TryStreamExt;
 use tonic::transport::Channel;
 
 mod support;
-use support::{count, cpu_seconds, exec, load_source, run_runner};
+use support::{bench_rows, count, cpu_seconds, exec, load_source, run_runner, stream_load};
 
 /// Rows per load: dcs's default `batch.maxRows`.
 const LOAD_ROWS: usize = 50_000;
@@ -135,24 +135,20 @@ async fn write_ceiling(emu: &RunningEmulator, bodies: Vec<Vec<u8>>) -> Duration 
     let start = Instant::now();
     let mut txns = Vec::new();
     for (n, body) in bodies.into_iter().enumerate() {
-        let answer: serde_json::Value = client
-            .put(&load)
-            .basic_auth("root", Some(""))
-            .header("Expect", "100-continue")
-            .header("label", format!("ceiling-{n}"))
-            .header("format", "json")
-            .header("read_json_by_line", "true")
-            .header("hidden_columns", "__DORIS_DELETE_SIGN__")
-            .header("two_phase_commit", "true")
-            .header("timeout", "600")
-            .body(body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(answer["Status"], "Success", "{answer}");
+        let answer = stream_load(
+            &client,
+            &load,
+            &format!("ceiling-{n}"),
+            &[
+                ("format", "json"),
+                ("read_json_by_line", "true"),
+                ("hidden_columns", "__DORIS_DELETE_SIGN__"),
+                ("two_phase_commit", "true"),
+                ("timeout", "600"),
+            ],
+            body,
+        )
+        .await;
         txns.push(answer["TxnId"].as_i64().expect("a TxnId"));
     }
     for txn in txns {
@@ -178,10 +174,7 @@ fn rate(rows: u64, took: Duration) -> f64 {
 
 fn main() {
     let measuring = std::env::args().any(|a| a == "--bench");
-    let rows: u64 = std::env::var("DCS_BENCH_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if measuring { 1_000_000 } else { 20_000 });
+    let rows = bench_rows(measuring);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -23,7 +23,7 @@ use dcs_doris_emu::faults::{FaultState, StreamLoadFault};
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
 
 mod support;
-use support::{count, exec, load_source, mib, proc_status_kib, run_runner};
+use support::{bench_rows, count, exec, load_source, mib, proc_status_kib, run_runner};
 
 const TABLE_COLUMNS: &str = "id BIGINT NOT NULL, name VARCHAR(64), age INT, score DECIMAL(10,2), \
      updated DATETIME(6)";
@@ -62,10 +62,7 @@ enum Scenario {
 
 fn main() {
     let measuring = std::env::args().any(|a| a == "--bench");
-    let rows: u64 = std::env::var("DCS_BENCH_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if measuring { 1_000_000 } else { 20_000 });
+    let rows = bench_rows(measuring);
     let scenarios: Vec<Scenario> = std::env::var("DCS_BENCH_SCENARIOS")
         .unwrap_or_else(|_| "snapshot,changelog,outage,big_batches".into())
         .split(',')

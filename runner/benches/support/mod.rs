@@ -90,22 +90,55 @@ pub async fn load_source(emu: &RunningEmulator, ids: std::ops::RangeInclusive<u6
             )
             .unwrap();
         }
-        let resp: serde_json::Value = client
-            .put(&url)
-            .basic_auth("root", Some(""))
-            .header("Expect", "100-continue")
-            .header("label", format!("bench-source-v{version}-{n}"))
-            .body(body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(resp["Status"], "Success", "{resp}");
+        stream_load(
+            &client,
+            &url,
+            &format!("bench-source-v{version}-{n}"),
+            &[],
+            body,
+        )
+        .await;
         first = last + 1;
         n += 1;
     }
+}
+
+/// One Stream Load of `body` to `url` as root under `label` with `headers` besides; a load that
+/// does not succeed fails the bench. Returns Doris's answer.
+pub async fn stream_load(
+    client: &reqwest::Client,
+    url: &str,
+    label: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> serde_json::Value {
+    let mut request = client
+        .put(url)
+        .basic_auth("root", Some(""))
+        .header("Expect", "100-continue")
+        .header("label", label);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let answer: serde_json::Value = request
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["Status"], "Success", "{answer}");
+    answer
+}
+
+/// Rows of the benches' source table: `DCS_BENCH_ROWS`, else a million when measuring
+/// (`--bench`) and 20 000 in the smoke run.
+pub fn bench_rows(measuring: bool) -> u64 {
+    std::env::var("DCS_BENCH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if measuring { 1_000_000 } else { 20_000 })
 }
 
 /// User plus system CPU seconds of process `pid` so far (`/proc/<pid>/stat`, in USER_HZ ticks,
