@@ -30,6 +30,17 @@ wait_for() {
     done
 }
 
+# crds_established CRD...: every named CRD has its Established condition True. `kubectl wait
+# --for=condition=Established` right after an apply fails at once ("accessor error: <nil>") while
+# the API server has not yet written the CRD's status conditions; this only reads and answers.
+crds_established() {
+    local crd status
+    for crd in "$@"; do
+        status=$(kubectl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}') || return 1
+        [[ "$status" == True ]] || { echo "$crd: Established is '${status:-not set}'"; return 1; }
+    done
+}
+
 # ---------------------------------------------------------------- Doris (mysql CLI against doris-emu)
 
 # sql [DB] STATEMENT: runs one statement; tab-separated rows without headers on stdout.

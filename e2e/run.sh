@@ -144,8 +144,9 @@ PROMETHEUS_CRDS=""
 if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
     [[ -d "$ROOT/target/prometheus-crds/crds" ]] || "$ROOT/tests/go-tools/build.sh" prometheus-crds
     kubectl apply --server-side -f "$ROOT/target/prometheus-crds/crds" >/dev/null
-    kubectl wait --for=condition=Established --timeout=60s crd/servicemonitors.monitoring.coreos.com \
-        crd/podmonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com >/dev/null
+    wait_for "the Prometheus Operator's CRDs established" 60 crds_established \
+        servicemonitors.monitoring.coreos.com podmonitors.monitoring.coreos.com \
+        prometheusrules.monitoring.coreos.com
 fi
 if kubectl get crd servicemonitors.monitoring.coreos.com podmonitors.monitoring.coreos.com \
     prometheusrules.monitoring.coreos.com >/dev/null 2>&1; then
@@ -200,7 +201,7 @@ operator_pod_uids() {
 
 log "installing the operator with helm install (the chart's CRD, RBAC, Deployment)"
 helm_operator install >"$WORK/helm-install.log" || { cat "$WORK/helm-install.log" >&2; exit 1; }
-kubectl wait --for=condition=Established --timeout=60s crd/dorischangelogsyncs.dcs.dev >/dev/null
+wait_for "the DorisChangelogSync CRD established" 60 crds_established dorischangelogsyncs.dcs.dev
 if ! (wait_for "the operator pod Ready" 90 operator_pods_ready 1); then
     dump_operator
     exit 1

@@ -94,7 +94,10 @@ check "create configmap" "created" k create configmap settings --from-literal=mo
 
 # CRD and custom resources, client-side and server-side apply.
 check "apply CRD" "widgets.test.kube-bed.dev" k apply -f "$here/widget-crd.yaml"
-check "CRD established" "condition met" k wait --for=condition=Established crd/widgets.test.kube-bed.dev --timeout=10s
+# Established is set by the API server after the create returns; `kubectl wait` errors at once
+# ("accessor error: <nil>") while the CRD has no conditions yet, so read the condition until it is set.
+eventually "CRD established" "True" k get crd widgets.test.kube-bed.dev \
+    -o 'jsonpath={.status.conditions[?(@.type=="Established")].status}'
 check "apply custom resource" "widget.test.kube-bed.dev/w1 created" k apply -f "$here/widget.yaml"
 check "re-apply unchanged" "unchanged" k apply -f "$here/widget.yaml"
 check "apply a change" "configured" bash -c "sed 's/size: 3/size: 5/' '$here/widget.yaml' | timeout 30 kubectl -n $ns apply -f -"
