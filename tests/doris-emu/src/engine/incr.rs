@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 
 use super::key::{Key, key_of};
+use super::row::Row;
 use super::table::{ChangeKind, Table};
 use super::{
     ChangeRow, ChangelogSpelling, INCR_REQUIRES_CHANGELOG, IncrRequest, IncrementType, KeysType,
@@ -81,11 +82,11 @@ pub(crate) fn fold(t: &Table, req: &IncrRequest, now_ms: i64) -> Vec<ChangeRow> 
     let window = &t.history[lo..hi];
     let hist = t.changelog.need_historical_value || t.keys_type == KeysType::Duplicate;
     let mut out = Vec::new();
-    let row = |o: i8, tso: i64, lsn: usize, v: &Option<Vec<Value>>| ChangeRow {
+    let row = |o: i8, tso: i64, lsn: usize, v: &Option<Row>| ChangeRow {
         op: o,
         tso,
         lsn: lsn as i64,
-        values: v.clone().unwrap_or_default(),
+        values: v.as_ref().map(Row::decode).unwrap_or_default(),
     };
     let ty = if t.keys_type == KeysType::Duplicate {
         IncrementType::Detail
@@ -127,8 +128,8 @@ pub(crate) fn fold(t: &Table, req: &IncrRequest, now_ms: i64) -> Vec<ChangeRow> 
             // per key: (start image, end image, tso, lsn) — start from the first change's before
             // image, end from the last change's after image.
             struct Net<'a> {
-                start: Option<&'a Vec<Value>>,
-                end: Option<&'a Vec<Value>>,
+                start: Option<&'a Row>,
+                end: Option<&'a Row>,
                 tso: i64,
                 lsn: usize,
             }
@@ -139,7 +140,7 @@ pub(crate) fn fold(t: &Table, req: &IncrRequest, now_ms: i64) -> Vec<ChangeRow> 
                         continue;
                     }
                     let image = ch.after.as_ref().or(ch.before.as_ref()).expect("an image");
-                    let key = key_of(image, &t.key_idx);
+                    let key = key_of(&image.decode(), &t.key_idx);
                     let e = nets.entry(key).or_insert(Net {
                         start: ch.before.as_ref(),
                         end: None,
@@ -152,13 +153,13 @@ pub(crate) fn fold(t: &Table, req: &IncrRequest, now_ms: i64) -> Vec<ChangeRow> 
                 }
             }
             for n in nets.into_values() {
-                let mk = |o: i8, v: &Vec<Value>| ChangeRow {
+                let mk = |o: i8, v: Vec<Value>| ChangeRow {
                     op: o,
                     tso: n.tso,
                     lsn: n.lsn as i64,
-                    values: v.clone(),
+                    values: v,
                 };
-                match (n.start, n.end) {
+                match (n.start.map(Row::decode), n.end.map(Row::decode)) {
                     (None, Some(e)) => out.push(mk(op::APPEND, e)),
                     (Some(s), Some(e)) if s != e => {
                         out.push(mk(op::UPDATE_BEFORE, s));

@@ -161,6 +161,53 @@ pub enum RowWrite {
     },
 }
 
+/// Rows of a table as stored (compact, sharing the table's bytes), from [`Engine::scan_stored`],
+/// with the definition they were read under (taken under the same lock, so a schema change
+/// cannot come between them).
+pub struct StoredRows {
+    rows: Vec<row::Row>,
+    info: TableInfo,
+}
+
+impl StoredRows {
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True when there is no row.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The table's definition when the rows were read.
+    pub fn info(&self) -> &TableInfo {
+        &self.info
+    }
+
+    /// The values of the rows in `range`, in the table's column order.
+    pub fn decode(&self, range: std::ops::Range<usize>) -> Vec<Vec<Value>> {
+        self.rows[range].iter().map(row::Row::decode).collect()
+    }
+}
+
+/// A table's definition, as [`Engine::table_info`] gives it.
+fn info_of(t: &table::Table) -> TableInfo {
+    TableInfo {
+        id: t.id,
+        db: t.db.clone(),
+        name: t.name.clone(),
+        columns: t.columns.clone(),
+        keys_type: t.keys_type,
+        key_columns: t.key_columns.clone(),
+        properties: props::property_map(t),
+        changelog: t.changelog.clone(),
+        tablets: t.tablets.clone(),
+        distribution: t.distribution.clone(),
+        auto_partition: t.auto_partition.clone(),
+    }
+}
+
 /// Result of an auto-committed write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteOutcome {
@@ -273,6 +320,7 @@ mod incr;
 mod key;
 mod props;
 mod replace;
+mod row;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -720,6 +768,7 @@ impl Engine {
             rows,
             history: Vec::new(),
             next_row_id: 0,
+            compacted_rows: 0,
         };
         t.reindex();
         st.dbs
@@ -861,20 +910,7 @@ impl Engine {
     /// A table's definition.
     pub fn table_info(&self, db: &str, table: &str) -> Result<TableInfo> {
         let st = self.state.read();
-        let t = st.table(db, table, Lookup::Ddl)?;
-        Ok(TableInfo {
-            id: t.id,
-            db: t.db.clone(),
-            name: t.name.clone(),
-            columns: t.columns.clone(),
-            keys_type: t.keys_type,
-            key_columns: t.key_columns.clone(),
-            properties: props::property_map(t),
-            changelog: t.changelog.clone(),
-            tablets: t.tablets.clone(),
-            distribution: t.distribution.clone(),
-            auto_partition: t.auto_partition.clone(),
-        })
+        Ok(info_of(st.table(db, table, Lookup::Ddl)?))
     }
 
     /// The `Create Table` text of `SHOW CREATE TABLE`.
@@ -924,6 +960,30 @@ impl Engine {
             }
         }
         Ok(t.rows_as_of(v, tablets))
+    }
+
+    /// Current rows (no time travel), optionally only those in the given tablets, taken under
+    /// the lock still encoded and decoded by the caller a chunk at a time: a big read never holds
+    /// the whole table as values at once. Errors as [`Engine::scan`].
+    pub fn scan_stored(
+        &self,
+        db: &str,
+        table: &str,
+        tablets: Option<&[i64]>,
+    ) -> Result<StoredRows> {
+        let st = self.state.read();
+        let t = st.table(db, table, Lookup::Select)?;
+        Ok(StoredRows {
+            rows: t.current_stored(tablets),
+            info: info_of(t),
+        })
+    }
+
+    /// How many current rows the table holds (in the given tablets). Errors as [`Engine::scan`].
+    pub fn count_rows(&self, db: &str, table: &str, tablets: Option<&[i64]>) -> Result<usize> {
+        let st = self.state.read();
+        let t = st.table(db, table, Lookup::Select)?;
+        Ok(t.count_stored(tablets))
     }
 
     /// Apply writes as one auto-committed transaction (INSERT / UPDATE / DELETE statements).

@@ -3,17 +3,18 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::key::{Key, key_of, row_key, stable_hash};
+use super::row::Row;
 use super::{AutoPartition, ChangelogConfig, ColumnDef, Distribution, KeysType, RowWrite};
 use crate::error::{DorisError, Result};
 use crate::types::{Value, coerce};
 
-/// Current rows.
+/// Current rows, encoded ([`Row`]; the history's images share their bytes).
 #[derive(Debug, Clone)]
 pub(crate) enum Rows {
     /// UNIQUE (merge-on-write): one row per key, ordered by key.
-    Unique(BTreeMap<Key, Vec<Value>>),
+    Unique(BTreeMap<Key, Row>),
     /// DUPLICATE: every row, in load order (keyed by a growing row id).
-    Dup(BTreeMap<u64, Vec<Value>>),
+    Dup(BTreeMap<u64, Row>),
 }
 
 /// What a committed row change did.
@@ -34,9 +35,9 @@ pub(crate) enum ChangeKind {
 pub(crate) struct Change {
     pub kind: ChangeKind,
     /// Row before the change (Update, Delete, SilentDelete).
-    pub before: Option<Vec<Value>>,
+    pub before: Option<Row>,
     /// Row after the change (Insert, Update).
-    pub after: Option<Vec<Value>>,
+    pub after: Option<Row>,
 }
 
 /// One committed transaction of a table.
@@ -87,6 +88,23 @@ pub(crate) struct Table {
     /// Committed changes, in TSO order (kept only when the changelog is enabled).
     pub history: Vec<Commit>,
     pub next_row_id: u64,
+    /// Rows held when the row map was last rebuilt packed ([`Table::compact_if_due`]).
+    pub compacted_rows: usize,
+}
+
+/// Row maps smaller than this are never rebuilt (tests' tables stay as they are).
+const COMPACT_MIN_ROWS: usize = 65_536;
+
+/// Rebuilds `map` with full nodes, in place. `BTreeMap::append` into a non-empty map merges
+/// both sides' entries into a new tree filled node by node, freeing the old nodes as it reads
+/// them; collecting into a new map would first gather every entry into one vector (a peak of
+/// the whole map's entries again).
+fn packed<K: Ord, V>(map: &mut BTreeMap<K, V>) {
+    let mut rest = std::mem::take(map);
+    if let Some((k, v)) = rest.pop_first() {
+        map.insert(k, v);
+        map.append(&mut rest);
+    }
 }
 
 fn bad(detail: impl AsRef<str>) -> DorisError {
@@ -121,11 +139,29 @@ impl Table {
             .collect();
     }
 
+    /// The index (into `tablets`) of the tablet a row lives in.
+    fn tablet_index(&self, row: &[Value]) -> usize {
+        let n = self.tablets.len().max(1) as u64;
+        (stable_hash(row, &self.hash_idx) % n) as usize
+    }
+
     /// The tablet a row lives in.
     pub fn tablet_of(&self, row: &[Value]) -> i64 {
-        let n = self.tablets.len().max(1) as u64;
-        let h = stable_hash(row, &self.hash_idx);
-        self.tablets[(h % n) as usize]
+        self.tablets[self.tablet_index(row)]
+    }
+
+    /// The tablet a stored row lives in, from the index it records (hashing only when the table
+    /// has too many tablets for a row to record one).
+    fn stored_tablet(&self, row: &Row) -> i64 {
+        match row.tablet() {
+            Some(i) => self.tablets[i],
+            None => self.tablet_of(&row.decode()),
+        }
+    }
+
+    /// `values` encoded for storage.
+    fn encode(&self, values: &[Value]) -> Row {
+        Row::encode(values, self.tablet_index(values))
     }
 
     /// Default (or NULL) for a column of a newly inserted row.
@@ -243,7 +279,10 @@ impl Table {
     pub fn apply(&mut self, writes: Vec<NormWrite>) -> Result<Vec<Change>> {
         let mut changes = Vec::with_capacity(writes.len());
         match self.apply_inner(writes, &mut changes) {
-            Ok(()) => Ok(changes),
+            Ok(()) => {
+                self.compact_if_due();
+                Ok(changes)
+            }
             Err(e) => {
                 self.undo(&changes);
                 Err(e)
@@ -282,7 +321,7 @@ impl Table {
                     }
                     let key = key_of(&probe, &self.key_idx);
                     let existing = match &self.rows {
-                        Rows::Unique(m) => m.get(&key).cloned(),
+                        Rows::Unique(m) => m.get(&key).map(Row::decode),
                         Rows::Dup(_) => None,
                     };
                     let row = match existing {
@@ -313,10 +352,11 @@ impl Table {
         Ok(())
     }
 
-    fn upsert(&mut self, row: Vec<Value>, changes: &mut Vec<Change>) {
+    fn upsert(&mut self, values: Vec<Value>, changes: &mut Vec<Change>) {
+        let row = self.encode(&values);
         match &mut self.rows {
             Rows::Unique(m) => {
-                let key = key_of(&row, &self.key_idx);
+                let key = key_of(&values, &self.key_idx);
                 match m.insert(key, row.clone()) {
                     Some(old) => changes.push(Change {
                         kind: ChangeKind::Update,
@@ -354,7 +394,7 @@ impl Table {
                 if wanted.is_empty() {
                     break;
                 }
-                let k = row_key(row);
+                let k = row_key(&row.decode());
                 if let Some(c) = wanted.get_mut(&k) {
                     *c -= 1;
                     if *c == 0 {
@@ -384,12 +424,12 @@ impl Table {
                 match c.kind {
                     ChangeKind::Insert => {
                         if let Some(a) = &c.after {
-                            m.remove(&key_of(a, &key_idx));
+                            m.remove(&key_of(&a.decode(), &key_idx));
                         }
                     }
                     ChangeKind::Update | ChangeKind::Delete | ChangeKind::SilentDelete => {
                         if let Some(b) = &c.before {
-                            m.insert(key_of(b, &key_idx), b.clone());
+                            m.insert(key_of(&b.decode(), &key_idx), b.clone());
                         }
                     }
                 }
@@ -397,21 +437,42 @@ impl Table {
         }
     }
 
-    /// Current rows, optionally only those in the given tablets.
-    pub fn current_rows(&self, tablets: Option<&[i64]>) -> Vec<Vec<Value>> {
-        let keep = |r: &Vec<Value>| tablets.is_none_or(|ts| ts.contains(&self.tablet_of(r)));
+    /// Current rows, optionally only those in the given tablets, still encoded (cheap to take
+    /// under the lock; decode them after).
+    pub fn current_stored(&self, tablets: Option<&[i64]>) -> Vec<Row> {
+        let keep = |r: &Row| tablets.is_none_or(|ts| ts.contains(&self.stored_tablet(r)));
         match &self.rows {
             Rows::Unique(m) => m.values().filter(|r| keep(r)).cloned().collect(),
             Rows::Dup(m) => m.values().filter(|r| keep(r)).cloned().collect(),
         }
     }
 
+    /// How many current rows there are, optionally only in the given tablets.
+    pub fn count_stored(&self, tablets: Option<&[i64]>) -> usize {
+        let Some(ts) = tablets else {
+            return self.row_count();
+        };
+        let keep = |r: &&Row| ts.contains(&self.stored_tablet(r));
+        match &self.rows {
+            Rows::Unique(m) => m.values().filter(keep).count(),
+            Rows::Dup(m) => m.values().filter(keep).count(),
+        }
+    }
+
+    /// Current rows, optionally only those in the given tablets.
+    pub fn current_rows(&self, tablets: Option<&[i64]>) -> Vec<Vec<Value>> {
+        self.current_stored(tablets)
+            .iter()
+            .map(Row::decode)
+            .collect()
+    }
+
     /// Rows as of commit TSO `version` (inclusive), rebuilt from the history.
     pub fn rows_as_of(&self, version: i64, tablets: Option<&[i64]>) -> Vec<Vec<Value>> {
         let end = self.history.partition_point(|c| c.tso <= version);
-        let keep = |r: &Vec<Value>| tablets.is_none_or(|ts| ts.contains(&self.tablet_of(r)));
-        if self.is_unique() {
-            let mut m: BTreeMap<Key, Vec<Value>> = BTreeMap::new();
+        let keep = |r: &Row| tablets.is_none_or(|ts| ts.contains(&self.stored_tablet(r)));
+        let rows: Vec<Row> = if self.is_unique() {
+            let mut m: BTreeMap<Key, Row> = BTreeMap::new();
             for commit in &self.history[..end] {
                 if commit.truncate {
                     m.clear();
@@ -420,18 +481,18 @@ impl Table {
                     match ch.kind {
                         ChangeKind::Insert | ChangeKind::Update => {
                             let a = ch.after.as_ref().expect("after image");
-                            m.insert(key_of(a, &self.key_idx), a.clone());
+                            m.insert(key_of(&a.decode(), &self.key_idx), a.clone());
                         }
                         ChangeKind::Delete | ChangeKind::SilentDelete => {
                             let b = ch.before.as_ref().expect("before image");
-                            m.remove(&key_of(b, &self.key_idx));
+                            m.remove(&key_of(&b.decode(), &self.key_idx));
                         }
                     }
                 }
             }
             m.into_values().filter(|r| keep(r)).collect()
         } else {
-            let mut rows: BTreeMap<u64, Vec<Value>> = BTreeMap::new();
+            let mut rows: BTreeMap<u64, Row> = BTreeMap::new();
             let mut index: HashMap<Key, Vec<u64>> = HashMap::new();
             let mut seq = 0u64;
             for commit in &self.history[..end] {
@@ -443,13 +504,13 @@ impl Table {
                     match ch.kind {
                         ChangeKind::Insert | ChangeKind::Update => {
                             let a = ch.after.as_ref().expect("after image");
-                            index.entry(row_key(a)).or_default().push(seq);
+                            index.entry(row_key(&a.decode())).or_default().push(seq);
                             rows.insert(seq, a.clone());
                             seq += 1;
                         }
                         ChangeKind::Delete | ChangeKind::SilentDelete => {
                             let b = ch.before.as_ref().expect("before image");
-                            if let Some(ids) = index.get_mut(&row_key(b))
+                            if let Some(ids) = index.get_mut(&row_key(&b.decode()))
                                 && !ids.is_empty()
                             {
                                 let id = ids.remove(0);
@@ -460,43 +521,54 @@ impl Table {
                 }
             }
             rows.into_values().filter(|r| keep(r)).collect()
+        };
+        rows.iter().map(Row::decode).collect()
+    }
+
+    /// Rewrite every stored row and history image with `edit` (after `reindex`, so the tablet
+    /// is the new column list's), keeping the images that shared their bytes shared.
+    fn rewrite_rows(&mut self, edit: impl Fn(&mut Vec<Value>)) {
+        let mut done: HashMap<Row, Row> = HashMap::new();
+        let hash_idx = self.hash_idx.clone();
+        let n_tablets = self.tablets.len().max(1) as u64;
+        let mut redo = |r: &mut Row| {
+            if let Some(n) = done.get(r) {
+                *r = n.clone();
+                return;
+            }
+            let mut values = r.decode();
+            edit(&mut values);
+            let tablet = (stable_hash(&values, &hash_idx) % n_tablets) as usize;
+            let n = Row::encode(&values, tablet);
+            done.insert(r.clone(), n.clone());
+            *r = n;
+        };
+        match &mut self.rows {
+            Rows::Unique(m) => m.values_mut().for_each(&mut redo),
+            Rows::Dup(m) => m.values_mut().for_each(&mut redo),
+        }
+        for c in &mut self.history {
+            for ch in &mut c.changes {
+                ch.before.iter_mut().for_each(&mut redo);
+                ch.after.iter_mut().for_each(&mut redo);
+            }
         }
     }
 
     /// Insert a column at `pos` into every stored row and history image.
     pub fn insert_column(&mut self, pos: usize, col: ColumnDef, fill: Value) {
         self.columns.insert(pos, col);
-        let ins = |r: &mut Vec<Value>| r.insert(pos, fill.clone());
-        match &mut self.rows {
-            Rows::Unique(m) => m.values_mut().for_each(ins),
-            Rows::Dup(m) => m.values_mut().for_each(ins),
-        }
-        for c in &mut self.history {
-            for ch in &mut c.changes {
-                ch.before.iter_mut().for_each(ins);
-                ch.after.iter_mut().for_each(ins);
-            }
-        }
         self.reindex();
+        self.rewrite_rows(|r| r.insert(pos, fill.clone()));
     }
 
     /// Remove the column at `pos` from every stored row and history image.
     pub fn remove_column(&mut self, pos: usize) {
         self.columns.remove(pos);
-        let del = |r: &mut Vec<Value>| {
-            r.remove(pos);
-        };
-        match &mut self.rows {
-            Rows::Unique(m) => m.values_mut().for_each(del),
-            Rows::Dup(m) => m.values_mut().for_each(del),
-        }
-        for c in &mut self.history {
-            for ch in &mut c.changes {
-                ch.before.iter_mut().for_each(del);
-                ch.after.iter_mut().for_each(del);
-            }
-        }
         self.reindex();
+        self.rewrite_rows(|r| {
+            r.remove(pos);
+        });
     }
 
     /// Empty the table.
@@ -507,8 +579,27 @@ impl Table {
         }
     }
 
+    /// Rebuild the row map packed once it has grown by a quarter (or shrunk by half) since the
+    /// last rebuild. A B-tree filled by inserts keeps its nodes a little over half full (about
+    /// 75 bytes a row here); one built from its own sorted entries fills them (about 42), which
+    /// is what lets ten million rows of source and sink fit in 3 GiB. Growth by a quarter keeps
+    /// the cost amortised at a few moves per row; the pause is one pass over the map, under the
+    /// engine's lock, as the commit that triggered it.
+    fn compact_if_due(&mut self) {
+        let n = self.row_count();
+        let due = n >= COMPACT_MIN_ROWS
+            && (n >= self.compacted_rows + self.compacted_rows / 4 || n <= self.compacted_rows / 2);
+        if !due {
+            return;
+        }
+        match &mut self.rows {
+            Rows::Unique(m) => packed(m),
+            Rows::Dup(m) => packed(m),
+        }
+        self.compacted_rows = n;
+    }
+
     /// Number of stored rows.
-    #[allow(dead_code)]
     pub fn row_count(&self) -> usize {
         match &self.rows {
             Rows::Unique(m) => m.len(),

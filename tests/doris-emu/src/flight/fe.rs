@@ -25,7 +25,7 @@ use prost::Message;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::arrow_convert::{ok_result, to_batches, to_text_batches};
+use super::arrow_convert::{ok_result, schema_of, to_batches, to_text_batches};
 use super::auth::Peer;
 use super::catalog;
 use super::ticket::{self, QueryId};
@@ -33,7 +33,7 @@ use super::{FlightState, StoredResult};
 use crate::Doris;
 use crate::error::DorisError;
 use crate::sql::{self, Session};
-use crate::types::QueryResult;
+use crate::types::{QueryResult, ResultSet};
 
 type DoGetStream = <FeService as FlightService>::DoGetStream;
 
@@ -212,10 +212,37 @@ impl FeService {
         }
         // After the previous statement, unfetched FE-local results are dropped.
         self.state.reset_fe_results(peer);
+        // A query that runs on a BE is converted to Arrow as its rows are made, a part at a
+        // time: the whole result is never held as values as well as batches.
+        let on_be = runs_on_be(query);
+        let mut schema: Option<SchemaRef> = None;
+        let mut batches = Vec::new();
+        let mut convert_error = None;
         let result = {
             let mut session = entry.session.lock().await;
-            sql::execute(&self.doris, &mut session, query).await
+            if on_be {
+                let mut sink = |rs: ResultSet| match to_batches(&rs) {
+                    Ok((s, b)) => {
+                        schema.get_or_insert(s);
+                        batches.extend(b);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        let message = e.to_string();
+                        convert_error = Some(e);
+                        Err(DorisError::analysis(message))
+                    }
+                };
+                sql::execute_streamed(&self.doris, &mut session, query, Some(&mut sink)).await
+            } else {
+                sql::execute(&self.doris, &mut session, query).await
+            }
         };
+        if let Some(e) = convert_error {
+            return Err(Status::internal(format!(
+                "get flight info statement failed, fetch arrow flight schema failed: {e}"
+            )));
+        }
         let result = result.map_err(|e| statement_error(&e))?;
         let fe_port = self.doris.ports.fe_flight_port;
         match result {
@@ -232,12 +259,9 @@ impl FeService {
                     .put_fe_result(peer, &query_id, StoredResult::new(schema, batches));
                 Ok(info)
             }
-            QueryResult::Rows(rs) if runs_on_be(query) => {
-                let (schema, batches) = to_batches(&rs).map_err(|e| {
-                    Status::internal(format!(
-                        "get flight info statement failed, fetch arrow flight schema failed: {e}"
-                    ))
-                })?;
+            QueryResult::Rows(rs) if on_be => {
+                // Every part went to the sink, which saw at least one.
+                let schema = schema.unwrap_or_else(|| Arc::new(schema_of(&rs.columns)));
                 let query_id = QueryId::random();
                 let handle = ticket::be_handle(
                     query_id,

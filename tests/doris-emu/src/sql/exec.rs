@@ -2,7 +2,7 @@
 
 use super::ast::*;
 use super::eval::{self, EvalCtx, RelColumn, Relation, RowRef, Visibility};
-use super::{Session, time};
+use super::{RowSink, Session, time};
 use crate::Doris;
 use crate::clock::{TSO_LOGICAL_BITS, compose_tso, tso_logical, tso_physical_ms};
 use crate::engine::{
@@ -75,8 +75,14 @@ fn rows_result(columns: Vec<RelColumn>, rows: Vec<Vec<Value>>) -> QueryResult {
     })
 }
 
-/// Run one parsed statement.
-pub async fn run(doris: &Doris, session: &mut Session, stmt: Statement) -> Result<QueryResult> {
+/// Run one parsed statement. With a `sink`, a SELECT's rows go to it in parts (see
+/// [`super::execute_streamed`]) and the result set returned holds the columns only.
+pub async fn run(
+    doris: &Doris,
+    session: &mut Session,
+    stmt: Statement,
+    sink: Option<RowSink<'_>>,
+) -> Result<QueryResult> {
     let now_ms = doris.clock.now_ms();
     match stmt {
         Statement::Noop => Ok(ok(0)),
@@ -219,7 +225,10 @@ pub async fn run(doris: &Doris, session: &mut Session, stmt: Statement) -> Resul
         }
         Statement::Select(sel) => {
             let ctx = ctx_for(doris, session, now_ms);
-            Ok(QueryResult::Rows(run_select(&ctx, &sel).await?))
+            Ok(QueryResult::Rows(match sink {
+                Some(sink) => run_select_streamed(&ctx, &sel, sink).await?,
+                None => run_select(&ctx, &sel).await?,
+            }))
         }
     }
 }
@@ -803,6 +812,9 @@ fn run_delete(ctx: &EvalCtx<'_>, table: &ObjName, where_: Option<&Expr>) -> Resu
 
 /// Run a SELECT: build the source relation, filter, then project/aggregate/order/limit.
 pub async fn run_select(ctx: &EvalCtx<'_>, sel: &Select) -> Result<ResultSet> {
+    if let Some((db, from, Streamable::CountStar)) = streamable(ctx.session, sel)? {
+        return count_star(ctx, sel, &db, from);
+    }
     let mut rel = match &sel.from {
         None => Relation {
             columns: Vec::new(),
@@ -815,6 +827,140 @@ pub async fn run_select(ctx: &EvalCtx<'_>, sel: &Select) -> Result<ResultSet> {
         eval::filter(ctx, &mut rel, w)?;
     }
     eval::project(ctx, &rel, sel)
+}
+
+/// Source rows a streamed SELECT decodes, filters and projects at a time.
+const STREAM_ROWS: usize = 4096;
+
+/// What a SELECT over one table's current rows needs of them, when it can run a part at a time.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Streamable {
+    /// Columns or `*`, optionally filtered: each row maps on its own.
+    PerRow,
+    /// `COUNT(*)` alone, optionally filtered: only the number of rows.
+    CountStar,
+}
+
+/// The database, FROM clause and shape of a SELECT over one table's current rows (no `@incr`,
+/// time travel or system table) that needs no row together with another: columns or `*`
+/// ([`Streamable::PerRow`]) or a lone `COUNT(*)` ([`Streamable::CountStar`]), with no DISTINCT,
+/// GROUP BY, HAVING, ORDER BY, LIMIT or OFFSET. `None` for anything else.
+fn streamable<'s>(
+    session: &Session,
+    sel: &'s Select,
+) -> Result<Option<(String, &'s FromClause, Streamable)>> {
+    let Some(from) = &sel.from else {
+        return Ok(None);
+    };
+    let whole_set = sel.distinct
+        || !sel.group_by.is_empty()
+        || sel.having.is_some()
+        || !sel.order_by.is_empty()
+        || sel.limit.is_some()
+        || sel.offset.is_some();
+    let shape = if sel.items.iter().all(|i| match i {
+        SelectItem::Wildcard | SelectItem::QualifiedWildcard(_) => true,
+        SelectItem::Expr { expr, .. } => matches!(expr, Expr::Column { .. }),
+    }) {
+        Streamable::PerRow
+    } else if let [SelectItem::Expr { expr, .. }] = sel.items.as_slice()
+        && matches!(expr, Expr::Func { name, star: true, distinct: false, .. } if name == "count")
+    {
+        Streamable::CountStar
+    } else {
+        return Ok(None);
+    };
+    let name = &from.table;
+    let plain_table = from.incr.is_none()
+        && from.as_of.is_none()
+        && !(name.db.is_none()
+            && (name.name.eq_ignore_ascii_case("dual") || name.name.ends_with("()")));
+    if whole_set || !plain_table {
+        return Ok(None);
+    }
+    let db = db_of(session, name)?;
+    Ok((!is_info_schema(&db)).then_some((db, from, shape)))
+}
+
+/// `SELECT COUNT(*) FROM t [WHERE ..]` without holding the table as values: counted in the
+/// store when unfiltered, else decoded and filtered a part at a time. The result's shape is the
+/// one the general path gives (the count over no rows, then the real count put in).
+fn count_star(ctx: &EvalCtx<'_>, sel: &Select, db: &str, from: &FromClause) -> Result<ResultSet> {
+    let tablets = from.tablets.as_deref();
+    let (info, total) = match &sel.where_ {
+        None => {
+            // count first: its errors are the SELECT (Nereids) texts
+            let n = ctx.doris.engine.count_rows(db, &from.table.name, tablets)?;
+            (ctx.doris.engine.table_info(db, &from.table.name)?, n)
+        }
+        Some(w) => {
+            let stored = ctx
+                .doris
+                .engine
+                .scan_stored(db, &from.table.name, tablets)?;
+            let info = stored.info();
+            let mut n = 0;
+            for at in (0..stored.len()).step_by(STREAM_ROWS) {
+                let end = (at + STREAM_ROWS).min(stored.len());
+                let mut rel = table_relation(info, stored.decode(at..end), from.alias.as_deref());
+                eval::filter(ctx, &mut rel, w)?;
+                n += rel.rows.len();
+            }
+            (info.clone(), n)
+        }
+    };
+    let rel = table_relation(&info, Vec::new(), from.alias.as_deref());
+    let mut rs = eval::project(ctx, &rel, sel)?;
+    if let Some(cell) = rs.rows.first_mut().and_then(|r| r.first_mut()) {
+        *cell = Value::Int(total as i64);
+    }
+    Ok(rs)
+}
+
+/// [`run_select`] with the rows handed to `sink` a part at a time, so a big table is never held
+/// as values whole (only as its compact stored rows). Selects that need all rows at once run
+/// whole and reach `sink` in one part. The parts' columns are the same; the returned result
+/// set has them and no rows.
+async fn run_select_streamed(
+    ctx: &EvalCtx<'_>,
+    sel: &Select,
+    sink: RowSink<'_>,
+) -> Result<ResultSet> {
+    let Some((db, from, Streamable::PerRow)) = streamable(ctx.session, sel)? else {
+        let rs = run_select(ctx, sel).await?;
+        let columns = rs.columns.clone();
+        sink(rs)?;
+        return Ok(ResultSet {
+            columns,
+            rows: Vec::new(),
+        });
+    };
+    // scan first: its errors are the SELECT (Nereids) texts
+    let stored = ctx
+        .doris
+        .engine
+        .scan_stored(&db, &from.table.name, from.tablets.as_deref())?;
+    let info = stored.info();
+    let mut columns = None;
+    let mut at = 0;
+    loop {
+        let end = (at + STREAM_ROWS).min(stored.len());
+        let mut rel = table_relation(info, stored.decode(at..end), from.alias.as_deref());
+        if let Some(w) = &sel.where_ {
+            eval::filter(ctx, &mut rel, w)?;
+        }
+        let rs = eval::project(ctx, &rel, sel)?;
+        columns.get_or_insert_with(|| rs.columns.clone());
+        sink(rs)?;
+        at = end;
+        if at >= stored.len() {
+            break;
+        }
+    }
+    Ok(ResultSet {
+        columns: columns.unwrap_or_default(),
+        rows: Vec::new(),
+    })
 }
 
 async fn source_relation(ctx: &EvalCtx<'_>, from: &FromClause) -> Result<Relation> {

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::Doris;
 use crate::error::{DorisError, ER_PARSE, Result};
-use crate::types::QueryResult;
+use crate::types::{QueryResult, ResultSet};
 
 pub use exec::hidden;
 pub use time::DEFAULT_TIME_ZONE;
@@ -94,16 +94,32 @@ impl Session {
     }
 }
 
+/// Receives a SELECT's rows a part at a time ([`execute_streamed`]).
+pub type RowSink<'a> = &'a mut (dyn FnMut(ResultSet) -> Result<()> + Send);
+
 /// Parse and run one statement (a trailing `;` and leading `/* comments */` are allowed).
 pub async fn execute(doris: &Doris, session: &mut Session, sql: &str) -> Result<QueryResult> {
+    execute_streamed(doris, session, sql, None).await
+}
+
+/// [`execute`], with a SELECT's rows handed to `sink` in parts as they are made (the parts share
+/// one column list; an error from `sink` ends the statement with it). The `Rows` result then
+/// holds the columns and no rows. A SELECT of columns from one table's rows runs a part at a
+/// time, so a reader of a big table (the Flight SQL path) never holds it whole as values.
+pub async fn execute_streamed(
+    doris: &Doris,
+    session: &mut Session,
+    sql: &str,
+    sink: Option<RowSink<'_>>,
+) -> Result<QueryResult> {
     doris.counters.hit("sql_statement");
     let stmt = parse(sql)?;
     let Some(stall) = doris.faults.sql_stall(sql) else {
-        return exec::run(doris, session, stmt).await;
+        return exec::run(doris, session, stmt, sink).await;
     };
     doris.counters.hit("sql_stalled");
     if stall.applied {
-        let result = exec::run(doris, session, stmt).await;
+        let result = exec::run(doris, session, stmt, sink).await;
         doris.faults.hold(&stall).await;
         return result;
     }

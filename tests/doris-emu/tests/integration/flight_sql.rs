@@ -450,6 +450,75 @@ async fn a_large_result_arrives_in_several_batches() {
     assert_eq!(int_column(&batches, "id"), (0..10_000).collect::<Vec<_>>());
 }
 
+/// A plain `SELECT cols FROM t TABLET(..) WHERE ..` (the snapshot's query) is made and sent a
+/// part at a time; its rows are the ones the whole-result path (ORDER BY forces it) gives, and an
+/// error in the filter is the same error.
+#[tokio::test]
+async fn a_streamed_tablet_scan_returns_what_the_whole_result_returns() {
+    let emu = emu().await;
+    setup_sql(
+        &emu,
+        &[
+            "CREATE DATABASE IF NOT EXISTS test",
+            "CREATE TABLE test.big (id BIGINT NOT NULL, v VARCHAR(32)) UNIQUE KEY(id) \
+             DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\")",
+        ],
+    )
+    .await;
+    let values: Vec<String> = (0..20_000).map(|i| format!("({i}, 'value-{i}')")).collect();
+    setup_sql(
+        &emu,
+        &[&format!("INSERT INTO test.big VALUES {}", values.join(","))],
+    )
+    .await;
+    let tablets = emu.doris.engine.table_info("test", "big").unwrap().tablets;
+    let mut c = fe_client(&emu).await;
+    let mut seen = Vec::new();
+    for t in &tablets {
+        let streamed = format!("SELECT `id`, `v` FROM `test`.`big` TABLET({t}) WHERE id % 3 = 0");
+        let (_, parts) = query(&mut c, &streamed).await;
+        assert!(parts.len() >= 2, "{} batches", parts.len());
+        let (_, whole) = query(&mut c, &format!("{streamed} ORDER BY id")).await;
+        let mut ids = int_column(&parts, "id");
+        ids.sort();
+        assert_eq!(ids, int_column(&whole, "id"), "tablet {t}");
+        let texts = |bs: &[RecordBatch]| -> Vec<(i64, String)> {
+            let mut out: Vec<(i64, String)> = int_column(bs, "id")
+                .into_iter()
+                .zip(bs.iter().flat_map(|b| {
+                    b.column_by_name("v")
+                        .unwrap()
+                        .as_string::<i32>()
+                        .iter()
+                        .map(|v| v.unwrap().to_string())
+                        .collect::<Vec<_>>()
+                }))
+                .collect();
+            out.sort();
+            out
+        };
+        assert_eq!(texts(&parts), texts(&whole));
+        seen.extend(ids);
+    }
+    seen.sort();
+    assert_eq!(seen, (0..20_000).filter(|i| i % 3 == 0).collect::<Vec<_>>());
+
+    let bad = "SELECT `id` FROM `test`.`big` WHERE nope = 1";
+    let streamed = tonic_status(c.execute(bad.into(), None).await.unwrap_err());
+    let whole = tonic_status(
+        c.execute(format!("{bad} ORDER BY id"), None)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(streamed.code(), whole.code());
+    assert_eq!(streamed.message(), whole.message());
+    assert!(
+        streamed.message().contains("nope"),
+        "{}",
+        streamed.message()
+    );
+}
+
 #[tokio::test]
 async fn tablet_queries_partition_the_table() {
     let emu = emu().await;

@@ -33,6 +33,70 @@ async fn err(emu: &RunningEmulator, s: &mut Session, stmt: &str) -> DorisError {
     }
 }
 
+/// A lone `COUNT(*)` (counted without holding the table as values) answers what the general
+/// aggregate path answers, with and without a filter, by tablet, aliased, on an empty table, and
+/// with the same errors.
+#[tokio::test]
+async fn a_lone_count_star_counts_what_the_general_path_counts() {
+    let emu = emu().await;
+    let mut s = student(&emu).await;
+    let tablets = emu
+        .doris
+        .engine
+        .table_info("test", "student")
+        .unwrap()
+        .tablets;
+    let mut cases = vec![
+        String::new(),
+        " WHERE age > 18".to_string(),
+        " WHERE age IS NULL".to_string(),
+    ];
+    for t in &tablets {
+        cases.push(format!(" TABLET({t})"));
+        cases.push(format!(" TABLET({t}) WHERE age > 18"));
+    }
+    let mut by_tablet = 0;
+    for tail in &cases {
+        let lone = q(&emu, &mut s, &format!("SELECT COUNT(*) FROM student{tail}")).await;
+        let general = q(
+            &emu,
+            &mut s,
+            &format!("SELECT COUNT(*), 1 FROM student{tail}"),
+        )
+        .await;
+        assert_eq!(lone.columns[0], general.columns[0], "{tail}");
+        assert_eq!(text(&lone)[0][0], text(&general)[0][0], "{tail}");
+        if tail.starts_with(" TABLET") && !tail.contains("WHERE") {
+            by_tablet += text(&lone)[0][0].parse::<i64>().unwrap();
+        }
+    }
+    assert_eq!(by_tablet, 3, "the tablets partition the rows");
+    let rs = q(
+        &emu,
+        &mut s,
+        "SELECT count(*) AS n FROM student st WHERE st.id <> 2",
+    )
+    .await;
+    assert_eq!(names(&rs), ["n"]);
+    assert_eq!(text(&rs), [["2"]]);
+    exec(&emu, &mut s, "DELETE FROM student WHERE id > 0").await;
+    assert_eq!(
+        text(&q(&emu, &mut s, "SELECT COUNT(*) FROM student").await),
+        [["0"]]
+    );
+    for bad in [
+        "SELECT COUNT(*) FROM nope",
+        "SELECT COUNT(*) FROM nope.student",
+    ] {
+        let general = format!("{} , 1 {}", &bad[..15], &bad[15..]);
+        assert_eq!(
+            err(&emu, &mut s, bad).await.to_string(),
+            err(&emu, &mut s, &general).await.to_string(),
+            "{bad}"
+        );
+    }
+}
+
 /// Rows as text, NULL as "NULL".
 fn text(rs: &ResultSet) -> Vec<Vec<String>> {
     rs.rows
