@@ -206,6 +206,14 @@ fn source(errors: &mut Errors, source: &SourceSpec, mode: StartupMode) {
                         "{column:?} is not a column name; write the plain name without backticks"
                     ),
                 );
+            } else if column.chars().any(char::is_control) {
+                errors.push(
+                    format!("spec.source.columns[{i}]"),
+                    format!(
+                        "{column:?} holds a control character, which no Doris column name has; \
+                         write the name as the table's schema shows it"
+                    ),
+                );
             }
         }
     }

@@ -258,6 +258,10 @@ fn each_rule_reports_its_path_and_message() {
             "spec.source.columns[1]: \"`name`\" is not a column name; write the plain name without backticks",
         ),
         (
+            set(spec(), "/source/columns", json!(["id", "na\nme"])),
+            "spec.source.columns[1]: \"na\\nme\" holds a control character, which no Doris column name has; write the name as the table's schema shows it",
+        ),
+        (
             set(incremental(), "/source/filter", json!("age > 18")),
             "spec.source.filter: is only allowed with startup.mode snapshot, and the mode is initial: the changelog cannot be filtered; remove the filter or use mode snapshot",
         ),

@@ -21,7 +21,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams},
+    api::{DeleteParams, ListParams},
 };
 use tracing::{info, warn};
 
@@ -171,9 +171,9 @@ async fn stop_runner(
             let patch = serde_json::json!({"metadata": {"annotations": {
                 STOPPING_ANNOTATION: mark.to_annotation(),
             }}});
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(Error::Kube)?;
+            // A sync already gone has nothing left to stop but what the owner references
+            // collect; going on deletes it sooner.
+            merge_unless_gone(&api, name, &patch).await?;
             mark
         }
     };
