@@ -167,6 +167,8 @@ pub enum RowWrite {
 pub struct StoredRows {
     rows: Vec<row::Row>,
     info: TableInfo,
+    /// From [`Engine::lookup_stored`] when no key matched: some row of the table, if it has any.
+    unmatched: Option<row::Row>,
 }
 
 impl StoredRows {
@@ -188,6 +190,13 @@ impl StoredRows {
     /// The values of the rows in `range`, in the table's column order.
     pub fn decode(&self, range: std::ops::Range<usize>) -> Vec<Vec<Value>> {
         self.rows[range].iter().map(row::Row::decode).collect()
+    }
+
+    /// From a key lookup that matched nothing: the values of some other row of the table (none
+    /// when it is empty), on which a caller can still evaluate its predicate, so that an error
+    /// a scan would have raised on the table's rows is raised all the same.
+    pub fn unmatched_row(&self) -> Option<Vec<Value>> {
+        self.unmatched.as_ref().map(row::Row::decode)
     }
 }
 
@@ -976,7 +985,35 @@ impl Engine {
         Ok(StoredRows {
             rows: t.current_stored(tablets),
             info: info_of(t),
+            unmatched: None,
         })
+    }
+
+    /// The current rows of a UNIQUE table whose key is one of `keys` (each tuple the key
+    /// columns' values in key order, as stored: an integer key as `Int` or `LargeInt`, a string
+    /// key as `Str`), in key order, found without a scan. `None` for a DUPLICATE table. Errors
+    /// as [`Engine::scan`].
+    pub fn lookup_stored(
+        &self,
+        db: &str,
+        table: &str,
+        keys: &[Vec<Value>],
+    ) -> Result<Option<StoredRows>> {
+        let st = self.state.read();
+        let t = st.table(db, table, Lookup::Select)?;
+        let Some(rows) = t.stored_with_keys(keys) else {
+            return Ok(None);
+        };
+        let unmatched = if rows.is_empty() {
+            t.first_stored().cloned()
+        } else {
+            None
+        };
+        Ok(Some(StoredRows {
+            rows,
+            info: info_of(t),
+            unmatched,
+        }))
     }
 
     /// How many current rows the table holds (in the given tablets). Errors as [`Engine::scan`].

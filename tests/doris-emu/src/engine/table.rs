@@ -447,6 +447,28 @@ impl Table {
         }
     }
 
+    /// The current rows of a UNIQUE table whose key is one of `keys` (each the key columns'
+    /// values in key order), in key order; `None` on a DUPLICATE table, whose rows a key does
+    /// not name.
+    pub fn stored_with_keys(&self, keys: &[Vec<Value>]) -> Option<Vec<Row>> {
+        let Rows::Unique(m) = &self.rows else {
+            return None;
+        };
+        // a key tuple is encoded as the key columns of a row are (the parts, in order)
+        let mut wanted: Vec<Key> = keys.iter().map(|k| row_key(k)).collect();
+        wanted.sort();
+        wanted.dedup();
+        Some(wanted.iter().filter_map(|k| m.get(k)).cloned().collect())
+    }
+
+    /// Some current row, if any (the first in storage order).
+    pub fn first_stored(&self) -> Option<&Row> {
+        match &self.rows {
+            Rows::Unique(m) => m.values().next(),
+            Rows::Dup(m) => m.values().next(),
+        }
+    }
+
     /// How many current rows there are, optionally only in the given tablets.
     pub fn count_stored(&self, tablets: Option<&[i64]>) -> usize {
         let Some(ts) = tablets else {

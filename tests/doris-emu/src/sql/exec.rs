@@ -2,12 +2,12 @@
 
 use super::ast::*;
 use super::eval::{self, EvalCtx, RelColumn, Relation, RowRef, Visibility};
-use super::{RowSink, Session, time};
+use super::{RowSink, Session, keyed, time};
 use crate::Doris;
 use crate::clock::{TSO_LOGICAL_BITS, compose_tso, tso_logical, tso_physical_ms};
 use crate::engine::{
     AutoPartition, ChangeRow, ColumnDef, Distribution, IncrRequest, IncrementType, KeysType,
-    RowWrite, TableDef, TableInfo,
+    RowWrite, StoredRows, TableDef, TableInfo,
 };
 use crate::error::{DorisError, ERR_INCR_VISIBLE_WAIT_TIMEOUT, ERR_INCR_WINDOW_NOT_READY, Result};
 use crate::types::{ColumnMeta, DorisType, QueryResult, ResultSet, Value, coerce};
@@ -759,11 +759,7 @@ fn run_update(
         }
         targets.push((i, e));
     }
-    let rows = ctx.doris.engine.scan(&db, &table.name, None, None)?;
-    let mut rel = table_relation(&info, rows, None);
-    if let Some(w) = where_ {
-        eval::filter(ctx, &mut rel, w)?;
-    }
+    let rel = dml_rows(ctx, &db, &info, where_)?;
     let ncols = info.columns.len();
     let mut writes = Vec::with_capacity(rel.rows.len());
     for r in &rel.rows {
@@ -786,14 +782,67 @@ fn run_update(
     Ok(ok(n))
 }
 
+/// The rows of table `info` an UPDATE or DELETE with `where_` changes, as a filtered relation.
+fn dml_rows(
+    ctx: &EvalCtx<'_>,
+    db: &str,
+    info: &TableInfo,
+    where_: Option<&Expr>,
+) -> Result<Relation> {
+    let stored = rows_where(ctx, db, &info.name, None, None, where_)?;
+    let mut rel = table_relation(info, stored.decode(0..stored.len()), None);
+    if let Some(w) = where_ {
+        filter_found(ctx, &stored, &mut rel, None, w)?;
+    }
+    Ok(rel)
+}
+
+/// The current rows of `db.table` (in `tablets`) that a statement filtered by `where_` needs:
+/// only the rows of the keys the predicate pins ([`keyed::pinned_keys`]) when it pins every
+/// key column of a UNIQUE table, else all. Still to be filtered by `where_`
+/// ([`filter_found`]). Errors are the SELECT (Nereids) texts, as a scan's.
+fn rows_where(
+    ctx: &EvalCtx<'_>,
+    db: &str,
+    table: &str,
+    tablets: Option<&[i64]>,
+    alias: Option<&str>,
+    where_: Option<&Expr>,
+) -> Result<StoredRows> {
+    if let (None, Some(w)) = (tablets, where_) {
+        let info = ctx.doris.engine.table_info(db, table)?;
+        let qualifiers = [alias.unwrap_or(&info.name).to_string()];
+        if let Some(keys) = keyed::pinned_keys(&info, &qualifiers, w)
+            && let Some(found) = ctx.doris.engine.lookup_stored(db, table, &keys)?
+        {
+            ctx.doris.counters.hit("sql_key_lookup");
+            return Ok(found);
+        }
+    }
+    ctx.doris.engine.scan_stored(db, table, tablets)
+}
+
+/// [`eval::filter`] over rows from [`rows_where`]. When a key lookup found nothing, the
+/// predicate is still evaluated on another row of the table (and the result dropped), so an
+/// error a scan would have met (an unknown column, say) is not hidden by the lookup.
+fn filter_found(
+    ctx: &EvalCtx<'_>,
+    stored: &StoredRows,
+    rel: &mut Relation,
+    alias: Option<&str>,
+    pred: &Expr,
+) -> Result<()> {
+    if let Some(row) = stored.unmatched_row() {
+        let mut probe = table_relation(stored.info(), vec![row], alias);
+        eval::filter(ctx, &mut probe, pred)?;
+    }
+    eval::filter(ctx, rel, pred)
+}
+
 fn run_delete(ctx: &EvalCtx<'_>, table: &ObjName, where_: Option<&Expr>) -> Result<QueryResult> {
     let db = db_of(ctx.session, table)?;
     let info = dml_table_info(ctx, &db, &table.name)?;
-    let rows = ctx.doris.engine.scan(&db, &table.name, None, None)?;
-    let mut rel = table_relation(&info, rows, None);
-    if let Some(w) = where_ {
-        eval::filter(ctx, &mut rel, w)?;
-    }
+    let rel = dml_rows(ctx, &db, &info, where_)?;
     let ncols = info.columns.len();
     let writes: Vec<RowWrite> = rel
         .rows
@@ -815,17 +864,20 @@ pub async fn run_select(ctx: &EvalCtx<'_>, sel: &Select) -> Result<ResultSet> {
     if let Some((db, from, Streamable::CountStar)) = streamable(ctx.session, sel)? {
         return count_star(ctx, sel, &db, from);
     }
-    let mut rel = match &sel.from {
-        None => Relation {
-            columns: Vec::new(),
-            rows: vec![Vec::new()],
-            qualifiers: Vec::new(),
-        },
-        Some(from) => source_relation(ctx, from).await?,
+    let rel = match &sel.from {
+        None => {
+            let mut rel = Relation {
+                columns: Vec::new(),
+                rows: vec![Vec::new()],
+                qualifiers: Vec::new(),
+            };
+            if let Some(w) = &sel.where_ {
+                eval::filter(ctx, &mut rel, w)?;
+            }
+            rel
+        }
+        Some(from) => filtered_relation(ctx, from, sel.where_.as_ref()).await?,
     };
-    if let Some(w) = &sel.where_ {
-        eval::filter(ctx, &mut rel, w)?;
-    }
     eval::project(ctx, &rel, sel)
 }
 
@@ -870,15 +922,10 @@ fn streamable<'s>(
     } else {
         return Ok(None);
     };
-    let name = &from.table;
-    let plain_table = from.incr.is_none()
-        && from.as_of.is_none()
-        && !(name.db.is_none()
-            && (name.name.eq_ignore_ascii_case("dual") || name.name.ends_with("()")));
-    if whole_set || !plain_table {
+    if whole_set || !reads_current_rows(from) {
         return Ok(None);
     }
-    let db = db_of(session, name)?;
+    let db = db_of(session, &from.table)?;
     Ok((!is_info_schema(&db)).then_some((db, from, shape)))
 }
 
@@ -894,16 +941,14 @@ fn count_star(ctx: &EvalCtx<'_>, sel: &Select, db: &str, from: &FromClause) -> R
             (ctx.doris.engine.table_info(db, &from.table.name)?, n)
         }
         Some(w) => {
-            let stored = ctx
-                .doris
-                .engine
-                .scan_stored(db, &from.table.name, tablets)?;
+            let alias = from.alias.as_deref();
+            let stored = rows_where(ctx, db, &from.table.name, tablets, alias, Some(w))?;
             let info = stored.info();
             let mut n = 0;
-            for at in (0..stored.len()).step_by(STREAM_ROWS) {
+            for at in (0..stored.len().max(1)).step_by(STREAM_ROWS) {
                 let end = (at + STREAM_ROWS).min(stored.len());
-                let mut rel = table_relation(info, stored.decode(at..end), from.alias.as_deref());
-                eval::filter(ctx, &mut rel, w)?;
+                let mut rel = table_relation(info, stored.decode(at..end), alias);
+                filter_found(ctx, &stored, &mut rel, alias, w)?;
                 n += rel.rows.len();
             }
             (info.clone(), n)
@@ -935,19 +980,24 @@ async fn run_select_streamed(
             rows: Vec::new(),
         });
     };
-    // scan first: its errors are the SELECT (Nereids) texts
-    let stored = ctx
-        .doris
-        .engine
-        .scan_stored(&db, &from.table.name, from.tablets.as_deref())?;
+    // read first: its errors are the SELECT (Nereids) texts
+    let alias = from.alias.as_deref();
+    let stored = rows_where(
+        ctx,
+        &db,
+        &from.table.name,
+        from.tablets.as_deref(),
+        alias,
+        sel.where_.as_ref(),
+    )?;
     let info = stored.info();
     let mut columns = None;
     let mut at = 0;
     loop {
         let end = (at + STREAM_ROWS).min(stored.len());
-        let mut rel = table_relation(info, stored.decode(at..end), from.alias.as_deref());
+        let mut rel = table_relation(info, stored.decode(at..end), alias);
         if let Some(w) = &sel.where_ {
-            eval::filter(ctx, &mut rel, w)?;
+            filter_found(ctx, &stored, &mut rel, alias, w)?;
         }
         let rs = eval::project(ctx, &rel, sel)?;
         columns.get_or_insert_with(|| rs.columns.clone());
@@ -961,6 +1011,44 @@ async fn run_select_streamed(
         columns: columns.unwrap_or_default(),
         rows: Vec::new(),
     })
+}
+
+/// Whether `from` reads a table's (or a system table's) current rows: no `@incr`, no time
+/// travel, no `dual` or table-valued function.
+fn reads_current_rows(from: &FromClause) -> bool {
+    let name = &from.table;
+    from.incr.is_none()
+        && from.as_of.is_none()
+        && !(name.db.is_none()
+            && (name.name.eq_ignore_ascii_case("dual") || name.name.ends_with("()")))
+}
+
+/// The rows of `from` for which `where_` holds.
+async fn filtered_relation(
+    ctx: &EvalCtx<'_>,
+    from: &FromClause,
+    where_: Option<&Expr>,
+) -> Result<Relation> {
+    let name = &from.table;
+    let alias = from.alias.as_deref();
+    if reads_current_rows(from) {
+        let db = db_of(ctx.session, name)?;
+        if !is_info_schema(&db) {
+            let tablets = from.tablets.as_deref();
+            // read first: its errors are the SELECT (Nereids) texts
+            let stored = rows_where(ctx, &db, &name.name, tablets, alias, where_)?;
+            let mut rel = table_relation(stored.info(), stored.decode(0..stored.len()), alias);
+            if let Some(w) = where_ {
+                filter_found(ctx, &stored, &mut rel, alias, w)?;
+            }
+            return Ok(rel);
+        }
+    }
+    let mut rel = source_relation(ctx, from).await?;
+    if let Some(w) = where_ {
+        eval::filter(ctx, &mut rel, w)?;
+    }
+    Ok(rel)
 }
 
 async fn source_relation(ctx: &EvalCtx<'_>, from: &FromClause) -> Result<Relation> {

@@ -18,6 +18,7 @@
 pub mod ast;
 mod eval;
 mod exec;
+mod keyed;
 pub mod lexer;
 pub mod parser;
 mod time;
