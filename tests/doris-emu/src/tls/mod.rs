@@ -72,22 +72,6 @@ impl From<TlsError> for std::io::Error {
 }
 
 impl EmuTls {
-    /// Read the chain and the key from PEM files; the error names the file.
-    pub fn from_files(
-        cert: &std::path::Path,
-        key: &std::path::Path,
-    ) -> Result<Self, std::io::Error> {
-        let read = |p: &std::path::Path, what: &str| {
-            std::fs::read(p).map_err(|e| {
-                std::io::Error::new(e.kind(), format!("cannot read {what} {}: {e}", p.display()))
-            })
-        };
-        Ok(Self {
-            cert_chain_pem: read(cert, "TLS certificate")?,
-            key_pem: read(key, "TLS private key")?,
-        })
-    }
-
     /// A rustls server configuration offering `alpn` (most preferred first).
     pub fn server_config(&self, alpn: &[&[u8]]) -> Result<Arc<ServerConfig>, TlsError> {
         let chain = CertificateDer::pem_slice_iter(&self.cert_chain_pem)
@@ -289,7 +273,7 @@ impl Accepting {
 
 /// One server-side TLS handshake, bounded by [`HANDSHAKE_TIMEOUT`]; a failure is logged and
 /// counted, never raised.
-pub async fn handshake(
+async fn handshake(
     acceptor: &TlsAcceptor,
     stream: TcpStream,
     addr: SocketAddr,
