@@ -2,8 +2,9 @@
 //!
 //! FE: `/api/tso`, the statement API, `_schema`, `_query_plan`, the Stream Load and 2PC entries
 //! (307 to the BE) and the `/_emu` control API. BE: Stream Load, 2PC and the load error log.
-//! With TLS configured both serve HTTPS only (`crate::tls`). Both ports apply the armed faults: connections are refused (accepted and closed at once) while
-//! `refuse_connections` is set, and every `/api` answer waits `http_delay_ms` first.
+//! With TLS configured both serve HTTPS only (`crate::tls`). Both ports apply the armed faults:
+//! connections are refused (accepted and closed at once) while `refuse_connections` is set, and
+//! every `/api` answer waits `http_delay_ms` first.
 
 pub mod auth;
 pub mod be;
