@@ -2,6 +2,8 @@
 # Starts the dcs-doris-emu binary on free ports and runs every conformance script against it:
 # third-party clients (mysql CLI, pymysql, curl, pyarrow Flight, ADBC Flight SQL) talking to the
 # emulator exactly as they would talk to Doris. Each script starts from a fresh emulator.
+# Scripts named tls_* get an emulator serving TLS on every port (--tls-self-signed), with
+# EMU_TLS_CA (the CA that signed its certificate) and EMU_WRONG_CA (one that did not).
 # Prints one line per script and "N passed, N failed" at the end; exits non-zero on any failure.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -11,10 +13,11 @@ CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2} cargo build --quiet -p dcs-doris-emu --b
 bin="$root/target/debug/dcs-doris-emu"
 PY=${PYTHON:-python3}
 
-start_emu() {
+start_emu() { # ports-file [extra flags]
     local out=$1
+    shift
     "$bin" --fe-http-port 0 --be-http-port 0 --query-port 0 --fe-flight-port 0 --be-flight-port 0 \
-        >"$out" 2>"$out.log" &
+        "$@" >"$out" 2>"$out.log" &
     emu_pid=$!
     for _ in $(seq 1 100); do
         [ -s "$out" ] && break
@@ -30,6 +33,7 @@ start_emu() {
     EMU_QUERY_PORT=$(jq -r .query_port <<<"$line"); export EMU_QUERY_PORT
     EMU_FE_FLIGHT_PORT=$(jq -r .fe_flight_port <<<"$line"); export EMU_FE_FLIGHT_PORT
     EMU_BE_FLIGHT_PORT=$(jq -r .be_flight_port <<<"$line"); export EMU_BE_FLIGHT_PORT
+    EMU_TLS=$(jq -r .tls <<<"$line"); export EMU_TLS
     export FE="$EMU_HOST:$EMU_FE_HTTP_PORT"
 }
 
@@ -39,11 +43,25 @@ failures=()
 tmp=$(mktemp -d)
 trap 'kill ${emu_pid:-} 2>/dev/null; rm -rf "$tmp"' EXIT
 
+# A CA the TLS emulators' certificates do not chain to, for the tls_* scripts' refusals.
+if start_emu "$tmp/wrong.ports" --tls-self-signed "$tmp/wrong-pki"; then
+    export EMU_WRONG_CA="$tmp/wrong-pki/ca.pem"
+fi
+kill "${emu_pid:-}" 2>/dev/null
+wait "${emu_pid:-}" 2>/dev/null
+
 for script in "$here"/*.sh "$here"/*.py; do
     name=$(basename "$script")
     [ "$name" = "run.sh" ] && continue
     [ -e "$script" ] || continue
-    start_emu "$tmp/$name.ports" || { failed=$((failed+1)); failures+=("$name (emulator start)"); continue; }
+    extra=()
+    case "$name" in
+        tls_*)
+            extra=(--tls-self-signed "$tmp/$name.pki")
+            export EMU_TLS_CA="$tmp/$name.pki/ca.pem"
+            ;;
+    esac
+    start_emu "$tmp/$name.ports" "${extra[@]}" || { failed=$((failed+1)); failures+=("$name (emulator start)"); continue; }
     case "$script" in
         *.py) cmd=("$PY" "$script") ;;
         *) cmd=(bash "$script") ;;

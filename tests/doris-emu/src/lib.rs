@@ -13,6 +13,7 @@ pub mod flight;
 pub mod http;
 pub mod mysql;
 pub mod sql;
+pub mod tls;
 pub mod types;
 
 use std::net::SocketAddr;
@@ -25,6 +26,7 @@ use tokio::task::JoinHandle;
 use crate::clock::Clock;
 use crate::engine::Engine;
 use crate::faults::{Counters, Faults};
+pub use crate::tls::EmuTls;
 
 /// How to start the emulator. Port 0 picks a free port.
 #[derive(Debug, Clone)]
@@ -51,6 +53,9 @@ pub struct EmuConfig {
     /// default, so a client that never sets `time_zone` gets away with it unless a test says
     /// otherwise).
     pub time_zone: String,
+    /// Serve TLS, and only TLS, on every port with this certificate (HTTPS, gRPC over TLS, the
+    /// MySQL SSL upgrade); `None` serves plaintext.
+    pub tls: Option<EmuTls>,
 }
 
 impl Default for EmuConfig {
@@ -66,6 +71,7 @@ impl Default for EmuConfig {
             password: String::new(),
             feature_changelog: true,
             time_zone: sql::DEFAULT_TIME_ZONE.into(),
+            tls: None,
         }
     }
 }
@@ -115,12 +121,33 @@ pub struct Doris {
     pub counters: Counters,
     /// Bearer tokens and query results shared by the FE and BE Flight servers.
     pub(crate) flight: Arc<flight::FlightState>,
+    /// TLS acceptors when `config.tls` is set.
+    pub(crate) tls: Option<tls::Acceptors>,
 }
 
 impl Doris {
     /// True when `user`/`password` match the configured account.
     pub fn authenticate(&self, user: &str, password: &str) -> bool {
         user == self.config.user && password == self.config.password
+    }
+
+    /// True when every port serves TLS.
+    pub fn tls_on(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// The scheme of the HTTP URLs handed out (`Location`, `ErrorURL`).
+    pub fn http_scheme(&self) -> &'static str {
+        if self.tls_on() { "https" } else { "http" }
+    }
+
+    /// The scheme of the Flight locations handed out.
+    pub fn flight_scheme(&self) -> &'static str {
+        if self.tls_on() {
+            "grpc+tls"
+        } else {
+            "grpc+tcp"
+        }
     }
 }
 
@@ -143,6 +170,11 @@ impl RunningEmulator {
             "{}:{}",
             self.doris.config.host, self.doris.ports.fe_http_port
         )
+    }
+
+    /// True when every port serves TLS.
+    pub fn tls_on(&self) -> bool {
+        self.doris.tls_on()
     }
 
     /// Wait until a server task ends (normally never).
@@ -171,8 +203,10 @@ fn port_of(l: &TcpListener) -> std::io::Result<u16> {
     l.local_addr().map(|a: SocketAddr| a.port())
 }
 
-/// Bind every port and start the servers.
+/// Bind every port and start the servers. A TLS certificate or key that cannot be served fails
+/// here, before any port is bound.
 pub async fn start(config: EmuConfig) -> std::io::Result<RunningEmulator> {
+    let tls = config.tls.as_ref().map(tls::Acceptors::new).transpose()?;
     let fe_http = bind(&config.host, config.fe_http_port).await?;
     let be_http = bind(&config.host, config.be_http_port).await?;
     let query = bind(&config.host, config.query_port).await?;
@@ -194,6 +228,7 @@ pub async fn start(config: EmuConfig) -> std::io::Result<RunningEmulator> {
         faults: Faults::default(),
         counters: Counters::default(),
         flight: Arc::default(),
+        tls,
     });
     let tasks = vec![
         tokio::spawn(http::serve_fe(fe_http, doris.clone())),

@@ -155,7 +155,12 @@ fn schema_bytes(schema: &Schema) -> Result<bytes::Bytes, Status> {
 
 impl FeService {
     fn location(&self, port: u16) -> String {
-        format!("grpc+tcp://{}:{}", self.doris.config.host, port)
+        format!(
+            "{}://{}:{}",
+            self.doris.flight_scheme(),
+            self.doris.config.host,
+            port
+        )
     }
 
     fn flight_info(

@@ -7,6 +7,9 @@
 //!   INSERT) with an endpoint at the FE itself.
 //! - BE ([`serve_be`]): no auth; `DoGet` streams a stored result once, then forgets it.
 //!
+//! With TLS configured both ports serve gRPC over TLS only, and the locations the FE hands out
+//! say `grpc+tls://`.
+//!
 //! The FE and BE of one emulator share a [`FlightState`] (`Doris::flight`).
 
 pub mod arrow_convert;
@@ -26,10 +29,10 @@ use arrow_schema::SchemaRef;
 use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::Doris;
 use crate::sql::Session;
+use crate::tls::{self, EmuStream};
 use ticket::QueryId;
 
 /// gRPC message size limit on both ports (Doris clients must raise the 16 MiB default too).
@@ -54,7 +57,7 @@ pub async fn serve_fe(l: TcpListener, d: Arc<Doris>) {
     };
     let r = tonic::transport::Server::builder()
         .add_service(svc)
-        .serve_with_incoming(incoming(l, d))
+        .serve_with_incoming(incoming(l, d, "fe_flight"))
         .await;
     if let Err(e) = r {
         tracing::error!("FE Flight SQL server stopped: {e}");
@@ -74,26 +77,22 @@ pub async fn serve_be(l: TcpListener, d: Arc<Doris>) {
     tracing::info!(host = %d.config.host, port = d.ports.be_flight_port, "Arrow Flight Service bind to host");
     let r = tonic::transport::Server::builder()
         .add_service(svc)
-        .serve_with_incoming(incoming(l, d))
+        .serve_with_incoming(incoming(l, d, "be_flight"))
         .await;
     if let Err(e) = r {
         tracing::error!("BE Flight server stopped: {e}");
     }
 }
 
-/// Accepted connections, minus those dropped while `refuse_connections` is armed.
+/// Accepted connections, minus those dropped while `refuse_connections` is armed; over TLS
+/// (ALPN `h2`) when it is configured.
 fn incoming(
     l: TcpListener,
     d: Arc<Doris>,
-) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> + Send + 'static {
-    TcpListenerStream::new(l).filter(move |conn| {
-        // Dropping a filtered-out stream closes the connection at once.
-        let keep = !(conn.is_ok() && d.faults.refuse_connections());
-        if let Ok(s) = conn {
-            let _ = s.set_nodelay(true);
-        }
-        futures::future::ready(keep)
-    })
+    port: &'static str,
+) -> impl futures::Stream<Item = std::io::Result<EmuStream>> + Send + 'static {
+    let acceptor = d.tls.as_ref().map(|t| t.grpc.clone());
+    tls::incoming(l, d, acceptor, port).map(|(conn, _)| Ok(conn))
 }
 
 /// A result waiting to be fetched.

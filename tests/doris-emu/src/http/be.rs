@@ -213,7 +213,8 @@ async fn stream_load(
         content.push('\n');
         ctx.state.put_error_log(file.clone(), content);
         result.error_url = Some(format!(
-            "http://{}:{}/api/_load_error_log?file={file}",
+            "{}://{}:{}/api/_load_error_log?file={file}",
+            ctx.doris.http_scheme(),
             ctx.public_host(&headers),
             ctx.doris.ports.be_http_port
         ));

@@ -421,7 +421,8 @@ async fn query_plan(
     response::ok(&data)
 }
 
-/// The 307 to the BE: `http://[user:pwd@]host:be_http_port<path>?<query>`.
+/// The 307 to the BE: `http[s]://[user:pwd@]host:be_http_port<path>?<query>` (`https` when TLS is
+/// on).
 fn redirect_to_be(ctx: &Ctx, headers: &HeaderMap, uri: &Uri, creds: &Credentials) -> Response {
     let userinfo = if headers.contains_key(header::AUTHORIZATION) {
         format!(
@@ -433,7 +434,8 @@ fn redirect_to_be(ctx: &Ctx, headers: &HeaderMap, uri: &Uri, creds: &Credentials
         String::new()
     };
     let location = format!(
-        "http://{userinfo}{}:{}{}?{}",
+        "{}://{userinfo}{}:{}{}?{}",
+        ctx.doris.http_scheme(),
         ctx.public_host(headers),
         ctx.doris.ports.be_http_port,
         uri.path(),

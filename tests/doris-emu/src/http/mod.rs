@@ -2,8 +2,9 @@
 //!
 //! FE: `/api/tso`, the statement API, `_schema`, `_query_plan`, the Stream Load and 2PC entries
 //! (307 to the BE) and the `/_emu` control API. BE: Stream Load, 2PC and the load error log.
-//! Both ports apply the armed faults: connections are refused (accepted and closed at once) while
-//! `refuse_connections` is set, and every `/api` answer waits `http_delay_ms` first.
+//! With TLS configured both serve HTTPS only (`crate::tls`). Both ports apply the armed faults:
+//! connections are refused (accepted and closed at once) while `refuse_connections` is set, and
+//! every `/api` answer waits `http_delay_ms` first.
 
 pub mod auth;
 pub mod be;
@@ -15,6 +16,7 @@ pub mod stream_load;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, LazyLock, Weak};
 
 use axum::Router;
@@ -22,10 +24,12 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
+use futures::{Stream, StreamExt};
 use parking_lot::Mutex;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 use crate::Doris;
+use crate::tls::{self, EmuStream};
 
 /// Error logs kept per emulator (oldest dropped first).
 const MAX_ERROR_LOGS: usize = 256;
@@ -127,30 +131,38 @@ impl Ctx {
     }
 }
 
-/// A listener that drops new connections while `refuse_connections` is armed.
+/// A listener that drops new connections while `refuse_connections` is armed and, when TLS is
+/// on, hands out connections whose TLS handshake is done (`crate::tls::incoming`).
 pub struct RefusingListener {
-    inner: TcpListener,
-    doris: Arc<Doris>,
+    incoming: Pin<Box<dyn Stream<Item = (EmuStream, SocketAddr)> + Send>>,
+    local: SocketAddr,
+}
+
+impl RefusingListener {
+    fn new(l: TcpListener, doris: Arc<Doris>, port: &'static str) -> std::io::Result<Self> {
+        let local = l.local_addr()?;
+        let acceptor = doris.tls.as_ref().map(|t| t.http.clone());
+        Ok(Self {
+            incoming: Box::pin(tls::incoming(l, doris, acceptor, port)),
+            local,
+        })
+    }
 }
 
 impl axum::serve::Listener for RefusingListener {
-    type Io = TcpStream;
+    type Io = EmuStream;
     type Addr = SocketAddr;
 
-    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
-        loop {
-            let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
-            if self.doris.faults.refuse_connections() {
-                drop(stream);
-                continue;
-            }
-            let _ = stream.set_nodelay(true);
-            return (stream, addr);
+    async fn accept(&mut self) -> (EmuStream, SocketAddr) {
+        match self.incoming.next().await {
+            Some(conn) => conn,
+            // `tls::incoming` never ends.
+            None => std::future::pending().await,
         }
     }
 
     fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.inner.local_addr()
+        Ok(self.local)
     }
 }
 
@@ -191,7 +203,7 @@ async fn not_found(req: Request) -> Response {
     response::json(StatusCode::NOT_FOUND, body)
 }
 
-async fn serve(l: TcpListener, d: Arc<Doris>, router: Router<Ctx>) {
+async fn serve(l: TcpListener, d: Arc<Doris>, router: Router<Ctx>, port: &'static str) {
     let ctx = Ctx {
         state: state_of(&d),
         doris: d.clone(),
@@ -200,7 +212,13 @@ async fn serve(l: TcpListener, d: Arc<Doris>, router: Router<Ctx>) {
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(ctx.clone(), delay_layer))
         .with_state(ctx);
-    let listener = RefusingListener { inner: l, doris: d };
+    let listener = match RefusingListener::new(l, d, port) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("{port} server cannot start: {e}");
+            return;
+        }
+    };
     if let Err(e) = axum::serve(listener, app.into_make_service_with_connect_info::<Peer>()).await {
         tracing::error!("http server stopped: {e}");
     }
@@ -208,12 +226,12 @@ async fn serve(l: TcpListener, d: Arc<Doris>, router: Router<Ctx>) {
 
 /// Serve the FE HTTP port.
 pub async fn serve_fe(l: TcpListener, d: Arc<Doris>) {
-    serve(l, d, fe::router().merge(control::router())).await
+    serve(l, d, fe::router().merge(control::router()), "fe_http").await
 }
 
 /// Serve the BE HTTP port.
 pub async fn serve_be(l: TcpListener, d: Arc<Doris>) {
-    serve(l, d, be::router()).await
+    serve(l, d, be::router(), "be_http").await
 }
 
 /// A header's value as text (lossy for non-UTF-8 bytes); `None` when absent.

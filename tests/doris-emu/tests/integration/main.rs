@@ -12,3 +12,4 @@ mod http_stream_load;
 mod mysql_protocol;
 mod replace_table;
 mod sql_exec;
+mod tls;

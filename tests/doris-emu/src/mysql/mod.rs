@@ -4,6 +4,10 @@
 //! through [`crate::sql::execute`], and renders results in the text protocol. Prepared statements
 //! are emulated by substituting the parameters into the text, which is all the clients the tests
 //! use need (`mysql_async`'s `exec` for the offset table, JDBC-style `?` inserts).
+//!
+//! With TLS configured the port takes SSL connections only ([`ssl`]).
+
+pub mod ssl;
 
 use std::io;
 use std::sync::Arc;
@@ -42,9 +46,28 @@ pub async fn serve(listener: TcpListener, doris: Arc<Doris>) {
         let doris = doris.clone();
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
-            let (r, w) = stream.into_split();
-            let shim = Connection::new(doris);
-            if let Err(e) = AsyncMysqlIntermediary::run_on(shim, r, w).await {
+            let shim = Connection::new(doris.clone());
+            let ended = match doris.tls.as_ref().map(|t| t.mysql.clone()) {
+                None => {
+                    let (r, w) = stream.into_split();
+                    AsyncMysqlIntermediary::run_on(shim, r, w).await
+                }
+                Some(acceptor) => {
+                    let greeting =
+                        ssl::greeting(SERVER_VERSION, shim.session.connection_id, &shim.salt);
+                    match ssl::upgrade(stream, &acceptor, &greeting, &doris.counters).await {
+                        Ok(tls) => {
+                            let (r, w) = tokio::io::split(tls);
+                            AsyncMysqlIntermediary::run_on(shim, r, w).await
+                        }
+                        Err(e) => {
+                            tracing::warn!(%peer, error = %e, "mysql SSL upgrade failed");
+                            return;
+                        }
+                    }
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(%peer, error = %e, "mysql connection ended");
             }
         });
