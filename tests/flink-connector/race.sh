@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The race against the peer (BENCHMARKS.md): dcs-runner and Flink + the Doris connector, one after
 # the other in one run, on the same doris-emu build, table and change stream. Not part of the test
-# command: at its full shape a side takes about 15 minutes, bound by doris-emu (BENCHMARKS.md).
+# command: at its full shape a side takes 3-5 minutes (BENCHMARKS.md).
 # Arguments are passed to the driver: the sides to run (dcs, flink-default, flink-small; all by
 # default). RACE_ROWS, RACE_SECONDS, RACE_RATE and RACE_FLINK_SMALL_HEAP change the shape
 # (tests/race/src/main.rs).
