@@ -31,10 +31,10 @@ pub mod validate;
 pub use error::{Error, Result};
 pub use manifest::from_manifest;
 pub use spec::{
-    AutoPartition, BatchSpec, ChangelogSpec, CheckpointSpec, CreateTableSpec, Credentials,
-    DorisChangelogSync, DorisChangelogSyncSpec, DorisSink, IncrementType, OffsetsSpec,
-    OnOffsetExpired, PartitionUnit, RunnerSpec, SinkMode, SinkSpec, SourceSpec, StartupMode,
-    StartupSpec, StdoutFormat, StdoutSink, TableRef,
+    AutoPartition, BatchSpec, CaBundleRef, ChangelogSpec, CheckpointSpec, CreateTableSpec,
+    Credentials, DorisChangelogSync, DorisChangelogSyncSpec, DorisSink, IncrementType, KeyRef,
+    OffsetsSpec, OnOffsetExpired, PartitionUnit, RunnerSpec, SinkMode, SinkSpec, SourceSpec,
+    StartupMode, StartupSpec, StdoutFormat, StdoutSink, TableRef, TlsSpec,
 };
 pub use status::{
     Clock, DorisChangelogSyncStatus, ErrorStatus, OffsetStatus, Phase, ReinitStatus, SinkStatus,

@@ -165,6 +165,10 @@ pub struct SourceSpec {
     /// Only with startup.mode snapshot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<String>,
+    /// TLS on every connection to the source cluster: FE HTTP, MySQL, Arrow Flight SQL (FE and
+    /// BE). Plaintext when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
 }
 
 fn default_query_port() -> i32 {
@@ -527,6 +531,10 @@ pub struct DorisSink {
     /// Creating the target table when it does not exist.
     #[serde(default)]
     pub create_table: CreateTableSpec,
+    /// TLS on every connection to the sink cluster: FE and BE HTTP (Stream Load, 2PC) and MySQL.
+    /// Plaintext when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
 }
 
 fn default_true() -> bool {
@@ -549,6 +557,76 @@ impl DorisSink {
     pub fn table_ref(&self) -> Result<TableRef, TableRefError> {
         self.table.parse()
     }
+}
+
+/// TLS towards one Doris cluster (one-way: the server proves who it is; no client certificate).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!has(self.caBundle) || !has(self.insecureSkipVerify) || !self.insecureSkipVerify",
+        "message": "caBundle and insecureSkipVerify contradict each other: keep caBundle to verify the certificates, or remove it to skip verification",
+    },
+    {
+        "rule": "(has(self.enabled) && self.enabled) || (!has(self.caBundle) && !has(self.serverName) && (!has(self.insecureSkipVerify) || !self.insecureSkipVerify))",
+        "message": "caBundle, serverName and insecureSkipVerify only apply with enabled: true",
+    },
+]))]
+pub struct TlsSpec {
+    /// Connect over TLS (https://, grpc+tls://, the MySQL SSL upgrade); nothing falls back to
+    /// plaintext.
+    #[serde(default)]
+    pub enabled: bool,
+    /// The CA certificates (PEM) that sign the cluster's certificates; the public web roots
+    /// (Mozilla's, built in) when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<CaBundleRef>,
+    /// The name the certificates must hold, when it differs from the hosts dialled (e.g. one name
+    /// for every node). The host of each address when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub server_name: Option<String>,
+    /// Accept any certificate, unverified (testing only: anyone on the path can read the
+    /// credentials). Shown by `dcs-runner check` and in the status while on.
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+}
+
+impl TlsSpec {
+    /// Whether TLS is on (the block present with enabled: true).
+    pub fn is_enabled(tls: Option<&Self>) -> bool {
+        tls.is_some_and(|t| t.enabled)
+    }
+}
+
+/// Where a CA bundle (PEM) is kept: exactly one of secretKeyRef or configMapKeyRef.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "has(self.secretKeyRef) != has(self.configMapKeyRef)",
+        "message": "set exactly one of secretKeyRef or configMapKeyRef",
+    },
+]))]
+pub struct CaBundleRef {
+    /// A key of a Secret in the sync's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<KeyRef>,
+    /// A key of a ConfigMap in the sync's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<KeyRef>,
+}
+
+/// One key of a Secret or ConfigMap.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyRef {
+    /// The object's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// The key holding the PEM, e.g. ca.crt.
+    #[schemars(length(min = 1))]
+    pub key: String,
 }
 
 /// How sink rows represent changes.

@@ -15,7 +15,7 @@ use crate::{
     quantity::{parse_byte_quantity, parse_resource_quantity},
     spec::{
         BatchSpec, ChangelogSpec, Credentials, DorisChangelogSyncSpec, DorisSink, SinkMode,
-        SourceSpec, StartupMode, TableRef, parse_timestamp,
+        SourceSpec, StartupMode, TableRef, TlsSpec, parse_timestamp,
     },
 };
 
@@ -191,6 +191,9 @@ fn source(errors: &mut Errors, source: &SourceSpec, mode: StartupMode) {
     }
     table(errors, "spec.source.table", &source.table);
     credentials(errors, "spec.source.credentials", &source.credentials);
+    if let Some(t) = &source.tls {
+        tls(errors, "spec.source.tls", t);
+    }
     if let Some(columns) = &source.columns {
         if columns.is_empty() {
             errors.push(
@@ -341,6 +344,9 @@ fn doris_sink(errors: &mut Errors, doris: &DorisSink) {
     }
     table(errors, "spec.sink.doris.table", &doris.table);
     credentials(errors, "spec.sink.doris.credentials", &doris.credentials);
+    if let Some(t) = &doris.tls {
+        tls(errors, "spec.sink.doris.tls", t);
+    }
     label_part(
         errors,
         "spec.sink.doris.labelPrefix",
@@ -517,6 +523,74 @@ fn credentials(errors: &mut Errors, path: &str, credentials: &Credentials) {
             errors.push(
                 format!("{path}.{field}"),
                 "is empty; name the Secret and the keys of the Doris user and password",
+            );
+        }
+    }
+}
+
+fn tls(errors: &mut Errors, path: &str, tls: &TlsSpec) {
+    if !tls.enabled {
+        for (set, field) in [
+            (tls.ca_bundle.is_some(), "caBundle"),
+            (tls.server_name.is_some(), "serverName"),
+            (tls.insecure_skip_verify, "insecureSkipVerify"),
+        ] {
+            if set {
+                errors.push(
+                    format!("{path}.{field}"),
+                    "only applies with TLS on; set enabled: true, or remove it",
+                );
+            }
+        }
+    }
+    if tls.insecure_skip_verify && tls.ca_bundle.is_some() {
+        errors.push(
+            format!("{path}.insecureSkipVerify"),
+            "contradicts caBundle: keep caBundle to verify the certificates against it, or \
+             remove caBundle to skip verification (testing only)",
+        );
+    }
+    if let Some(bundle) = &tls.ca_bundle {
+        let bundle_path = format!("{path}.caBundle");
+        match (&bundle.secret_key_ref, &bundle.config_map_key_ref) {
+            (Some(_), Some(_)) | (None, None) => errors.push(
+                bundle_path.clone(),
+                "set exactly one of secretKeyRef or configMapKeyRef, e.g. configMapKeyRef: \
+                 {name: doris-ca, key: ca.crt}",
+            ),
+            _ => {}
+        }
+        for (r, field) in [
+            (&bundle.secret_key_ref, "secretKeyRef"),
+            (&bundle.config_map_key_ref, "configMapKeyRef"),
+        ] {
+            let Some(r) = r else { continue };
+            if r.name.trim().is_empty() {
+                errors.push(
+                    format!("{bundle_path}.{field}.name"),
+                    "is empty; name the object holding the CA bundle",
+                );
+            }
+            if r.key.trim().is_empty() {
+                errors.push(
+                    format!("{bundle_path}.{field}.key"),
+                    "is empty; name the key holding the PEM, e.g. ca.crt",
+                );
+            }
+        }
+    }
+    if let Some(name) = &tls.server_name {
+        let ok = !name.is_empty()
+            && name.len() <= 253
+            && !name.contains(['/', ':', '@', '?', '#'])
+            && !name.chars().any(|c| c.is_whitespace() || c.is_control());
+        if !ok {
+            errors.push(
+                format!("{path}.serverName"),
+                format!(
+                    "{name:?} is not a host name; write the DNS name or IP address the \
+                     certificates hold, without scheme or port, e.g. \"doris.example.com\""
+                ),
             );
         }
     }

@@ -488,7 +488,7 @@ async fn main() -> Result<()> {
     let log = std::fs::File::create(&log_path)?;
     let metrics_port = free_port()?;
     let metrics_addr = format!("127.0.0.1:{metrics_port}");
-    let http = reqwest::Client::new();
+    let http = dcs_doris_client::tls::plain_http_client(reqwest::Client::builder()).unwrap();
 
     let started = Arc::new(AtomicUsize::new(0));
     let stubs = tokio::spawn(stub_runners(

@@ -185,14 +185,15 @@ pub async fn probe_sink(
     fe_nodes: &[String],
     credentials: &DorisCredentials,
 ) -> Result<(), ProbeFailure> {
-    let client = reqwest::Client::builder()
-        .timeout(PROBE_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| ProbeFailure {
-            reason: SINK_UNREACHABLE,
-            message: format!("cannot build an HTTP client: {e}"),
-        })?;
+    let client = dcs_doris_client::tls::plain_http_client(
+        reqwest::Client::builder()
+            .timeout(PROBE_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none()),
+    )
+    .map_err(|e| ProbeFailure {
+        reason: SINK_UNREACHABLE,
+        message: format!("cannot build an HTTP client: {e}"),
+    })?;
     let mut failures = Vec::new();
     for node in fe_nodes {
         match client
@@ -230,10 +231,9 @@ pub async fn probe_sink(
 
 /// Doris's current time from the FE's `/api/tso`, or `None` when it cannot be read.
 pub async fn doris_now_ms(fe_node: &str, credentials: &DorisCredentials) -> Option<i64> {
-    let client = reqwest::Client::builder()
-        .timeout(PROBE_TIMEOUT)
-        .build()
-        .ok()?;
+    let client =
+        dcs_doris_client::tls::plain_http_client(reqwest::Client::builder().timeout(PROBE_TIMEOUT))
+            .ok()?;
     let resp = client
         .get(format!("http://{fe_node}/api/tso"))
         .basic_auth(&credentials.username, Some(&credentials.password))

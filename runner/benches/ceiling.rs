@@ -121,7 +121,7 @@ fn encode(batches: &[RecordBatch]) -> Vec<Vec<u8>> {
 /// Sends `bodies` into `bench.ceiling` one after another, each pre-committed, then commits them
 /// all: the time it took.
 async fn write_ceiling(emu: &RunningEmulator, bodies: Vec<Vec<u8>>) -> Duration {
-    let client = reqwest::Client::new();
+    let client = dcs_doris_client::tls::plain_http_client(reqwest::Client::builder()).unwrap();
     let load = format!(
         "http://127.0.0.1:{}/api/bench/ceiling/_stream_load",
         emu.ports().be_http_port

@@ -98,6 +98,31 @@ pub struct CheckInput {
     pub requirements: Requirements,
     /// The sink.
     pub sink: SinkCheck,
+    /// How each side is connected to ([`tls_lines`]).
+    pub tls: Vec<(String, String)>,
+}
+
+/// The `tls` line of `check`: plaintext or TLS per side, and a loud warning for each side
+/// whose certificates go unchecked (`insecureSkipVerify`).
+pub fn tls_lines(config: &PipelineConfig) -> Vec<(String, String)> {
+    let mut text = format!("source {}", config.source.tls.describe());
+    let mut insecure = Vec::new();
+    if config.source.tls.skips_verification() {
+        insecure.push("source.tls");
+    }
+    if let Some(d) = config.doris_sink() {
+        text.push_str(&format!("\nsink {}", d.tls.describe()));
+        if d.tls.skips_verification() {
+            insecure.push("sink.doris.tls");
+        }
+    }
+    for field in insecure {
+        text.push_str(&format!(
+            "\nWARNING: {field}.insecureSkipVerify is on: the server is not authenticated and \
+             the credentials can be read by anyone on the path; give {field}.caBundle instead"
+        ));
+    }
+    vec![("tls".to_owned(), text)]
 }
 
 /// What `check` prints and how it exits.
@@ -201,6 +226,7 @@ pub fn plan_check(input: &CheckInput) -> CheckReport {
             input.sync_name, input.consumer_id, input.requirements.table
         ),
     ));
+    lines.extend(input.tls.iter().cloned());
 
     // Start point: checkpoint → offset table → startup mode.
     let checkpoint = match &input.checkpoint {
@@ -451,6 +477,7 @@ pub async fn gather<S: CheckpointStore>(
         source,
         requirements: Requirements::of(spec),
         sink,
+        tls: tls_lines(config),
     }
 }
 
@@ -534,6 +561,7 @@ mod tests {
                     ddl: "CREATE TABLE IF NOT EXISTS `db`.`dst` (…)".into(),
                 }),
             },
+            tls: Vec::new(),
         }
     }
 

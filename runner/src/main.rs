@@ -11,7 +11,7 @@ use dcs_runner::checkpoint::configmap::CONFIGMAP_ENV;
 use dcs_runner::checkpoint::{CheckpointStore, ConfigMapStore, FileStore};
 use dcs_runner::error::exit_code;
 use dcs_runner::pipeline::{self, Control, Outcome};
-use dcs_runner::settings::{Credentials, PipelineConfig};
+use dcs_runner::settings::{Credentials, PipelineConfig, TlsFiles};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -227,7 +227,7 @@ fn load_config(file: &PathBuf) -> dcs_runner::Result<PipelineConfig> {
         reason: e.to_string(),
     })?;
     let creds = Credentials::from_env(|k| std::env::var(k).ok(), sync.spec.sink.doris.is_some())?;
-    PipelineConfig::from_sync(&sync, creds)
+    PipelineConfig::from_sync_tls(&sync, creds, &TlsFiles::from_env(|k| std::env::var(k).ok()))
 }
 
 /// `check`: gather, plan, print; 0 without problems, 2 with.
@@ -245,7 +245,11 @@ async fn check(file: PathBuf, checkpoint_dir: Option<PathBuf>) -> u8 {
         .and_then(|sync| {
             let creds =
                 Credentials::from_env(|k| std::env::var(k).ok(), sync.spec.sink.doris.is_some())?;
-            let config = PipelineConfig::from_sync(&sync, creds)?;
+            let config = PipelineConfig::from_sync_tls(
+                &sync,
+                creds,
+                &TlsFiles::from_env(|k| std::env::var(k).ok()),
+            )?;
             Ok((sync, config))
         });
     let (sync, config) = match loaded {

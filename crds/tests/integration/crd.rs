@@ -290,6 +290,36 @@ fn cel_rejects_cross_field_mistakes() {
             with(object(), "/spec/offsets", json!({"table": "ops.offsets"})),
             "spec.offsets: offsets.table and offsets.consumerId are set together",
         ),
+        (
+            "caBundle with insecureSkipVerify",
+            with(
+                object(),
+                "/spec/source/tls",
+                json!({"enabled": true, "insecureSkipVerify": true,
+                       "caBundle": {"configMapKeyRef": {"name": "ca", "key": "ca.crt"}}}),
+            ),
+            "spec.source.tls: caBundle and insecureSkipVerify contradict each other: keep caBundle to verify the certificates, or remove it to skip verification",
+        ),
+        (
+            "caBundle without enabled",
+            with(
+                object(),
+                "/spec/source/tls",
+                json!({"caBundle": {"secretKeyRef": {"name": "ca", "key": "ca.crt"}}}),
+            ),
+            "spec.source.tls: caBundle, serverName and insecureSkipVerify only apply with enabled: true",
+        ),
+        (
+            "a caBundle naming both a Secret and a ConfigMap",
+            with(
+                object(),
+                "/spec/source/tls",
+                json!({"enabled": true, "caBundle": {
+                    "secretKeyRef": {"name": "ca", "key": "ca.crt"},
+                    "configMapKeyRef": {"name": "ca", "key": "ca.crt"}}}),
+            ),
+            "spec.source.tls.caBundle: set exactly one of secretKeyRef or configMapKeyRef",
+        ),
     ];
     for (name, object, expected) in cases {
         assert_eq!(cel_failures(&object), vec![expected.to_owned()], "{name}");

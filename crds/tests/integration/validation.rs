@@ -607,3 +607,78 @@ fn historical_values_are_required_by_min_delta_and_before_image_sinks() {
     )));
     assert!(!needs(set(spec(), "/sink", json!({"stdout": {}}))));
 }
+
+#[test]
+fn tls_blocks_are_checked_with_their_paths() {
+    let ca = json!({"configMapKeyRef": {"name": "doris-ca", "key": "ca.crt"}});
+    let good = set(
+        spec(),
+        "/source/tls",
+        json!({"enabled": true, "caBundle": ca.clone(), "serverName": "doris.example.com"}),
+    );
+    assert_eq!(errors_of(good), Vec::<String>::new());
+    let insecure = set(
+        spec(),
+        "/sink/doris/tls",
+        json!({"enabled": true, "insecureSkipVerify": true}),
+    );
+    assert_eq!(errors_of(insecure), Vec::<String>::new());
+
+    let cases: Vec<(Value, Vec<&str>)> = vec![
+        (
+            set(
+                spec(),
+                "/source/tls",
+                json!({"enabled": true, "insecureSkipVerify": true, "caBundle": ca.clone()}),
+            ),
+            vec![
+                "spec.source.tls.insecureSkipVerify: contradicts caBundle: keep caBundle to verify the certificates against it, or remove caBundle to skip verification (testing only)",
+            ],
+        ),
+        (
+            set(
+                spec(),
+                "/sink/doris/tls",
+                json!({"caBundle": ca.clone(), "serverName": "x"}),
+            ),
+            vec![
+                "spec.sink.doris.tls.caBundle: only applies with TLS on; set enabled: true, or remove it",
+                "spec.sink.doris.tls.serverName: only applies with TLS on; set enabled: true, or remove it",
+            ],
+        ),
+        (
+            set(
+                spec(),
+                "/source/tls",
+                json!({"enabled": true, "caBundle": {}}),
+            ),
+            vec![
+                "spec.source.tls.caBundle: set exactly one of secretKeyRef or configMapKeyRef, e.g. configMapKeyRef: {name: doris-ca, key: ca.crt}",
+            ],
+        ),
+        (
+            set(
+                spec(),
+                "/source/tls",
+                json!({"enabled": true, "caBundle": {"secretKeyRef": {"name": "", "key": " "}}}),
+            ),
+            vec![
+                "spec.source.tls.caBundle.secretKeyRef.name: is empty; name the object holding the CA bundle",
+                "spec.source.tls.caBundle.secretKeyRef.key: is empty; name the key holding the PEM, e.g. ca.crt",
+            ],
+        ),
+        (
+            set(
+                spec(),
+                "/source/tls",
+                json!({"enabled": true, "serverName": "https://doris:8030"}),
+            ),
+            vec![
+                r#"spec.source.tls.serverName: "https://doris:8030" is not a host name; write the DNS name or IP address the certificates hold, without scheme or port, e.g. "doris.example.com""#,
+            ],
+        ),
+    ];
+    for (spec, expected) in cases {
+        assert_eq!(errors_of(spec.clone()), expected, "{spec}");
+    }
+}

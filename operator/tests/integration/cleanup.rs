@@ -100,28 +100,31 @@ async fn reconcile_until_gone(
 
 /// Pre-commits one Stream Load (2PC) into db.dst on the BE; returns (txn id, label).
 async fn precommit(be_http: u16, label: &str) -> Result<i64> {
-    let resp: serde_json::Value = reqwest::Client::new()
-        .put(format!(
-            "http://127.0.0.1:{be_http}/api/db/dst/_stream_load"
-        ))
-        .basic_auth("root", Some(""))
-        .header("label", label)
-        .header("two_phase_commit", "true")
-        .header("column_separator", ",")
-        .body("7,seven\n")
-        .send()
-        .await?
-        .json()
-        .await?;
+    let resp: serde_json::Value =
+        dcs_doris_client::tls::plain_http_client(reqwest::Client::builder())
+            .unwrap()
+            .put(format!(
+                "http://127.0.0.1:{be_http}/api/db/dst/_stream_load"
+            ))
+            .basic_auth("root", Some(""))
+            .header("label", label)
+            .header("two_phase_commit", "true")
+            .header("column_separator", ",")
+            .body("7,seven\n")
+            .send()
+            .await?
+            .json()
+            .await?;
     assert_eq!(resp["Status"], "Success", "{resp}");
     Ok(resp["TxnId"].as_i64().expect("TxnId"))
 }
 
 async fn txn_state(fe_http: u16, txn_id: i64) -> Result<String> {
-    let txns: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{fe_http}/_emu/txns"))
-        .await?
-        .json()
-        .await?;
+    let txns: serde_json::Value =
+        dcs_doris_client::tls::plain_get(format!("http://127.0.0.1:{fe_http}/_emu/txns"))
+            .await?
+            .json()
+            .await?;
     let list = txns
         .as_array()
         .cloned()

@@ -124,7 +124,7 @@ spec:
     assert!(deployments.get_opt("bad-runner").await?.is_none());
 
     // A checkpoint makes the good sync Streaming; /metrics shows it per phase and its gauges.
-    let clock: serde_json::Value = reqwest::get(format!(
+    let clock: serde_json::Value = dcs_doris_client::tls::plain_get(format!(
         "http://127.0.0.1:{}/_emu/clock",
         ports.fe_http_port
     ))
@@ -147,7 +147,10 @@ spec:
         )
         .await?;
     let text = poll("the lag gauge", Duration::from_secs(30), async || {
-        let text = reqwest::get(&metrics_url).await?.text().await?;
+        let text = dcs_doris_client::tls::plain_get(&metrics_url)
+            .await?
+            .text()
+            .await?;
         Ok(text
             .lines()
             .any(|l| l.starts_with("dcs_sync_lag_seconds{namespace=\"default\",name=\"good\"} "))
@@ -178,7 +181,10 @@ spec:
     api.delete("good", &Default::default()).await?;
     raw.delete("bad", &Default::default()).await?;
     poll("the gauges to go", Duration::from_secs(30), async || {
-        let text = reqwest::get(&metrics_url).await?.text().await?;
+        let text = dcs_doris_client::tls::plain_get(&metrics_url)
+            .await?
+            .text()
+            .await?;
         Ok(
             (!text.contains("name=\"good\"") && text.contains("dcs_syncs{phase=\"Invalid\"} 0"))
                 .then_some(()),

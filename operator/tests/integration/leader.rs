@@ -354,7 +354,7 @@ async fn the_binary_leads_and_releases_the_lease_on_sigterm() -> Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let http = reqwest::Client::new();
+    let http = dcs_doris_client::tls::plain_http_client(reqwest::Client::builder()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Ok(r) = http

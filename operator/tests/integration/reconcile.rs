@@ -220,7 +220,7 @@ async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
     reconcile_a_few(&api, "s", &ctx).await?;
 
     // The runner committed an offset at Doris's "now".
-    let http = reqwest::Client::new();
+    let http = dcs_doris_client::tls::plain_http_client(reqwest::Client::builder()).unwrap();
     let fe = format!("http://127.0.0.1:{}", ports.fe_http_port);
     let clock: serde_json::Value = http
         .get(format!("{fe}/_emu/clock"))

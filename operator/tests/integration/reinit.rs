@@ -99,7 +99,7 @@ spec:
 
     /// Doris's "now" (the emulated clock), epoch ms.
     async fn doris_now_ms(&self) -> Result<i64> {
-        let clock: serde_json::Value = reqwest::get(format!(
+        let clock: serde_json::Value = dcs_doris_client::tls::plain_get(format!(
             "http://127.0.0.1:{}/_emu/clock",
             self.doris.ports().fe_http_port
         ))
@@ -299,7 +299,8 @@ async fn a_runner_stopped_with_offset_expired_is_reinitialized_at_the_next_recon
 
 /// Doris's emulated clock moves `seconds` on.
 async fn advance_doris_clock(bed: &Bed, seconds: i64) -> Result<()> {
-    reqwest::Client::new()
+    dcs_doris_client::tls::plain_http_client(reqwest::Client::builder())
+        .unwrap()
         .post(format!(
             "http://127.0.0.1:{}/_emu/clock/advance",
             bed.doris.ports().fe_http_port

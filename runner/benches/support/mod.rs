@@ -60,7 +60,7 @@ pub async fn count(emu: &RunningEmulator, table: &str) -> u64 {
 /// the names, so a second load of the same ids is an update.
 pub async fn load_source(emu: &RunningEmulator, ids: std::ops::RangeInclusive<u64>, version: u32) {
     const CHUNK: u64 = 100_000;
-    let client = reqwest::Client::new();
+    let client = dcs_doris_client::tls::plain_http_client(reqwest::Client::builder()).unwrap();
     let url = format!(
         "http://127.0.0.1:{}/api/bench/src/_stream_load",
         emu.ports().be_http_port

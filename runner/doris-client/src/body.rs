@@ -63,7 +63,8 @@ mod tests {
     #[tokio::test]
     async fn an_endless_body_is_read_up_to_the_cap_only() {
         let addr = endless().await;
-        let resp = reqwest::get(format!("http://{addr}/")).await.unwrap();
+        let http = crate::tls::plain_http_client(reqwest::Client::builder()).unwrap();
+        let resp = http.get(format!("http://{addr}/")).send().await.unwrap();
         let body = read_capped(resp, 10_000).await.unwrap();
         assert_eq!(body.len(), 10_000);
         assert!(body.bytes().all(|b| b == b'x'));

@@ -3,7 +3,10 @@
 //! transaction id or by label), and the rules every call to Doris over HTTP follows:
 //!
 //! - redirects are followed by hand: the FE answers 307 with a `Location` that carries the
-//!   credentials, and they are re-sent as a header instead ([`redirect_target`]);
+//!   credentials, and they are re-sent as a header instead ([`redirect_target`]); a redirect
+//!   from `https://` to `http://` is refused ([`is_downgrade`]);
+//! - TLS towards a cluster is set up once and used by its HTTP, MySQL and gRPC connections
+//!   ([`tls::Tls`]); every reqwest client is built through it;
 //! - error messages never carry a URL ([`without_url`]), which after a redirect may hold them;
 //! - an answer's body is read up to [`MAX_ANSWER_BYTES`] ([`read_answer`]), never without end;
 //! - a node's host for the FE's other ports is [`host_of`] its `host:port`;
@@ -27,10 +30,12 @@ mod request;
 pub mod sql;
 pub mod stream_load;
 pub mod table;
+pub mod tls;
 
 pub use answer::{LabelAbort, TxnOutcome, classify_label_abort, classify_txn, snippet};
 pub use body::{MAX_ANSWER_BYTES, read_answer, read_capped};
 pub use node::host_of;
 pub use request::{
-    Answer, Error, MAX_REDIRECTS, TxnKey, TxnOperation, redirect_target, two_phase, without_url,
+    Answer, Error, MAX_REDIRECTS, TxnKey, TxnOperation, is_downgrade, redirect_target, two_phase,
+    without_url,
 };

@@ -10,6 +10,7 @@ use mysql_async::Row;
 use mysql_async::prelude::FromRow;
 
 use crate::Error;
+use crate::tls::Tls;
 
 /// One row as `T`, or [`Error::BadRow`] saying what was asked for and what came.
 ///
@@ -132,13 +133,56 @@ pub async fn connect_to(
     user: &str,
     password: &str,
 ) -> Result<mysql_async::Conn, mysql_async::Error> {
+    connect_to_tls(host, port, user, password, &Tls::plaintext()).await
+}
+
+/// [`connect_to`] with `tls`: over TLS the SSL upgrade is required (a server that does not offer
+/// it is refused, never used in plaintext) and the certificate is checked as `tls` says.
+///
+/// # Errors
+/// As [`connect`].
+pub async fn connect_to_tls(
+    host: &str,
+    port: u16,
+    user: &str,
+    password: &str,
+    tls: &Tls,
+) -> Result<mysql_async::Conn, mysql_async::Error> {
     let opts = mysql_async::OptsBuilder::default()
         .ip_or_hostname(host.to_owned())
         .tcp_port(port)
         .user(Some(user.to_owned()))
         .pass(Some(password.to_owned()))
-        .prefer_socket(false);
+        .prefer_socket(false)
+        .ssl_opts(tls.mysql_ssl_opts());
     connect(opts.into(), CONNECT_DEADLINE).await
+}
+
+/// A failed MySQL connection to `host:port` as text: `TLS to FE host:port (MySQL): reason` when
+/// TLS failed (a wrong CA, a name mismatch, an expired certificate, a server without TLS), else
+/// the driver's message.
+pub fn describe_connect_error(host: &str, port: u16, tls: &Tls, e: &mysql_async::Error) -> String {
+    let node = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    if let Some(reason) = crate::tls::tls_reason(e) {
+        return format!("TLS to FE {node} (MySQL): {reason}");
+    }
+    if tls.is_on()
+        && let mysql_async::Error::Driver(d) = e
+    {
+        // The server offered no SSL upgrade: refused rather than logged in in plaintext.
+        return format!("TLS to FE {node} (MySQL): {d}");
+    }
+    if tls.is_on()
+        && let mysql_async::Error::Io(io) = e
+        && io.to_string().to_ascii_lowercase().contains("tls")
+    {
+        return format!("TLS to FE {node} (MySQL): {io}");
+    }
+    format!("FE {node} (MySQL): {e}")
 }
 
 /// The connection [`connect_first`] opened, and which of the hosts answered.
@@ -186,10 +230,28 @@ where
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
+    connect_first_tls(hosts, port, user, password, &Tls::plaintext()).await
+}
+
+/// [`connect_first`] over `tls` ([`connect_to_tls`]).
+///
+/// # Errors
+/// As [`connect_first`].
+pub async fn connect_first_tls<I>(
+    hosts: I,
+    port: u16,
+    user: &str,
+    password: &str,
+    tls: &Tls,
+) -> Result<Connected, ConnectFailure>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
     let mut last = ConnectFailure::NoNodes;
     for (index, host) in hosts.into_iter().enumerate() {
         let host = host.as_ref();
-        match connect_to(host, port, user, password).await {
+        match connect_to_tls(host, port, user, password, tls).await {
             Ok(conn) => return Ok(Connected { conn, index }),
             Err(error) => {
                 let host = host.to_owned();

@@ -68,6 +68,14 @@ pub enum Error {
         /// `host:port` that redirected.
         node: String,
     },
+    /// A redirect from `https://` to `http://`: following it would send the credentials in clear.
+    #[error(
+        "{node} redirected from https to http, which would send the credentials in clear; refused (turn TLS on for every node of the cluster)"
+    )]
+    Downgrade {
+        /// `host:port` that redirected.
+        node: String,
+    },
     /// More than [`MAX_REDIRECTS`] redirects in a row.
     #[error("{node} redirected more than {MAX_REDIRECTS} times")]
     TooManyRedirects {
@@ -86,13 +94,16 @@ pub enum Error {
 
 /// Sends one `PUT /api/{db}/_stream_load_2pc` for `key` to `node` (`host:port`, an FE or a BE),
 /// following an FE's 307 by hand with the credentials re-sent. `http` must not follow redirects
-/// itself (`reqwest::redirect::Policy::none()`), or the credentials would go nowhere.
+/// itself (`reqwest::redirect::Policy::none()`), or the credentials would go nowhere. `scheme`
+/// is `http` or `https` ([`crate::tls::Tls::http_scheme`]); a redirect from `https` to `http`
+/// is refused ([`Error::Downgrade`]).
 ///
 /// # Errors
 /// [`Error`] when no answer came; an answer of any status is `Ok`, for [`crate::classify_txn`] or
 /// [`crate::classify_label_abort`] to read.
 pub async fn two_phase(
     http: &reqwest::Client,
+    scheme: &str,
     node: &str,
     (user, password): (&str, &str),
     db: &str,
@@ -104,7 +115,7 @@ pub async fn two_phase(
         TxnKey::Label(label) => ("label", label.to_owned()),
     };
     let mut at = node.to_owned();
-    let mut url = format!("http://{node}/api/{db}/_stream_load_2pc");
+    let mut url = format!("{scheme}://{node}/api/{db}/_stream_load_2pc");
     for _ in 0..=MAX_REDIRECTS {
         let resp = http
             .put(&url)
@@ -121,6 +132,9 @@ pub async fn two_phase(
         if resp.status() == StatusCode::TEMPORARY_REDIRECT {
             let next =
                 redirect_target(&resp).ok_or_else(|| Error::BadRedirect { node: at.clone() })?;
+            if is_downgrade(&url, &next) {
+                return Err(Error::Downgrade { node: at });
+            }
             at = host_port(&next);
             url = next.to_string();
             continue;
@@ -150,7 +164,12 @@ pub fn redirect_target(resp: &reqwest::Response) -> Option<Url> {
     Some(url)
 }
 
-fn host_port(url: &Url) -> String {
+/// Whether following a redirect from `from` to `to` leaves TLS (`https` → anything else).
+pub fn is_downgrade(from: &str, to: &Url) -> bool {
+    from.starts_with("https://") && to.scheme() != "https"
+}
+
+pub(crate) fn host_port(url: &Url) -> String {
     match (url.host_str(), url.port_or_known_default()) {
         (Some(host), Some(port)) => format!("{host}:{port}"),
         (Some(host), None) => host.to_owned(),
@@ -180,6 +199,16 @@ pub fn without_url(e: &reqwest::Error) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn only_leaving_https_is_a_downgrade() {
+        let http = Url::parse("http://be:8040/x").unwrap();
+        let https = Url::parse("https://be:8040/x").unwrap();
+        assert!(is_downgrade("https://fe:8030/x", &http));
+        assert!(!is_downgrade("https://fe:8030/x", &https));
+        assert!(!is_downgrade("http://fe:8030/x", &http));
+        assert!(!is_downgrade("http://fe:8030/x", &https));
+    }
+
     #[tokio::test]
     async fn unreachable_nodes_are_named_without_url_or_credentials() {
         // A port nothing listens on (bound, then closed).
@@ -187,12 +216,13 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
             l.local_addr().expect("addr").to_string()
         };
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("client");
+        let http = crate::tls::plain_http_client(
+            reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()),
+        )
+        .expect("client");
         let err = two_phase(
             &http,
+            "http",
             &node,
             ("root", "s3cret"),
             "db",

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::{
     Answer, LabelAbort, TxnKey, TxnOperation, TxnOutcome, classify_label_abort, classify_txn,
-    redirect_target, snippet, two_phase, without_url,
+    redirect_target, request::host_port, snippet, two_phase, without_url,
 };
 use bytes::Bytes;
 use reqwest::StatusCode;
@@ -203,6 +203,8 @@ pub struct StreamLoadClient {
     password: String,
     /// Timeout of one HTTP request, named in timeout errors.
     timeout: Duration,
+    /// TLS towards the sink cluster (plaintext by default).
+    tls: crate::tls::Tls,
 }
 
 impl std::fmt::Debug for StreamLoadClient {
@@ -240,11 +242,8 @@ impl StreamLoadClient {
         password: String,
         timeout: Duration,
     ) -> Self {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(timeout)
-            .build()
-            .expect("HTTP client builds");
+        let tls = crate::tls::Tls::plaintext();
+        let http = Self::http(&tls, timeout).expect("a plaintext HTTP client builds");
         Self {
             http,
             fe_nodes,
@@ -252,7 +251,32 @@ impl StreamLoadClient {
             user,
             password,
             timeout,
+            tls,
         }
+    }
+
+    fn http(tls: &crate::tls::Tls, timeout: Duration) -> Result<reqwest::Client, String> {
+        tls.http_client(
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(timeout),
+        )
+    }
+
+    /// The same client over `tls`: `https://` URLs, certificates checked as `tls` says, and
+    /// a redirect from `https://` to `http://` refused.
+    ///
+    /// # Errors
+    /// When the HTTP client cannot be built with `tls`.
+    pub fn with_tls(mut self, tls: crate::tls::Tls) -> Result<Self, String> {
+        self.http = Self::http(&tls, self.timeout)?;
+        self.tls = tls;
+        Ok(self)
+    }
+
+    /// A failed request to `node` (`role` FE or BE) as text: the TLS reason when TLS failed.
+    fn failure(&self, role: &str, node: &str, e: &reqwest::Error, otherwise: String) -> String {
+        crate::tls::describe_failure(role, node, "HTTP", e, || otherwise)
     }
 
     /// The BE to send `req` to: a configured BE (round-robin by label), else the FE's 307 answer.
@@ -262,12 +286,13 @@ impl StreamLoadClient {
             nodes[(hash(&req.label) as usize + attempt as usize) % nodes.len()].clone()
         };
         if !self.be_nodes.is_empty() {
-            return Ok(format!("http://{}{path}", pick(&self.be_nodes)));
+            return Ok(self.tls.url(&pick(&self.be_nodes), &path));
         }
         let fe = pick(&self.fe_nodes);
+        let fe_url = self.tls.url(&fe, &path);
         let resp = self
             .http
-            .put(format!("http://{fe}{path}"))
+            .put(&fe_url)
             .basic_auth(&self.user, Some(&self.password))
             .header("Expect", "100-continue")
             .header("label", &req.label)
@@ -278,7 +303,12 @@ impl StreamLoadClient {
                 LoadOutcome::Retry(if e.is_timeout() {
                     format!("FE {fe} timed out: no answer within {:?}", self.timeout)
                 } else {
-                    format!("FE {fe} unreachable: {}", without_url(&e))
+                    self.failure(
+                        "FE",
+                        &fe,
+                        &e,
+                        format!("FE {fe} unreachable: {}", without_url(&e)),
+                    )
                 })
             })?;
         if resp.status() != StatusCode::TEMPORARY_REDIRECT {
@@ -294,6 +324,13 @@ impl StreamLoadClient {
         let url = redirect_target(&resp).ok_or_else(|| {
             LoadOutcome::Retry(format!("FE {fe} redirected without a usable Location"))
         })?;
+        if crate::is_downgrade(&fe_url, &url) {
+            return Err(LoadOutcome::Permanent(format!(
+                "FE {fe} redirected the load from https to http ({}), which would send the \
+                 credentials in clear; refused: turn TLS on for the BEs too",
+                host_port(&url)
+            )));
+        }
         Ok(url.to_string())
     }
 
@@ -335,7 +372,15 @@ impl StreamLoadClient {
             }
             Err(e) if e.is_timeout() => LoadOutcome::Retry(self.timed_out()),
             Err(e) => {
-                LoadOutcome::Retry(format!("Stream Load to the BE failed: {}", without_url(&e)))
+                let be = reqwest::Url::parse(&url)
+                    .map(|u| host_port(&u))
+                    .unwrap_or_default();
+                LoadOutcome::Retry(self.failure(
+                    "BE",
+                    &be,
+                    &e,
+                    format!("Stream Load to the BE failed: {}", without_url(&e)),
+                ))
             }
         }
     }
@@ -402,7 +447,8 @@ impl StreamLoadClient {
             ));
         };
         let credentials = (self.user.as_str(), self.password.as_str());
-        two_phase(&self.http, node, credentials, db, key, operation)
+        let scheme = self.tls.http_scheme();
+        two_phase(&self.http, scheme, node, credentials, db, key, operation)
             .await
             .map_err(|e| match e {
                 crate::Error::Unreachable { node, message } => {

@@ -4,6 +4,7 @@
 
 mod sink;
 mod source;
+pub mod tls;
 
 use std::fmt;
 use std::time::Duration;
@@ -18,6 +19,7 @@ pub use sink::{
 pub use source::{
     ChangelogOptions, DEFAULT_REQUEST_RETRIES, SourceCredentials, SourceSettings, StreamRetry,
 };
+pub use tls::{SINK_CA_FILE_ENV, SOURCE_CA_FILE_ENV, TlsFiles};
 
 use crate::{Error, Result};
 use dcs_doris_client::stream_load::Backoff;
@@ -170,11 +172,24 @@ pub fn load_timeout(
 }
 
 impl PipelineConfig {
-    /// Resolve a validated manifest.
+    /// Resolve a validated manifest, without CA bundle files ([`PipelineConfig::from_sync_tls`]).
     ///
     /// # Errors
-    /// [`Error::Config`] for what the runner cannot do (yet), e.g. an offset table.
+    /// As [`PipelineConfig::from_sync_tls`].
     pub fn from_sync(sync: &DorisChangelogSync, credentials: Credentials) -> Result<Self> {
+        Self::from_sync_tls(sync, credentials, &TlsFiles::default())
+    }
+
+    /// Resolve a validated manifest; TLS CA bundles are read from `tls_files`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for what the runner cannot do (yet), e.g. an offset table, or a CA
+    /// bundle that cannot be read.
+    pub fn from_sync_tls(
+        sync: &DorisChangelogSync,
+        credentials: Credentials,
+        tls_files: &TlsFiles,
+    ) -> Result<Self> {
         let spec = &sync.spec;
         let config = |reason: String| Error::Config { reason };
         let offset_table = spec
@@ -186,12 +201,18 @@ impl PipelineConfig {
                     .map_err(|e| config(format!("offsets.table: {e}")))
             })
             .transpose()?;
-        let source = SourceSettings::from_spec(
+        let mut source = SourceSettings::from_spec(
             &spec.source,
             SourceCredentials {
                 user: credentials.source_user.clone(),
                 password: credentials.source_password.clone(),
             },
+        )?;
+        source.tls = tls::resolve(
+            spec.source.tls.as_ref(),
+            tls_files.source_ca.as_ref(),
+            "source.tls",
+            SOURCE_CA_FILE_ENV,
         )?;
         let duration = |path: &str, r: std::result::Result<Duration, _>| {
             r.map_err(|e: dcs_crds::duration::DurationError| config(format!("{path}: {e}")))
@@ -224,7 +245,14 @@ impl PipelineConfig {
                         .map_err(|e| config(format!("sink.doris.batch.maxBytes: {e}")))?,
                     interval: duration("sink.doris.batch.interval", d.batch.interval())?,
                 };
+                let tls = tls::resolve(
+                    d.tls.as_ref(),
+                    tls_files.sink_ca.as_ref(),
+                    "sink.doris.tls",
+                    SINK_CA_FILE_ENV,
+                )?;
                 SinkConfig::Doris(Box::new(DorisSinkConfig {
+                    tls,
                     fe_nodes: d.fe_nodes.clone(),
                     be_nodes: d.be_nodes.clone().unwrap_or_default(),
                     table,

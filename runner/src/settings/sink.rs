@@ -48,6 +48,8 @@ pub struct DorisSinkConfig {
     pub format: BodyFormat,
     /// `createTable`: whether the runner creates the table and keeps its columns in step.
     pub create_table: CreateTableSettings,
+    /// TLS on every connection to the sink cluster (`sink.doris.tls`; plaintext by default).
+    pub tls: dcs_doris_client::tls::Tls,
 }
 
 /// `sink.doris.createTable`, resolved.
@@ -88,6 +90,7 @@ impl fmt::Debug for DorisSinkConfig {
             .field("query_port", &self.query_port)
             .field("format", &self.format)
             .field("create_table", &self.create_table)
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }

@@ -44,6 +44,8 @@ pub struct SourceSettings {
     pub request_retries: u32,
     /// Timeout of one FE HTTP request.
     pub request_timeout: Duration,
+    /// TLS on every connection to the source cluster (`source.tls`; plaintext by default).
+    pub tls: dcs_doris_client::tls::Tls,
 }
 
 /// The connector's default `request-retries`.
@@ -82,6 +84,7 @@ impl SourceSettings {
             credentials,
             request_retries: DEFAULT_REQUEST_RETRIES,
             request_timeout: Duration::from_secs(30),
+            tls: dcs_doris_client::tls::Tls::plaintext(),
         })
     }
 

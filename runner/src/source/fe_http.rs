@@ -54,13 +54,14 @@ impl FeHttpClient {
     /// # Errors
     /// When the HTTP client cannot be built.
     pub fn new(settings: SourceSettings) -> Result<Self> {
-        let http = reqwest::Client::builder()
-            .timeout(settings.request_timeout)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| Error::SourceConfig {
-                reason: format!("cannot build an HTTP client: {e}"),
-            })?;
+        let http = settings
+            .tls
+            .http_client(
+                reqwest::Client::builder()
+                    .timeout(settings.request_timeout)
+                    .connect_timeout(Duration::from_secs(10)),
+            )
+            .map_err(|reason| Error::SourceConfig { reason })?;
         Ok(Self { http, settings })
     }
 
@@ -85,10 +86,19 @@ impl FeHttpClient {
         req: &FeRequest,
     ) -> std::result::Result<Value, AttemptError> {
         let base = &self.settings.fe_nodes[node % self.settings.fe_nodes.len()];
-        let url = if base.starts_with("http://") || base.starts_with("https://") {
-            format!("{}{path}", base.trim_end_matches('/'))
-        } else {
-            format!("http://{base}{path}")
+        let url = self.settings.tls.url(base.trim_end_matches('/'), path);
+        let node = base
+            .trim_start_matches("http://")
+            .trim_start_matches("https://")
+            .trim_end_matches('/');
+        let transport = |e: reqwest::Error| {
+            AttemptError::Transport(dcs_doris_client::tls::describe_failure(
+                "FE",
+                node,
+                "HTTP",
+                &e,
+                || format!("{url}: {}", without_url(&e)),
+            ))
         };
         let creds = &self.settings.credentials;
         let builder = match req {
@@ -99,11 +109,11 @@ impl FeHttpClient {
             .basic_auth(&creds.user, Some(&creds.password))
             .send()
             .await
-            .map_err(|e| AttemptError::Transport(format!("{url}: {}", without_url(&e))))?;
+            .map_err(transport)?;
         let status = resp.status();
         let body = dcs_doris_client::read_answer(resp)
             .await
-            .map_err(|e| AttemptError::Transport(format!("{url}: {}", without_url(&e))))?;
+            .map_err(transport)?;
         match unwrap_envelope(&body) {
             Ok(v) => Ok(v),
             Err(EnvelopeError::Unauthorized(m)) => Err(AttemptError::Unauthorized(m)),

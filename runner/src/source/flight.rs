@@ -142,6 +142,8 @@ pub struct FlightSession {
     idle: Duration,
     /// Channels to endpoint locations (the BEs), reused across statements.
     locations: HashMap<String, Channel>,
+    /// TLS towards the source cluster, for the BE channels too.
+    tls: dcs_doris_client::tls::Tls,
     closed: bool,
 }
 
@@ -155,14 +157,20 @@ impl FlightSession {
     pub async fn connect(settings: &SourceSettings, port: u16) -> Result<Self> {
         let mut last = None;
         for i in 0..settings.fe_nodes.len() {
-            let uri = format!("http://{}:{port}", settings.fe_host(i));
-            match connect_channel(&uri).await {
+            let host = settings.fe_host(i);
+            let uri = if host.contains(':') {
+                format!("http://[{host}]:{port}")
+            } else {
+                format!("http://{host}:{port}")
+            };
+            match connect_channel(&uri, &settings.tls).await {
                 Ok(channel) => {
                     let mut session = Self {
                         client: grpc_client(channel.clone()),
                         fe_channel: channel,
                         idle: stall_deadline(settings),
                         locations: HashMap::new(),
+                        tls: settings.tls.clone(),
                         closed: false,
                     };
                     if let Err(e) = session.handshake(settings).await {
@@ -283,13 +291,23 @@ impl FlightSession {
         if let Some(c) = self.locations.get(location) {
             return Ok(c.clone());
         }
-        let uri = location_to_uri(location);
+        let mut uri = location_to_uri(location);
+        if self.tls.is_on() {
+            // Over TLS every location is dialled with TLS, whatever its scheme says (Doris
+            // before PR #67221 said grpc+tcp:// over TLS too): never plaintext.
+            uri = uri.replacen("https://", "http://", 1);
+        }
         let endpoint =
             Endpoint::from_shared(uri.clone()).map_err(|e| Error::SourceUnavailable {
                 context: "Flight SQL endpoint".into(),
                 reason: format!("location {location:?} is not a URI: {e}"),
             })?;
-        let channel = tuned(endpoint).connect_lazy();
+        let channel = match tls_connector(&self.tls, "BE")
+            .map_err(|reason| Error::SourceConfig { reason })?
+        {
+            Some(connector) => tuned(endpoint).connect_with_connector_lazy(connector),
+            None => tuned(endpoint).connect_lazy(),
+        };
         self.locations.insert(location.to_owned(), channel.clone());
         Ok(channel)
     }
@@ -344,17 +362,92 @@ fn tuned(endpoint: Endpoint) -> Endpoint {
         .keep_alive_while_idle(true)
 }
 
-async fn connect_channel(uri: &str) -> Result<Channel> {
+async fn connect_channel(uri: &str, tls: &dcs_doris_client::tls::Tls) -> Result<Channel> {
     let endpoint = Endpoint::from_shared(uri.to_owned()).map_err(|e| Error::SourceConfig {
         reason: format!("{uri} is not a URI: {e}"),
     })?;
-    tuned(endpoint)
-        .connect()
-        .await
-        .map_err(|e| Error::SourceUnavailable {
-            context: format!("connecting to Flight SQL at {uri}"),
-            reason: error_chain(&e),
+    let connected =
+        match tls_connector(tls, "FE").map_err(|reason| Error::SourceConfig { reason })? {
+            Some(connector) => tuned(endpoint).connect_with_connector(connector).await,
+            None => tuned(endpoint).connect().await,
+        };
+    connected.map_err(|e| Error::SourceUnavailable {
+        context: format!("connecting to Flight SQL at {uri}"),
+        reason: error_chain(&e),
+    })
+}
+
+/// The connector of TLS channels (`None` for plaintext): TCP, then rustls as `tls` says, with
+/// ALPN `h2`. The endpoint URI stays `http://` so tonic adds no TLS of its own; a failed
+/// handshake reads `TLS to {role} host:port (Arrow Flight SQL): reason`.
+fn tls_connector(
+    tls: &dcs_doris_client::tls::Tls,
+    role: &'static str,
+) -> std::result::Result<Option<GrpcTls>, String> {
+    let Some(config) = tls.grpc_config().map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    Ok(Some(GrpcTls {
+        connector: tokio_rustls::TlsConnector::from(config),
+        tls: tls.clone(),
+        role,
+    }))
+}
+
+/// See [`tls_connector`].
+#[derive(Clone)]
+struct GrpcTls {
+    connector: tokio_rustls::TlsConnector,
+    tls: dcs_doris_client::tls::Tls,
+    role: &'static str,
+}
+
+type GrpcTlsStream =
+    hyper_util::rt::TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+
+impl tower::Service<tonic::codegen::http::Uri> for GrpcTls {
+    type Response = GrpcTlsStream;
+    type Error = std::io::Error;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<GrpcTlsStream>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: tonic::codegen::http::Uri) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let host = uri
+                .host()
+                .unwrap_or_default()
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned();
+            let port = uri.port_u16().unwrap_or(443);
+            let node = if host.contains(':') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            };
+            let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+            let _ = tcp.set_nodelay(true);
+            let name = this.tls.server_name_for(&host).map_err(|e| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
+            })?;
+            let stream = this.connector.connect(name, tcp).await.map_err(|e| {
+                let reason = dcs_doris_client::tls::tls_reason(&e).unwrap_or_else(|| e.to_string());
+                std::io::Error::new(
+                    e.kind(),
+                    format!("TLS to {} {node} (Arrow Flight SQL): {reason}", this.role),
+                )
+            })?;
+            Ok(hyper_util::rt::TokioIo::new(stream))
         })
+    }
 }
 
 async fn do_get(

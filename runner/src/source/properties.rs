@@ -3,7 +3,9 @@
 //! `dcs_doris_client::table::read_table` and interpreted by `dcs_crds::doris_table`, the same
 //! read and rules the operator's probe uses.
 
-use dcs_doris_client::mysql::{ConnectFailure, connect_first, timed_out, within};
+use dcs_doris_client::mysql::{
+    ConnectFailure, connect_first_tls, describe_connect_error, timed_out, within,
+};
 use dcs_doris_client::table::{TableReadError, read_table};
 use mysql_async::prelude::Queryable;
 
@@ -71,19 +73,29 @@ pub async fn read_with(
 /// once (every FE would refuse the same login).
 pub async fn connect(settings: &SourceSettings) -> Result<mysql_async::Conn> {
     let hosts = (0..settings.fe_nodes.len()).map(|i| settings.fe_host(i));
-    let mut c = match connect_first(
+    let mut c = match connect_first_tls(
         hosts,
         settings.query_port,
         &settings.credentials.user,
         &settings.credentials.password,
+        &settings.tls,
     )
     .await
     {
         Ok(connected) => connected.conn,
-        Err(
-            ConnectFailure::LoginRefused { error, .. } | ConnectFailure::NoAnswer { error, .. },
-        ) => {
+        Err(ConnectFailure::LoginRefused { error, .. }) => {
             return Err(mysql_error("connecting to the FE query port", error));
+        }
+        Err(ConnectFailure::NoAnswer { host, error }) => {
+            if dcs_doris_client::mysql::login_refused(&error).is_some()
+                || matches!(error, mysql_async::Error::Server(_))
+            {
+                return Err(mysql_error("connecting to the FE query port", error));
+            }
+            return Err(Error::SourceUnavailable {
+                context: "connecting to the FE query port".to_owned(),
+                reason: describe_connect_error(&host, settings.query_port, &settings.tls, &error),
+            });
         }
         Err(ConnectFailure::NoNodes) => {
             return Err(Error::SourceConfig {

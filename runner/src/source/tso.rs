@@ -128,6 +128,7 @@ mod tests {
             },
             request_retries: 3,
             request_timeout: std::time::Duration::from_secs(5),
+            tls: Default::default(),
         };
         let http = FeHttpClient::new(settings).unwrap();
         let started = tokio::time::Instant::now();

@@ -26,5 +26,6 @@ mod source_changelog;
 mod source_snapshot;
 mod source_support;
 mod stream_load;
+mod tls;
 mod two_runners;
 mod whole_splits;

@@ -41,7 +41,7 @@ fn parse(text: &str) -> BTreeMap<String, f64> {
 }
 
 async fn get(url: &str) -> (u16, String) {
-    let r = reqwest::get(url).await.unwrap();
+    let r = dcs_doris_client::tls::plain_get(url).await.unwrap();
     (r.status().as_u16(), r.text().await.unwrap())
 }
 

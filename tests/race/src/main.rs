@@ -87,7 +87,10 @@ async fn exec(emu: &RunningEmulator, stmts: &[String]) {
 
 async fn load_source(emu: &RunningEmulator, rows: u64) {
     const CHUNK: u64 = 100_000;
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured(dcs_doris_emu::tls::plain_client_config())
+        .build()
+        .expect("HTTP client");
     let url = format!(
         "http://127.0.0.1:{}/api/race/src/_stream_load",
         emu.ports().be_http_port

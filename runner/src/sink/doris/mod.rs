@@ -63,7 +63,11 @@ impl DorisSink {
             config.user.clone(),
             config.password.clone(),
             config.request_timeout,
-        );
+        )
+        // As in `StreamLoadClient::new`: with a configuration `Tls::new` already built once,
+        // only reqwest's own set-up could fail here.
+        .with_tls(config.tls.clone())
+        .expect("the sink HTTP client builds");
         Self {
             client,
             config,

@@ -87,6 +87,7 @@ pub(super) mod tests {
             query_port: 9030,
             format: Default::default(),
             create_table: Default::default(),
+            tls: Default::default(),
         }
     }
 

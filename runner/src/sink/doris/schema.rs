@@ -16,7 +16,8 @@ use arrow_schema::{DataType, TimeUnit};
 use dcs_crds::SinkMode;
 use dcs_crds::spec::TableRef;
 use dcs_doris_client::mysql::{
-    ConnectFailure, connect_first, decode_all, decode_first, login_refused, within,
+    ConnectFailure, connect_first_tls, decode_all, decode_first, describe_connect_error,
+    login_refused, within,
 };
 use mysql_async::prelude::Queryable;
 
@@ -64,6 +65,8 @@ pub struct MysqlTarget {
     /// How long one statement may take before it counts as unanswered (the side's request
     /// timeout).
     pub deadline: std::time::Duration,
+    /// TLS towards the side's cluster.
+    pub tls: dcs_doris_client::tls::Tls,
 }
 
 impl fmt::Debug for MysqlTarget {
@@ -91,6 +94,7 @@ impl MysqlTarget {
             password: config.password.clone(),
             side: Side::Sink,
             deadline: config.request_timeout,
+            tls: config.tls.clone(),
         }
     }
 
@@ -107,6 +111,7 @@ impl MysqlTarget {
             password: settings.credentials.password.clone(),
             side: Side::Source,
             deadline: settings.request_timeout,
+            tls: settings.tls.clone(),
         }
     }
 
@@ -116,7 +121,15 @@ impl MysqlTarget {
     /// A rejected login at once ([`Error::SourceCredentials`] for the source, [`Error::Sink`]
     /// for the sink), else the last connection failure.
     pub async fn connect(&self) -> Result<mysql_async::Conn> {
-        let reason = match connect_first(&self.hosts, self.port, &self.user, &self.password).await {
+        let connected = connect_first_tls(
+            &self.hosts,
+            self.port,
+            &self.user,
+            &self.password,
+            &self.tls,
+        )
+        .await;
+        let reason = match connected {
             Ok(connected) => return Ok(connected.conn),
             Err(ConnectFailure::LoginRefused { error, .. }) => {
                 let detail = login_refused(&error).unwrap_or_default().to_owned();
@@ -130,7 +143,7 @@ impl MysqlTarget {
                 });
             }
             Err(ConnectFailure::NoAnswer { host, error }) => {
-                format!("{host}:{}: {error}", self.port)
+                describe_connect_error(&host, self.port, &self.tls, &error)
             }
             Err(ConnectFailure::NoNodes) => "no FE node configured".to_owned(),
         };

@@ -865,13 +865,15 @@ spec:
         }
         // No pre-committed load of the last consumer is left open.
         report.checks += 1;
-        let txns: Vec<serde_json::Value> =
-            reqwest::get(format!("http://{}/_emu/txns", self.emu.fe_http_addr()))
-                .await
-                .map_err(|e| e.to_string())?
-                .json()
-                .await
-                .map_err(|e| e.to_string())?;
+        let txns: Vec<serde_json::Value> = dcs_doris_client::tls::plain_get(format!(
+            "http://{}/_emu/txns",
+            self.emu.fe_http_addr()
+        ))
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
         let mine = format!("-{}-", self.consumer.name());
         let open: Vec<&serde_json::Value> = txns
             .iter()

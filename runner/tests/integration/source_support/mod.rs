@@ -57,7 +57,7 @@ pub async fn stored_checkpoint(dir: &std::path::Path) -> Checkpoint {
 
 /// doris-emu's Stream Load transactions (`GET /_emu/txns`), as JSON values or a caller's type.
 pub async fn emu_txns<T: serde::de::DeserializeOwned>(emu: &RunningEmulator) -> Vec<T> {
-    reqwest::get(format!("http://{}/_emu/txns", emu.fe_http_addr()))
+    dcs_doris_client::tls::plain_get(format!("http://{}/_emu/txns", emu.fe_http_addr()))
         .await
         .unwrap()
         .json()
@@ -114,6 +114,7 @@ pub fn settings_with_password(
         },
         request_retries: 3,
         request_timeout: Duration::from_secs(10),
+        tls: Default::default(),
     }
 }
 

@@ -26,6 +26,18 @@ use tokio_rustls::server::TlsStream;
 
 use crate::Doris;
 
+/// A rustls client configuration (ring) that trusts nothing: for the plaintext HTTP clients of
+/// tests and tools. reqwest is built without a crypto provider of its own (the workspace's
+/// `rustls-no-provider`), so each client is given a configuration
+/// (`reqwest::ClientBuilder::tls_backend_preconfigured`) instead of a process-wide default.
+pub fn plain_client_config() -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default TLS versions")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth()
+}
+
 /// How long a client gets to finish its TLS handshake before the connection is dropped.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 fn client() -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::common::plain_reqwest_builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap()
@@ -468,7 +468,7 @@ async fn control_api_faults_counters_delay_and_refusal() {
 
     // Refused connections: accepted and closed at once (disarm in-process: /_emu is refused too).
     e.doris.faults.update(|f| f.refuse_connections = true);
-    let fresh = reqwest::Client::builder()
+    let fresh = crate::common::plain_reqwest_builder()
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();

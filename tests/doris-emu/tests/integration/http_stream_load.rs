@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 fn client() -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::common::plain_reqwest_builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap()

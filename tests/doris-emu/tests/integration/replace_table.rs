@@ -235,7 +235,7 @@ async fn a_load_precommitted_into_the_replacement_commits_after_the_replace() {
         .await
         .unwrap();
     let be = format!("http://127.0.0.1:{}", e.ports().be_http_port);
-    let http = reqwest::Client::new();
+    let http = crate::common::plain_reqwest();
     let answer: serde_json::Value = http
         .put(format!("{be}/api/test/shadow/_stream_load"))
         .basic_auth("root", Some(""))

@@ -53,3 +53,13 @@ PROPERTIES (
     \"changelog.need_historical_value\" = \"true\",
     \"changelog.ttl_seconds\" = \"86400\"
 )";
+
+/// A plaintext reqwest client (reqwest has no crypto provider of its own in this workspace).
+pub fn plain_reqwest() -> reqwest::Client {
+    plain_reqwest_builder().build().expect("HTTP client")
+}
+
+/// A reqwest builder with the plaintext TLS configuration already given.
+pub fn plain_reqwest_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder().tls_backend_preconfigured(dcs_doris_emu::tls::plain_client_config())
+}
