@@ -298,6 +298,15 @@ async fn probe(
     ctx: &Context,
     ns: &str,
 ) -> (Result<SourceProbe, ProbeFailure>, Result<(), ProbeFailure>) {
+    // No probe at all, not even over plaintext, of a cluster the spec asked to reach over TLS:
+    // the plan blocks the sync with this message.
+    if let Some(message) = super::plan::tls_not_yet_supported(&sync.spec) {
+        let failure = ProbeFailure {
+            reason: reasons::TLS_NOT_SUPPORTED,
+            message,
+        };
+        return (Err(failure.clone()), Err(failure));
+    }
     let key = format!("{ns}/{}", sync.name_any());
     let generation = sync.metadata.generation;
     let cached = ctx

@@ -216,6 +216,26 @@ pub fn headroom_seconds(ttl_seconds: i64, now_ms: i64, checkpoint: &Checkpoint) 
     Some(ttl_seconds - (now_ms - oldest).div_euclid(1000))
 }
 
+/// Why the operator cannot serve a sync that asks for TLS to Doris: it neither probes Doris over
+/// TLS nor hands the runner its CA bundle yet, and it must not send the credentials over a
+/// plaintext probe the spec asked to encrypt. `None` when neither side asks for TLS. The probes
+/// are skipped ([`super::observe`]) and the sync is blocked (even with a runner running, which
+/// would hold a configuration without it) while this says so.
+pub fn tls_not_yet_supported(spec: &DorisChangelogSyncSpec) -> Option<String> {
+    let sink_tls = spec.sink.doris.as_ref().and_then(|d| d.tls.as_ref());
+    let field = if dcs_crds::TlsSpec::is_enabled(spec.source.tls.as_ref()) {
+        "spec.source.tls.enabled"
+    } else if dcs_crds::TlsSpec::is_enabled(sink_tls) {
+        "spec.sink.doris.tls.enabled"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{field} is true, but this operator does not connect to Doris over TLS nor give the runner \
+         a CA bundle yet: set it to false, or run dcs-runner standalone with TLS (runner/README.md)"
+    ))
+}
+
 /// Decides what to do.
 pub fn plan(observed: &Observed) -> Plan {
     if observed.deleting {
@@ -228,6 +248,13 @@ pub fn plan(observed: &Observed) -> Plan {
             condition: dcs_crds::conditions::types::READY,
             reason: reasons::INVALID_SPEC,
             message: format!("the spec is invalid: {}", list.join("; ")),
+        });
+    }
+    if let Some(message) = tls_not_yet_supported(spec) {
+        return Plan::Block(Blocked {
+            condition: dcs_crds::conditions::types::READY,
+            reason: reasons::TLS_NOT_SUPPORTED,
+            message,
         });
     }
     if let Err(message) = &observed.runner_allowed {
@@ -625,6 +652,39 @@ mod tests {
         assert_eq!(b.reason, "CredentialsNotAllowed");
         assert!(
             b.message.contains("does not allow sync orders"),
+            "{}",
+            b.message
+        );
+    }
+
+    #[test]
+    fn tls_to_doris_blocks_the_sync_even_while_a_runner_runs() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        run_of(plan(&o));
+        o.spec.source.tls =
+            Some(serde_json::from_value(serde_json::json!({"enabled": true})).unwrap());
+        let b = blocked_of(plan(&o));
+        assert_eq!(b.reason, "TlsNotSupported");
+        assert!(
+            b.message
+                .starts_with("spec.source.tls.enabled is true, but this operator"),
+            "{}",
+            b.message
+        );
+        o.spec.source.tls =
+            Some(serde_json::from_value(serde_json::json!({"enabled": false})).unwrap());
+        run_of(plan(&o));
+        let sink = o
+            .spec
+            .sink
+            .doris
+            .as_mut()
+            .expect("the fixture syncs into Doris");
+        sink.tls = Some(serde_json::from_value(serde_json::json!({"enabled": true})).unwrap());
+        let b = blocked_of(plan(&o));
+        assert!(
+            b.message.starts_with("spec.sink.doris.tls.enabled is true"),
             "{}",
             b.message
         );
