@@ -4,7 +4,8 @@
 //!
 //! - redirects are followed by hand: the FE answers 307 with a `Location` that carries the
 //!   credentials, and they are re-sent as a header instead ([`redirect_target`]); a redirect
-//!   from `https://` to `http://` is refused ([`is_downgrade`]);
+//!   from `https://` to `http://` is refused ([`is_downgrade`]), and one to a host that is not
+//!   a node of the cluster too ([`cluster::ClusterHosts`]);
 //! - TLS towards a cluster is set up once and used by its HTTP, MySQL and gRPC connections
 //!   ([`tls::Tls`]); every reqwest client is built through it;
 //! - error messages never carry a URL ([`without_url`]), which after a redirect may hold them;
@@ -23,6 +24,7 @@
 
 mod answer;
 mod body;
+pub mod cluster;
 pub mod fe_api;
 pub mod mysql;
 mod node;
@@ -34,8 +36,8 @@ pub mod tls;
 
 pub use answer::{LabelAbort, TxnOutcome, classify_label_abort, classify_txn, snippet};
 pub use body::{MAX_ANSWER_BYTES, read_answer, read_capped};
-pub use node::host_of;
+pub use node::{host_of, port_of};
 pub use request::{
-    Answer, Error, MAX_REDIRECTS, TxnKey, TxnOperation, is_downgrade, redirect_target, two_phase,
-    without_url,
+    Answer, Error, MAX_REDIRECTS, Reach, TxnKey, TxnOperation, is_downgrade, redirect_target,
+    two_phase, without_url,
 };

@@ -16,6 +16,20 @@ pub fn host_of(node: &str) -> &str {
     }
 }
 
+/// `host:port` → `port` (also `[v6]:port`, with or without a leading scheme); `None` for a node
+/// without a port (or a bare IPv6 address).
+pub fn port_of(node: &str) -> Option<u16> {
+    let node = node
+        .trim_start_matches("http://")
+        .trim_start_matches("https://");
+    let port = match node.strip_prefix('[') {
+        Some(rest) => rest.split_once("]:")?.1,
+        None if node.matches(':').count() == 1 => node.rsplit_once(':')?.1,
+        None => return None,
+    };
+    port.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -27,5 +41,16 @@ mod tests {
         assert_eq!(host_of("[::1]:8030"), "::1");
         assert_eq!(host_of("[fd00::7]"), "fd00::7");
         assert_eq!(host_of("fe"), "fe");
+    }
+
+    #[test]
+    fn the_port_of_every_spelling_of_a_node() {
+        assert_eq!(port_of("fe-0.doris:8030"), Some(8030));
+        assert_eq!(port_of("https://10.0.0.1:8030"), Some(8030));
+        assert_eq!(port_of("[::1]:8030"), Some(8030));
+        assert_eq!(port_of("[fd00::7]"), None);
+        assert_eq!(port_of("fd00::7"), None);
+        assert_eq!(port_of("fe"), None);
+        assert_eq!(port_of("fe:http"), None);
     }
 }

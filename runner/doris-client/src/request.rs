@@ -76,6 +76,15 @@ pub enum Error {
         /// `host:port` that redirected.
         node: String,
     },
+    /// A redirect to a host that is not a node of the cluster ([`crate::cluster::ClusterHosts`]):
+    /// the credentials were not sent there.
+    #[error("{message}")]
+    NotInCluster {
+        /// `host:port` that redirected.
+        node: String,
+        /// Where it pointed and what to do.
+        message: String,
+    },
     /// More than [`MAX_REDIRECTS`] redirects in a row.
     #[error("{node} redirected more than {MAX_REDIRECTS} times")]
     TooManyRedirects {
@@ -92,18 +101,32 @@ pub enum Error {
     },
 }
 
+/// How a request reaches a cluster: the client (which must not follow redirects itself), `http`
+/// or `https`, and the cluster's hosts a redirect may lead to.
+#[derive(Clone, Copy)]
+pub struct Reach<'a> {
+    /// The HTTP client.
+    pub http: &'a reqwest::Client,
+    /// `http` or `https` ([`crate::tls::Tls::http_scheme`]).
+    pub scheme: &'a str,
+    /// The hosts credentials may follow a redirect to.
+    pub cluster: &'a crate::cluster::ClusterHosts,
+}
+
 /// Sends one `PUT /api/{db}/_stream_load_2pc` for `key` to `node` (`host:port`, an FE or a BE),
-/// following an FE's 307 by hand with the credentials re-sent. `http` must not follow redirects
-/// itself (`reqwest::redirect::Policy::none()`), or the credentials would go nowhere. `scheme`
-/// is `http` or `https` ([`crate::tls::Tls::http_scheme`]); a redirect from `https` to `http`
-/// is refused ([`Error::Downgrade`]).
+/// following an FE's 307 by hand with the credentials re-sent ([`Reach`]); a redirect from
+/// `https` to `http` is refused ([`Error::Downgrade`]), and one to a host that is not of the
+/// cluster ([`Error::NotInCluster`]).
 ///
 /// # Errors
 /// [`Error`] when no answer came; an answer of any status is `Ok`, for [`crate::classify_txn`] or
 /// [`crate::classify_label_abort`] to read.
 pub async fn two_phase(
-    http: &reqwest::Client,
-    scheme: &str,
+    Reach {
+        http,
+        scheme,
+        cluster,
+    }: Reach<'_>,
     node: &str,
     (user, password): (&str, &str),
     db: &str,
@@ -135,6 +158,13 @@ pub async fn two_phase(
             if is_downgrade(&url, &next) {
                 return Err(Error::Downgrade { node: at });
             }
+            cluster
+                .admit(&at, &next, http, scheme, (user, password))
+                .await
+                .map_err(|refusal| Error::NotInCluster {
+                    node: at.clone(),
+                    message: refusal.to_string(),
+                })?;
             at = host_port(&next);
             url = next.to_string();
             continue;
@@ -221,8 +251,11 @@ mod tests {
         )
         .expect("client");
         let err = two_phase(
-            &http,
-            "http",
+            Reach {
+                http: &http,
+                scheme: "http",
+                cluster: &crate::cluster::ClusterHosts::new(vec![node.clone()], Vec::new()),
+            },
             &node,
             ("root", "s3cret"),
             "db",

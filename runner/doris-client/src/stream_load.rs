@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use crate::cluster::Refusal;
 use crate::{
     Answer, LabelAbort, TxnKey, TxnOperation, TxnOutcome, classify_label_abort, classify_txn,
     redirect_target, request::host_port, snippet, two_phase, without_url,
@@ -199,6 +200,8 @@ pub struct StreamLoadClient {
     http: reqwest::Client,
     fe_nodes: Vec<String>,
     be_nodes: Vec<String>,
+    /// The hosts credentials may be re-sent to after a redirect.
+    cluster: crate::cluster::ClusterHosts,
     user: String,
     password: String,
     /// Timeout of one HTTP request, named in timeout errors.
@@ -246,6 +249,7 @@ impl StreamLoadClient {
         let http = Self::http(&tls, timeout).expect("a plaintext HTTP client builds");
         Self {
             http,
+            cluster: crate::cluster::ClusterHosts::new(fe_nodes.clone(), be_nodes.clone()),
             fe_nodes,
             be_nodes,
             user,
@@ -331,6 +335,15 @@ impl StreamLoadClient {
                 host_port(&url)
             )));
         }
+        let scheme = self.tls.http_scheme();
+        let credentials = (self.user.as_str(), self.password.as_str());
+        self.cluster
+            .admit(&format!("FE {fe}"), &url, &self.http, scheme, credentials)
+            .await
+            .map_err(|refusal| match refusal {
+                Refusal::Foreign(m) => LoadOutcome::Permanent(m),
+                Refusal::ListUnavailable(m) => LoadOutcome::Retry(m),
+            })?;
         Ok(url.to_string())
     }
 
@@ -448,7 +461,12 @@ impl StreamLoadClient {
         };
         let credentials = (self.user.as_str(), self.password.as_str());
         let scheme = self.tls.http_scheme();
-        two_phase(&self.http, scheme, node, credentials, db, key, operation)
+        let reach = crate::Reach {
+            http: &self.http,
+            scheme,
+            cluster: &self.cluster,
+        };
+        two_phase(reach, node, credentials, db, key, operation)
             .await
             .map_err(|e| match e {
                 crate::Error::Unreachable { node, message } => {

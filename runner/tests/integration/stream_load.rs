@@ -257,3 +257,97 @@ async fn with_one_of_two_fes_down_2pc_reaches_the_other_on_the_next_attempt() {
         c.query_drop("TRUNCATE TABLE sink.t").await.unwrap();
     }
 }
+
+/// A listener standing for a host outside the cluster: counts the connections it accepts and
+/// answers nothing.
+async fn stranger() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+    (addr, accepted)
+}
+
+#[tokio::test]
+async fn credentials_follow_a_redirect_only_to_a_node_of_the_cluster() {
+    let (emu, mut c) = emu_with_table().await;
+    let sl = client(&emu, "");
+    let body = "{\"id\":1,\"name\":\"a\",\"__DORIS_DELETE_SIGN__\":0}\n";
+    // The FE redirects to its BE, which is not in the FE list: the FE's BE list admits it, read
+    // once and then remembered.
+    for (n, label) in ["dcs-r-1-0", "dcs-r-1-1"].into_iter().enumerate() {
+        match sl.load_once(&json_load(label, body, false), 0).await {
+            LoadOutcome::Loaded(_) => {}
+            other => panic!("load {n}: {other:?}"),
+        }
+    }
+    assert_eq!(emu.doris.counters.get("fe_backends"), 1);
+
+    // A rogue FE points its 307 at a host of its choosing: nothing is sent there, and the load
+    // fails for good with what to do, whatever the attempt.
+    let (foreign, accepted) = stranger().await;
+    emu.doris
+        .faults
+        .update(|f| f.redirect_to = Some(foreign.clone()));
+    for attempt in 0..2 {
+        match sl
+            .load_once(&json_load("dcs-r-2-0", body, false), attempt)
+            .await
+        {
+            LoadOutcome::Permanent(m) => assert_eq!(
+                m,
+                format!(
+                    "FE {fe} redirected to {foreign}, which is not a node of the cluster (neither \
+                     in feNodes nor in beNodes, nor a live BE the FE lists at /api/backends); the \
+                     credentials were not sent there: if it is a BE of this cluster, add it to \
+                     beNodes",
+                    fe = emu.fe_http_addr()
+                )
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+    // The list read a moment ago is not asked for again: a stream of foreign redirects is not a
+    // stream of requests to the FE.
+    assert_eq!(emu.doris.counters.get("fe_backends"), 1);
+    // 2PC through the same FE: refused too.
+    let e = sl
+        .send_2pc(
+            "sink",
+            dcs_doris_client::TxnKey::Label("dcs-r-2-0"),
+            TxnOperation::Abort,
+            0,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.contains(&format!(
+            "redirected to {foreign}, which is not a node of the cluster"
+        )),
+        "{e}"
+    );
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(rows(&mut c).await, vec![(1, "a".into())]);
+
+    // The same host given as a BE of the cluster is trusted: the load goes to it.
+    let listed = StreamLoadClient::new(
+        vec![emu.fe_http_addr()],
+        vec![foreign.clone()],
+        "root".into(),
+        String::new(),
+        Duration::from_secs(2),
+    );
+    assert!(matches!(
+        listed
+            .load_once(&json_load("dcs-r-3-0", body, false), 0)
+            .await,
+        LoadOutcome::Retry(_)
+    ));
+    assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+}

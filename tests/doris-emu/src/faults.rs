@@ -58,6 +58,10 @@ pub struct FaultState {
     /// Hold SQL statements (any protocol) that contain a text, until the fault is disarmed.
     #[serde(default)]
     pub sql_stall: Option<SqlStall>,
+    /// A rogue FE: its 307s (Stream Load and 2PC) point at this `host:port` instead of the BE,
+    /// with the credentials in the `Location` as always. `/api/backends` still lists the BE.
+    #[serde(default)]
+    pub redirect_to: Option<String>,
 }
 
 /// SQL statements to hold: a client waits for the answer while the test does something (kills
@@ -129,6 +133,11 @@ impl Faults {
             s.stream_load = None;
         }
         Some(out)
+    }
+
+    /// Called by the FE for every 307: where to point it instead of the BE, if armed.
+    pub fn redirect_to(&self) -> Option<String> {
+        self.inner.lock().redirect_to.clone()
     }
 
     /// Called by every HTTP handler before answering.

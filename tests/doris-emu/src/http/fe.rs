@@ -31,6 +31,7 @@ static CONN_IDS: AtomicU64 = AtomicU64::new(1);
 pub(super) fn router() -> Router<Ctx> {
     Router::new()
         .route("/api/tso", get(tso))
+        .route("/api/backends", get(backends))
         .route("/api/query/{ns}/{db}", post(query))
         .route("/api/{db}/{table}/_schema", get(schema))
         .route(
@@ -82,6 +83,25 @@ async fn tso(
         .n("current_tso_logical_counter", tso_logical(tso))
         .compact();
     response::ok(&data)
+}
+
+/// `BackendsAction`: the BEs, each with its host and HTTP port (the one BE of the emulator, always
+/// alive, at the host a redirect names).
+async fn backends(
+    State(ctx): State<Ctx>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    headers: HeaderMap,
+) -> Response {
+    ctx.doris.counters.hit("fe_backends");
+    if let Err(r) = check_password(&ctx, &headers, &peer, "Need auth information.") {
+        return r;
+    }
+    let be = Obj::new()
+        .s("ip", &ctx.public_host(&headers))
+        .n("http_port", i64::from(ctx.doris.ports.be_http_port))
+        .raw("is_alive", "true")
+        .compact();
+    response::ok(&Obj::new().raw("backends", format!("[{be}]")).compact())
 }
 
 /// The JDBC type name the FE's statement submitter reports for a column.
@@ -433,11 +453,16 @@ fn redirect_to_be(ctx: &Ctx, headers: &HeaderMap, uri: &Uri, creds: &Credentials
     } else {
         String::new()
     };
+    let be = ctx.doris.faults.redirect_to().unwrap_or_else(|| {
+        format!(
+            "{}:{}",
+            ctx.public_host(headers),
+            ctx.doris.ports.be_http_port
+        )
+    });
     let location = format!(
-        "{}://{userinfo}{}:{}{}?{}",
+        "{}://{userinfo}{be}{}?{}",
         ctx.doris.http_scheme(),
-        ctx.public_host(headers),
-        ctx.doris.ports.be_http_port,
         uri.path(),
         uri.query().unwrap_or("")
     );
