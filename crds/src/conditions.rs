@@ -30,8 +30,10 @@ pub mod reasons {
     pub const SOURCE_UNREACHABLE: &str = "SourceUnreachable";
     /// A credentials Secret does not allow the sync to use it (crate::access).
     pub const CREDENTIALS_NOT_ALLOWED: &str = "CredentialsNotAllowed";
-    /// spec.source.tls or spec.sink.doris.tls is on, which the operator does not serve yet.
-    pub const TLS_NOT_SUPPORTED: &str = "TlsNotSupported";
+    /// A CA bundle Secret does not allow the sync to use it (crate::access).
+    pub const CA_BUNDLE_NOT_ALLOWED: &str = "CaBundleNotAllowed";
+    /// The CA bundle a `tls.caBundle` names is missing or holds no certificate.
+    pub const CA_BUNDLE_UNAVAILABLE: &str = "CaBundleUnavailable";
     /// spec.runner asks for an image or service account the operator does not allow.
     pub const RUNNER_NOT_ALLOWED: &str = "RunnerNotAllowed";
     /// The source table has no changelog enabled.

@@ -38,7 +38,7 @@ pub use spec::{
 };
 pub use status::{
     Clock, DorisChangelogSyncStatus, ErrorStatus, OffsetStatus, Phase, ReinitStatus, SinkStatus,
-    SnapshotStatus, SourceStatus,
+    SnapshotStatus, SourceStatus, TlsMode, TlsStatus,
 };
 pub use validate::{FieldError, validate};
 

@@ -617,6 +617,24 @@ pub struct CaBundleRef {
     pub config_map_key_ref: Option<KeyRef>,
 }
 
+impl CaBundleRef {
+    /// `key ca.crt of Secret doris-ca` (or `of ConfigMap`), for messages.
+    pub fn describe(&self) -> String {
+        match (&self.secret_key_ref, &self.config_map_key_ref) {
+            (Some(r), _) => format!("key {} of Secret {}", r.key, r.name),
+            (None, Some(r)) => format!("key {} of ConfigMap {}", r.key, r.name),
+            (None, None) => "no key".to_owned(),
+        }
+    }
+}
+
+/// The variable naming the file that holds the source's CA bundle (PEM) in the runner's
+/// environment; the operator mounts `spec.source.tls.caBundle` there.
+pub const SOURCE_CA_FILE_ENV: &str = "DCS_SOURCE_TLS_CA_FILE";
+/// The variable naming the file that holds the sink's CA bundle (PEM); the operator mounts
+/// `spec.sink.doris.tls.caBundle` there.
+pub const SINK_CA_FILE_ENV: &str = "DCS_SINK_TLS_CA_FILE";
+
 /// One key of a Secret or ConfigMap.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

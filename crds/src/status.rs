@@ -55,6 +55,44 @@ pub struct DorisChangelogSyncStatus {
     /// The last error, kept after it is resolved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<ErrorStatus>,
+    /// How the connections to each Doris cluster are protected, from the spec's `tls` blocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsStatus>,
+}
+
+/// How the connections to each side are protected.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsStatus {
+    /// The source cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<TlsMode>,
+    /// The sink cluster (absent for a stdout sink).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sink: Option<TlsMode>,
+}
+
+/// What protects the connections to one cluster.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum TlsMode {
+    /// No TLS: credentials and rows travel in clear.
+    Plaintext,
+    /// TLS with the server's certificate checked (against the CA bundle or the public roots).
+    Verified,
+    /// TLS without any certificate check (`insecureSkipVerify`): anyone on the path can read
+    /// the credentials.
+    InsecureSkipVerify,
+}
+
+impl TlsMode {
+    /// The mode a `tls` block asks for.
+    pub fn of(tls: Option<&crate::TlsSpec>) -> Self {
+        match tls.filter(|t| t.enabled) {
+            None => Self::Plaintext,
+            Some(t) if t.insecure_skip_verify => Self::InsecureSkipVerify,
+            Some(_) => Self::Verified,
+        }
+    }
 }
 
 /// The life-cycle phase.

@@ -92,6 +92,22 @@ pub fn validate(spec: &DorisChangelogSyncSpec) -> Result<(), Vec<FieldError>> {
         );
     }
     for (i, var) in spec.runner.env.iter().flatten().enumerate() {
+        if [
+            crate::spec::SOURCE_CA_FILE_ENV,
+            crate::spec::SINK_CA_FILE_ENV,
+        ]
+        .contains(&var.name.as_str())
+        {
+            errors.push(
+                format!("spec.runner.env[{i}]"),
+                format!(
+                    "{} is set by the operator from tls.caBundle (the file it mounts the bundle \
+                     at); remove it and name the bundle in spec.source.tls.caBundle or \
+                     spec.sink.doris.tls.caBundle",
+                    var.name
+                ),
+            );
+        }
         if var.name == METRICS_ADDR_ENV {
             errors.push(
                 format!("spec.runner.env[{i}]"),

@@ -3,13 +3,13 @@
 //!
 //! - Pre-committed Stream Load transactions listed in the checkpoint (`pendingTxns`) are aborted
 //!   through the sink FE's `/api/{db}/_stream_load_2pc` (`txn_operation: abort`) with the
-//!   sink credentials. Not found, already aborted, or already committed (nothing left to abort)
+//!   sink credentials, over the sink's TLS when it has it. Not found, already aborted, or already committed (nothing left to abort)
 //!   count as done.
 //! - With 2PC, loads the runner pre-committed after its last saved checkpoint are in no checkpoint:
 //!   their labels are `<labelPrefix>-<consumerId>-<lastCheckpointId+1>-<seq>`, so they are aborted
 //!   by label (the `label` form of the same request), seq 0, 1, … until Doris knows the label not.
 //! - The consumer's offset-table row (`offsets.table`) is deleted over MySQL on the source FE with
-//!   the source credentials, where the runner writes it (runner `pipeline/offset_table.rs`).
+//!   the source credentials (and TLS), where the runner writes it (runner `pipeline/offset_table.rs`).
 //!   A missing table counts as done.
 //! - The sink table itself is never touched: on re-initialisation the new consumer's runner
 //!   rebuilds it (upsert: into a shadow table swapped in when complete; changelog mode: history
@@ -32,7 +32,7 @@ use dcs_doris_client::{
 use k8s_openapi::jiff::Timestamp;
 use mysql_async::prelude::Queryable;
 
-use crate::{checkpoint::Checkpoint, probe::DorisCredentials};
+use crate::{checkpoint::Checkpoint, probe::DorisAccess};
 
 /// How long one Doris request may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -257,15 +257,16 @@ pub fn wait_before_attempt(next_attempt: Option<Timestamp>, now: Timestamp) -> O
 pub struct Targets {
     /// Sink FE HTTP nodes (host:port).
     pub sink_fe_nodes: Vec<String>,
-    /// Sink credentials (when the sink is Doris and the Secret could be read).
-    pub sink_credentials: Result<DorisCredentials, String>,
+    /// Access to the sink (when the sink is Doris and its Secrets could be read).
+    pub sink_access: Result<DorisAccess, String>,
     /// Source FE HTTP nodes (host:port); their hosts serve MySQL on `source_query_port`.
     pub source_fe_nodes: Vec<String>,
     /// Source FE MySQL port.
     pub source_query_port: u16,
-    /// Source credentials.
-    pub source_credentials: Result<DorisCredentials, String>,
-    /// Credentials Secrets (`namespace/name`) that do not exist: retrying cannot help.
+    /// Access to the source.
+    pub source_access: Result<DorisAccess, String>,
+    /// Secrets and ConfigMaps (`Secret ns/name`) that do not exist or do not allow the sync:
+    /// retrying cannot help.
     pub secrets_gone: Vec<String>,
 }
 
@@ -309,14 +310,14 @@ pub fn cleaned_note(work: &Work, report: &Report) -> String {
 pub async fn execute(work: &Work, targets: &Targets) -> Report {
     let mut report = Report::default();
     if !work.aborts.is_empty() {
-        match &targets.sink_credentials {
+        match &targets.sink_access {
             Err(e) => {
                 report.left.aborts = work.aborts.clone();
                 report.errors.push(e.clone());
             }
-            Ok(creds) => {
+            Ok(access) => {
                 for txn in &work.aborts {
-                    if let Err(e) = abort_txn(&targets.sink_fe_nodes, creds, txn).await {
+                    if let Err(e) = abort_txn(&targets.sink_fe_nodes, access, txn).await {
                         report.left.aborts.push(txn.clone());
                         report.errors.push(e);
                     }
@@ -325,13 +326,13 @@ pub async fn execute(work: &Work, targets: &Targets) -> Report {
         }
     }
     if let Some(sweep) = &work.stale_labels {
-        match &targets.sink_credentials {
+        match &targets.sink_access {
             Err(e) => {
                 report.left.stale_labels = Some(sweep.clone());
                 report.errors.push(e.clone());
             }
-            Ok(creds) => {
-                let (swept, failure) = sweep_labels(&targets.sink_fe_nodes, creds, sweep).await;
+            Ok(access) => {
+                let (swept, failure) = sweep_labels(&targets.sink_fe_nodes, access, sweep).await;
                 report.swept = swept;
                 if let Some((checkpoint_id, e)) = failure {
                     report.left.stale_labels = Some(LabelSweep {
@@ -344,9 +345,9 @@ pub async fn execute(work: &Work, targets: &Targets) -> Report {
         }
     }
     if let Some(row) = &work.offset_row {
-        let result = match &targets.source_credentials {
+        let result = match &targets.source_access {
             Err(e) => Err(e.clone()),
-            Ok(creds) => {
+            Ok(access) => {
                 let sql = format!(
                     "DELETE FROM {} WHERE `consumer_id` = '{}'",
                     row.table.quoted(),
@@ -355,7 +356,7 @@ pub async fn execute(work: &Work, targets: &Targets) -> Report {
                 run_sql(
                     &targets.source_fe_nodes,
                     targets.source_query_port,
-                    creds,
+                    access,
                     &sql,
                     "the source",
                 )
@@ -384,18 +385,28 @@ fn missing_table(text: &str) -> bool {
 async fn run_sql(
     fe_nodes: &[String],
     port: u16,
-    creds: &DorisCredentials,
+    access: &DorisAccess,
     sql: &str,
     side: &str,
 ) -> Result<(), String> {
     let mut last = format!("{side} has no FE nodes");
+    let creds = &access.credentials;
     for node in fe_nodes {
         let host = dcs_doris_client::host_of(node);
         let attempt = async {
-            let mut conn =
-                dcs_doris_client::mysql::connect_to(host, port, &creds.username, &creds.password)
-                    .await
-                    .map_err(|e| format!("cannot reach {side} FE {host}:{port} over MySQL: {e}"))?;
+            let mut conn = dcs_doris_client::mysql::connect_to_tls(
+                host,
+                port,
+                &creds.username,
+                &creds.password,
+                &access.tls,
+            )
+            .await
+            .map_err(|e| {
+                let what =
+                    dcs_doris_client::mysql::describe_connect_error(host, port, &access.tls, &e);
+                format!("cannot reach {side}: {what}")
+            })?;
             let result = conn.query_drop(sql).await;
             let _ = conn.disconnect().await;
             match result {
@@ -422,15 +433,17 @@ async fn run_sql(
 /// one ahead of its store; the rest guards against a loop).
 const MAX_SWEPT_CHECKPOINTS: u64 = 8;
 
-/// The sink's 2PC client: the FEs, tried in turn (each redirects to a BE).
-fn sink_client(fe_nodes: &[String], creds: &DorisCredentials) -> StreamLoadClient {
+/// The sink's 2PC client: the FEs, tried in turn (each redirects to a BE of the cluster), over
+/// the sink's TLS.
+fn sink_client(fe_nodes: &[String], access: &DorisAccess) -> Result<StreamLoadClient, String> {
     StreamLoadClient::new(
         fe_nodes.to_vec(),
         Vec::new(),
-        creds.username.clone(),
-        creds.password.clone(),
+        access.credentials.username.clone(),
+        access.credentials.password.clone(),
         REQUEST_TIMEOUT,
     )
+    .with_tls(access.tls.clone())
 }
 
 /// Aborts the labels of `sweep` ([`StreamLoadClient::sweep_labels`]; a label Doris already
@@ -438,9 +451,13 @@ fn sink_client(fe_nodes: &[String], creds: &DorisCredentials) -> StreamLoadClien
 /// checkpoint id it stopped at with the message.
 async fn sweep_labels(
     fe_nodes: &[String],
-    creds: &DorisCredentials,
+    access: &DorisAccess,
     sweep: &LabelSweep,
 ) -> (Vec<String>, Option<(u64, String)>) {
+    let client = match sink_client(fe_nodes, access) {
+        Ok(c) => c,
+        Err(e) => return (Vec::new(), Some((sweep.first_checkpoint_id, e))),
+    };
     let plan = Sweep {
         db: &sweep.db,
         first_checkpoint_id: sweep.first_checkpoint_id,
@@ -449,9 +466,7 @@ async fn sweep_labels(
         retries: u32::try_from(fe_nodes.len().saturating_sub(1)).unwrap_or(u32::MAX),
         label: |id, seq| sweep.label(id, seq),
     };
-    let swept = sink_client(fe_nodes, creds)
-        .sweep_labels(&plan, |_| Duration::ZERO)
-        .await;
+    let swept = client.sweep_labels(&plan, |_| Duration::ZERO).await;
     let failure = swept.stopped.map(|stop| {
         (
             stop.checkpoint_id,
@@ -467,10 +482,10 @@ async fn sweep_labels(
 /// Aborts one transaction by id, through each sink FE in turn until one answers.
 async fn abort_txn(
     fe_nodes: &[String],
-    creds: &DorisCredentials,
+    access: &DorisAccess,
     txn: &TxnAbort,
 ) -> Result<(), String> {
-    let client = sink_client(fe_nodes, creds);
+    let client = sink_client(fe_nodes, access)?;
     let mut last = "the sink has no FE nodes".to_owned();
     for pick in 0..fe_nodes.len() {
         let answer = match client

@@ -7,6 +7,7 @@ use dcs_doris_client::table::{TableReadError, read_table};
 
 use crate::reconcile::plan::{ProbeFailure, SourceProbe};
 use dcs_doris_client::fe_api;
+use dcs_doris_client::tls::Tls;
 
 /// Reason: the source refused the credentials.
 pub const SOURCE_AUTH_FAILED: &str = "SourceAuthFailed";
@@ -38,13 +39,35 @@ impl fmt::Debug for DorisCredentials {
     }
 }
 
+/// How to reach one Doris cluster: as whom, and over what TLS (`Debug` shows neither the
+/// password nor the CA bundle).
+#[derive(Clone, Debug)]
+pub struct DorisAccess {
+    /// The user and password.
+    pub credentials: DorisCredentials,
+    /// TLS (or plaintext) for every connection to the cluster.
+    pub tls: Tls,
+}
+
+impl DorisAccess {
+    /// An HTTP client for this cluster that follows no redirect (credentials are re-sent by hand,
+    /// to the cluster's own nodes only: `dcs_doris_client::cluster`).
+    fn http_client(&self) -> Result<reqwest::Client, String> {
+        self.tls.http_client(
+            reqwest::Client::builder()
+                .timeout(PROBE_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none()),
+        )
+    }
+}
+
 /// Probes the table and Doris's clock. The first FE node that answers MySQL is used.
 ///
 /// # Errors
 /// A [`ProbeFailure`] with a reason and a message that says what to fix.
 pub async fn probe_source(
     spec: &SourceSpec,
-    credentials: &DorisCredentials,
+    access: &DorisAccess,
 ) -> Result<SourceProbe, ProbeFailure> {
     let table = spec.table_ref().map_err(|e| ProbeFailure {
         reason: reasons::INVALID_SPEC,
@@ -55,18 +78,12 @@ pub async fn probe_source(
         let host = dcs_doris_client::host_of(node);
         match tokio::time::timeout(
             PROBE_TIMEOUT,
-            table_facts(
-                host,
-                spec.query_port,
-                credentials,
-                &table.database,
-                &table.table,
-            ),
+            table_facts(host, spec.query_port, access, &table.database, &table.table),
         )
         .await
         {
             Ok(Ok(facts)) => {
-                let doris_now_ms = doris_now_ms(node, credentials).await;
+                let doris_now_ms = doris_now_ms(node, access).await;
                 return Ok(SourceProbe {
                     doris_now_ms,
                     ..facts
@@ -97,24 +114,33 @@ pub async fn probe_source(
 async fn table_facts(
     host: &str,
     port: i32,
-    credentials: &DorisCredentials,
+    access: &DorisAccess,
     db: &str,
     table: &str,
 ) -> Result<SourceProbe, ProbeFailure> {
-    let mut conn = dcs_doris_client::mysql::connect_to(
+    let credentials = &access.credentials;
+    let port = u16::try_from(port).unwrap_or(9030);
+    let mut conn = dcs_doris_client::mysql::connect_to_tls(
         host,
-        u16::try_from(port).unwrap_or(9030),
+        port,
         &credentials.username,
         &credentials.password,
+        &access.tls,
     )
     .await
-    .map_err(|e| connect_failure(host, port, &credentials.username, &e))?;
+    .map_err(|e| connect_failure(host, port, access, &e))?;
     let result = query_facts(&mut conn, db, table).await;
     let _ = conn.disconnect().await;
     result
 }
 
-fn connect_failure(host: &str, port: i32, user: &str, e: &mysql_async::Error) -> ProbeFailure {
+fn connect_failure(
+    host: &str,
+    port: u16,
+    access: &DorisAccess,
+    e: &mysql_async::Error,
+) -> ProbeFailure {
+    let user = &access.credentials.username;
     if let Some(detail) = dcs_doris_client::mysql::login_refused(e) {
         return ProbeFailure {
             reason: SOURCE_AUTH_FAILED,
@@ -123,11 +149,16 @@ fn connect_failure(host: &str, port: i32, user: &str, e: &mysql_async::Error) ->
             ),
         };
     }
+    let what = dcs_doris_client::mysql::describe_connect_error(host, port, &access.tls, e);
     ProbeFailure {
         reason: reasons::SOURCE_UNREACHABLE,
-        message: format!(
-            "cannot reach the source FE {host}:{port} over MySQL: {e}; check spec.source.feNodes and queryPort"
-        ),
+        message: if what.starts_with("TLS ") {
+            format!("cannot reach the source: {what}; check spec.source.tls")
+        } else {
+            format!(
+                "cannot reach the source FE {host}:{port} over MySQL: {e}; check spec.source.feNodes and queryPort"
+            )
+        },
     }
 }
 
@@ -181,29 +212,27 @@ async fn query_facts(
 ///
 /// # Errors
 /// [`SINK_UNREACHABLE`] naming every address tried and the fix.
-pub async fn probe_sink(
-    fe_nodes: &[String],
-    credentials: &DorisCredentials,
-) -> Result<(), ProbeFailure> {
-    let client = dcs_doris_client::tls::plain_http_client(
-        reqwest::Client::builder()
-            .timeout(PROBE_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none()),
-    )
-    .map_err(|e| ProbeFailure {
+pub async fn probe_sink(fe_nodes: &[String], access: &DorisAccess) -> Result<(), ProbeFailure> {
+    let client = access.http_client().map_err(|e| ProbeFailure {
         reason: SINK_UNREACHABLE,
         message: format!("cannot build an HTTP client: {e}"),
     })?;
+    let credentials = &access.credentials;
     let mut failures = Vec::new();
+    let mut tls_failures = Vec::new();
     for node in fe_nodes {
         match client
-            .get(format!("http://{node}/api/tso"))
+            .get(access.tls.url(node, "/api/tso"))
             .basic_auth(&credentials.username, Some(&credentials.password))
             .send()
             .await
         {
             Ok(_) => return Ok(()),
             Err(e) => {
+                if let Some(reason) = dcs_doris_client::tls::tls_reason(&e) {
+                    tls_failures.push(format!("TLS to FE {node} (HTTP): {reason}"));
+                    continue;
+                }
                 let why = if e.is_timeout() {
                     format!("no answer within {}s", PROBE_TIMEOUT.as_secs())
                 } else if e.is_connect() {
@@ -214,6 +243,19 @@ pub async fn probe_sink(
                 failures.push(format!("{node} ({why})"));
             }
         }
+    }
+    if !tls_failures.is_empty() {
+        return Err(ProbeFailure {
+            reason: SINK_UNREACHABLE,
+            message: format!(
+                "cannot reach the sink: {}; check spec.sink.doris.tls",
+                tls_failures
+                    .into_iter()
+                    .chain(failures)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
     }
     Err(ProbeFailure {
         reason: SINK_UNREACHABLE,
@@ -230,12 +272,11 @@ pub async fn probe_sink(
 }
 
 /// Doris's current time from the FE's `/api/tso`, or `None` when it cannot be read.
-pub async fn doris_now_ms(fe_node: &str, credentials: &DorisCredentials) -> Option<i64> {
-    let client =
-        dcs_doris_client::tls::plain_http_client(reqwest::Client::builder().timeout(PROBE_TIMEOUT))
-            .ok()?;
+pub async fn doris_now_ms(fe_node: &str, access: &DorisAccess) -> Option<i64> {
+    let client = access.http_client().ok()?;
+    let credentials = &access.credentials;
     let resp = client
-        .get(format!("http://{fe_node}/api/tso"))
+        .get(access.tls.url(fe_node, "/api/tso"))
         .basic_auth(&credentials.username, Some(&credentials.password))
         .send()
         .await

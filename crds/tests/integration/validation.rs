@@ -453,6 +453,14 @@ fn each_rule_reports_its_path_and_message() {
             set(
                 spec(),
                 "/runner",
+                json!({"env": [{"name": "DCS_SINK_TLS_CA_FILE", "value": "/tmp/ca.pem"}]}),
+            ),
+            "spec.runner.env[0]: DCS_SINK_TLS_CA_FILE is set by the operator from tls.caBundle (the file it mounts the bundle at); remove it and name the bundle in spec.source.tls.caBundle or spec.sink.doris.tls.caBundle",
+        ),
+        (
+            set(
+                spec(),
+                "/runner",
                 json!({"env": [{"name": "DCS_METRICS_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]}),
             ),
             "spec.runner.env[0]: DCS_METRICS_ADDR is set by the operator (its --runner-metrics-addr, the chart's runner.metricsAddr) together with the port the pod's probes use; remove it",

@@ -1,6 +1,7 @@
 //! The pure build: the Kubernetes objects that run one sync's runner.
 //!
-//! Credentials only ever appear as `secretKeyRef`s; no secret value passes through here.
+//! Credentials only ever appear as `secretKeyRef`s, CA bundles as volumes of the Secret or
+//! ConfigMap key they are in; no secret value passes through here.
 
 use std::collections::BTreeMap;
 
@@ -11,9 +12,10 @@ use k8s_openapi::{
         batch::v1::{Job, JobSpec},
         core::v1::{
             Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar,
-            EnvVarSource, HTTPGetAction, ObjectFieldSelector, PodSecurityContext, PodSpec,
-            PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretKeySelector,
-            SecurityContext, ServiceAccount, Volume, VolumeMount,
+            EnvVarSource, HTTPGetAction, KeyToPath, ObjectFieldSelector, PodSecurityContext,
+            PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
+            SecretKeySelector, SecretVolumeSource, SecurityContext, ServiceAccount, Volume,
+            VolumeMount,
         },
         rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
     },
@@ -397,6 +399,65 @@ fn field_env(name: &str, path: &str) -> EnvVar {
     }
 }
 
+/// Where the runner pod finds a side's CA bundle: `{TLS_DIR}/{side}/{CA_FILE}`.
+pub const TLS_DIR: &str = "/etc/dcs-tls";
+/// The file name a CA bundle's key is mounted as.
+pub const CA_FILE: &str = "ca.crt";
+
+/// The CA bundle a side's `tls` names (when TLS is on), as the runner pod gets it: a read-only
+/// volume of just that key of the Secret or ConfigMap, mounted at `{TLS_DIR}/{side}`, and the
+/// variable naming the file (`DCS_SOURCE_TLS_CA_FILE`, `DCS_SINK_TLS_CA_FILE`). The Secret is
+/// referenced only after the operator checked it allows the sync (the plan blocks otherwise).
+fn ca_bundle_mount(
+    tls: Option<&dcs_crds::TlsSpec>,
+    side: &str,
+    env: &str,
+) -> Option<(Volume, VolumeMount, EnvVar)> {
+    let bundle = tls.filter(|t| t.enabled)?.ca_bundle.as_ref()?;
+    let name = format!("{side}-ca");
+    let items = |key: &str| {
+        Some(vec![KeyToPath {
+            key: key.to_owned(),
+            path: CA_FILE.to_owned(),
+            mode: None,
+        }])
+    };
+    let volume = match (&bundle.secret_key_ref, &bundle.config_map_key_ref) {
+        (Some(r), _) => Volume {
+            name: name.clone(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(r.name.clone()),
+                items: items(&r.key),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        (None, Some(r)) => Volume {
+            name: name.clone(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: r.name.clone(),
+                items: items(&r.key),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        (None, None) => return None,
+    };
+    let dir = format!("{TLS_DIR}/{side}");
+    let mount = VolumeMount {
+        name,
+        mount_path: dir.clone(),
+        read_only: Some(true),
+        ..Default::default()
+    };
+    let var = EnvVar {
+        name: env.to_owned(),
+        value: Some(format!("{dir}/{CA_FILE}")),
+        ..Default::default()
+    };
+    Some((volume, mount, var))
+}
+
 /// Builds every object of the runner for `run`; `defaults` are the operator's runner flags.
 pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) -> RunnerObjects {
     let name = sync.name_any();
@@ -475,6 +536,22 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             &doris.credentials.password_key,
         ));
     }
+    let ca_bundles: Vec<_> = [
+        ca_bundle_mount(
+            spec.source.tls.as_ref(),
+            "source",
+            dcs_crds::spec::SOURCE_CA_FILE_ENV,
+        ),
+        ca_bundle_mount(
+            spec.sink.doris.as_ref().and_then(|d| d.tls.as_ref()),
+            "sink",
+            dcs_crds::spec::SINK_CA_FILE_ENV,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    env.extend(ca_bundles.iter().map(|(_, _, var)| var.clone()));
     env.push(EnvVar {
         name: "DCS_CHECKPOINT_CONFIGMAP".to_owned(),
         value: Some(names::checkpoint(&name)),
@@ -518,12 +595,16 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             defaults.resources.as_ref(),
         )),
         security_context: Some(restricted_container()),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "config".to_owned(),
-            mount_path: CONFIG_DIR.to_owned(),
-            read_only: Some(true),
-            ..Default::default()
-        }]),
+        volume_mounts: Some(
+            std::iter::once(VolumeMount {
+                name: "config".to_owned(),
+                mount_path: CONFIG_DIR.to_owned(),
+                read_only: Some(true),
+                ..Default::default()
+            })
+            .chain(ca_bundles.iter().map(|(_, mount, _)| mount.clone()))
+            .collect(),
+        ),
         ..Default::default()
     };
     let mut annotations = spec.runner.pod_annotations.clone().unwrap_or_default();
@@ -555,14 +636,18 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
                 }),
                 ..Default::default()
             }),
-            volumes: Some(vec![Volume {
-                name: "config".to_owned(),
-                config_map: Some(ConfigMapVolumeSource {
-                    name: names::config(&name),
+            volumes: Some(
+                std::iter::once(Volume {
+                    name: "config".to_owned(),
+                    config_map: Some(ConfigMapVolumeSource {
+                        name: names::config(&name),
+                        ..Default::default()
+                    }),
                     ..Default::default()
-                }),
-                ..Default::default()
-            }]),
+                })
+                .chain(ca_bundles.iter().map(|(volume, _, _)| volume.clone()))
+                .collect(),
+            ),
             ..Default::default()
         }),
     };

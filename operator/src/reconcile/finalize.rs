@@ -288,10 +288,11 @@ pub(super) fn retry_annotations(attempts: u32, next: Timestamp, errors: &str) ->
 /// How to remove what a given-up cleanup left, by hand.
 const BY_HAND: &str = "Remove them by hand (curl -X PUT -H 'txn_id: <id>' (or -H 'label: <label>') -H 'txn_operation: abort' http://<sink-fe>/api/<db>/<table>/_stream_load_2pc; DELETE FROM <offset table> WHERE consumer_id = '<id>') or let Doris time the transactions out";
 
-/// The Warning note when cleanup is given up because a credentials Secret is gone (pure).
+/// The Warning note when cleanup is given up because a Secret (credentials or CA bundle) or a
+/// CA bundle ConfigMap is gone (pure).
 pub fn secret_gone_note(secrets: &[String], errors: &str, left: &Work) -> String {
     format!(
-        "gave up cleaning Doris at once and released the finalizer: the credentials Secret {} is gone (deleted with the namespace?) or does not allow this sync, so retrying cannot help; left behind: {}. Last error: {errors}. {BY_HAND}",
+        "gave up cleaning Doris at once and released the finalizer: {} is gone (deleted with the namespace?) or does not allow this sync, so retrying cannot help; left behind: {}. Last error: {errors}. {BY_HAND}",
         secrets.join(" and "),
         left.describe()
     )
@@ -410,11 +411,14 @@ mod tests {
 
     #[test]
     fn a_secret_gone_gives_up_at_the_first_failure() {
-        let gone = ["ns/sink-creds".to_owned(), "ns/src-creds".to_owned()];
+        let gone = [
+            "Secret ns/sink-creds".to_owned(),
+            "ConfigMap ns/doris-ca".to_owned(),
+        ];
         assert_eq!(
             after_failed_attempt(0, "no Secret", &left(), &gone, POLICY, at(0)),
             Failed::GiveUp {
-                note: "gave up cleaning Doris at once and released the finalizer: the credentials Secret ns/sink-creds and ns/src-creds is gone (deleted with the namespace?) or does not allow this sync, so retrying cannot help; left behind: pre-committed Stream Load transactions 42 (label l-7-0, db db); offset-table row consumer_id='orders' in meta.offsets. Last error: no Secret. Remove them by hand (curl -X PUT -H 'txn_id: <id>' (or -H 'label: <label>') -H 'txn_operation: abort' http://<sink-fe>/api/<db>/<table>/_stream_load_2pc; DELETE FROM <offset table> WHERE consumer_id = '<id>') or let Doris time the transactions out".into()
+                note: "gave up cleaning Doris at once and released the finalizer: Secret ns/sink-creds and ConfigMap ns/doris-ca is gone (deleted with the namespace?) or does not allow this sync, so retrying cannot help; left behind: pre-committed Stream Load transactions 42 (label l-7-0, db db); offset-table row consumer_id='orders' in meta.offsets. Last error: no Secret. Remove them by hand (curl -X PUT -H 'txn_id: <id>' (or -H 'label: <label>') -H 'txn_operation: abort' http://<sink-fe>/api/<db>/<table>/_stream_load_2pc; DELETE FROM <offset table> WHERE consumer_id = '<id>') or let Doris time the transactions out".into()
             }
         );
     }

@@ -4,6 +4,7 @@
 //! stop-the-runner-and-clean-Doris sequence of a re-initialisation (`reinit`) and a deletion,
 //! with the pure [`stop`] deciding the wait; [`build`] makes the runner objects.
 
+mod access;
 mod api;
 mod apply;
 pub mod build;

@@ -1,29 +1,27 @@
 //! Observe: reading a sync's world into what [`plan`](super::plan) decides on. The config and
 //! checkpoint ConfigMaps, the runner workload and its pods, the status last written, the
-//! credentials Secrets (used only when they allow the sync) and the probe of the source and sink,
-//! whose table facts are cached for [`REPROBE_INTERVAL`] per generation. Also where a cleanup
-//! reaches Doris ([`targets`]).
+//! access to each side (credentials and TLS, [`super::access`]) and the probe of the source and
+//! sink, whose table facts are cached for [`REPROBE_INTERVAL`] per generation. Also where a
+//! cleanup reaches Doris ([`targets`]).
 //!
-//! The I/O functions only fetch; what the fetched objects mean ([`credentials_from`],
-//! [`job_outcome`], [`pods_state`], [`sort_checkpoint`], [`probe_skipped`],
+//! The I/O functions only fetch; what the fetched objects mean ([`job_outcome`], [`pods_state`], [`sort_checkpoint`], [`probe_skipped`],
 //! [`CachedProbe::fresh`]) is pure and tested here.
 
 use std::time::{Duration, Instant};
 
-use dcs_crds::{
-    DorisChangelogSync, DorisChangelogSyncSpec, conditions::reasons, spec::Credentials,
-};
+use dcs_crds::{DorisChangelogSync, DorisChangelogSyncSpec, conditions::reasons};
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
         batch::v1::Job,
-        core::v1::{ConfigMap, Pod, Secret},
+        core::v1::{ConfigMap, Pod},
     },
     jiff::Timestamp,
 };
-use kube::{Api, Client, ResourceExt, api::ListParams};
+use kube::{Api, ResourceExt, api::ListParams};
 
 use super::{
+    access::{Side, read_access},
     api::get_opt,
     build::{self, NONCE_ANNOTATION, names},
     plan::{
@@ -38,7 +36,7 @@ use crate::{
     Error, Result,
     checkpoint::Checkpoint,
     cleanup::Targets,
-    probe::{CREDENTIALS_MISSING, DorisCredentials, probe_sink, probe_source},
+    probe::{probe_sink, probe_source},
 };
 
 /// How long table facts are trusted before the source is probed again.
@@ -201,112 +199,12 @@ pub(super) fn probe_skipped(spec: &DorisChangelogSyncSpec) -> Option<ProbeFailur
     })
 }
 
-async fn read_credentials(
-    client: &Client,
-    ns: &str,
-    sync: &str,
-    credentials: &Credentials,
-    field: &str,
-) -> Result<DorisCredentials, ProbeFailure> {
-    read_credentials_or_gone(client, ns, sync, credentials, field)
-        .await
-        .map_err(|(failure, _)| failure)
-}
-
-/// The credentials in the Secret `credentials` names, when it allows the sync `sync` to use
-/// them; the error says too whether the Secret is out of reach for good ([`credentials_from`]).
-async fn read_credentials_or_gone(
-    client: &Client,
-    ns: &str,
-    sync: &str,
-    credentials: &Credentials,
-    field: &str,
-) -> Result<DorisCredentials, (ProbeFailure, bool)> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let name = &credentials.secret_name;
-    let secret = secrets.get_opt(name).await.map_err(|e| {
-        (
-            ProbeFailure {
-                reason: CREDENTIALS_MISSING,
-                message: format!("cannot read Secret {ns}/{name}: {e}"),
-            },
-            false,
-        )
-    })?;
-    credentials_from(secret, ns, sync, credentials, field)
-}
-
-/// The credentials `credentials` names in `secret` (as read from namespace `ns`; `None` when it
-/// does not exist) for sync `sync`, whose field `field` names it (pure). The error says too
-/// whether the Secret is out of reach for good: it does not exist, or does not allow the sync.
-pub(super) fn credentials_from(
-    secret: Option<Secret>,
-    ns: &str,
-    sync: &str,
-    credentials: &Credentials,
-    field: &str,
-) -> Result<DorisCredentials, (ProbeFailure, bool)> {
-    let name = &credentials.secret_name;
-    let Some(secret) = secret else {
-        return Err((
-            ProbeFailure {
-                reason: CREDENTIALS_MISSING,
-                message: format!(
-                    "Secret {ns}/{name} named in {field} does not exist; create it with keys {} and {}",
-                    credentials.username_key, credentials.password_key
-                ),
-            },
-            true,
-        ));
-    };
-    // The keys are read, and sent anywhere, only when the Secret opted in to this sync; a Secret
-    // that did not is, for cleanup, as good as gone (nothing may be done with it).
-    if !dcs_crds::access::secret_allows(secret.metadata.annotations.as_ref(), sync) {
-        return Err((
-            ProbeFailure {
-                reason: reasons::CREDENTIALS_NOT_ALLOWED,
-                message: dcs_crds::access::secret_not_allowed_message(ns, name, sync, field),
-            },
-            true,
-        ));
-    }
-    let data = secret.data.unwrap_or_default();
-    let value = |key: &str| {
-        data.get(key)
-            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-            .ok_or_else(|| {
-                (
-                    ProbeFailure {
-                        reason: CREDENTIALS_MISSING,
-                        message: format!(
-                            "Secret {ns}/{name} has no key {key:?}; add it or set {field}"
-                        ),
-                    },
-                    false,
-                )
-            })
-    };
-    Ok(DorisCredentials {
-        username: value(&credentials.username_key)?,
-        password: value(&credentials.password_key)?,
-    })
-}
-
 /// The source probe (table facts cached, Doris's time read every time) and the sink probe.
 async fn probe(
     sync: &DorisChangelogSync,
     ctx: &Context,
     ns: &str,
 ) -> (Result<SourceProbe, ProbeFailure>, Result<(), ProbeFailure>) {
-    // No probe at all, not even over plaintext, of a cluster the spec asked to reach over TLS:
-    // the plan blocks the sync with this message.
-    if let Some(message) = super::plan::tls_not_yet_supported(&sync.spec) {
-        let failure = ProbeFailure {
-            reason: reasons::TLS_NOT_SUPPORTED,
-            message,
-        };
-        return (Err(failure.clone()), Err(failure));
-    }
     let key = format!("{ns}/{}", sync.name_any());
     let generation = sync.metadata.generation;
     let cached = ctx
@@ -316,36 +214,24 @@ async fn probe(
         .get(&key)
         .cloned()
         .filter(|c| c.fresh(generation, Instant::now()));
-    let credentials = match read_credentials(
-        &ctx.client,
-        ns,
-        &sync.name_any(),
-        &sync.spec.source.credentials,
-        "spec.source.credentials",
-    )
-    .await
-    {
-        Ok(c) => c,
-        Err(e) => return (Err(e), Ok(())),
+    let name = sync.name_any();
+    let access = match read_access(&ctx.client, ns, &name, Side::source(&sync.spec.source)).await {
+        Ok(a) => a,
+        Err(e) => return (Err(e.failure), Ok(())),
     };
-    // Both Secrets are read on every reconcile, cached probe or not: a Secret whose annotation
-    // stops allowing the sync (or that goes) is seen at once.
-    let sink_credentials = match &sync.spec.sink.doris {
+    // Both sides' Secrets (credentials and CA bundles) are read on every reconcile, cached probe
+    // or not: a Secret whose annotation stops allowing the sync (or that goes) is seen at once.
+    let sink_access = match &sync.spec.sink.doris {
         None => None,
         Some(d) => Some(
-            read_credentials(
-                &ctx.client,
-                ns,
-                &sync.name_any(),
-                &d.credentials,
-                "spec.sink.doris.credentials",
-            )
-            .await,
+            read_access(&ctx.client, ns, &name, Side::sink(d))
+                .await
+                .map_err(|e| e.failure),
         ),
     };
     match cached {
         Some(c) => {
-            let sink = match sink_credentials {
+            let sink = match sink_access {
                 Some(Err(e)) => Err(e),
                 _ => c.sink,
             };
@@ -354,7 +240,7 @@ async fn probe(
                 Ok(facts) => (
                     Ok(SourceProbe {
                         doris_now_ms: match sync.spec.source.fe_nodes.first() {
-                            Some(fe) => crate::probe::doris_now_ms(fe, &credentials).await,
+                            Some(fe) => crate::probe::doris_now_ms(fe, &access).await,
                             None => None,
                         },
                         ..facts
@@ -365,9 +251,9 @@ async fn probe(
             }
         }
         None => {
-            let result = probe_source(&sync.spec.source, &credentials).await;
-            let sink = match (&sync.spec.sink.doris, sink_credentials) {
-                (Some(d), Some(Ok(creds))) => probe_sink(&d.fe_nodes, &creds).await,
+            let result = probe_source(&sync.spec.source, &access).await;
+            let sink = match (&sync.spec.sink.doris, sink_access) {
+                (Some(d), Some(Ok(access))) => probe_sink(&d.fe_nodes, &access).await,
                 (_, Some(Err(e))) => Err(e),
                 _ => Ok(()),
             };
@@ -506,22 +392,23 @@ pub(super) async fn targets(sync: &DorisChangelogSync, ctx: &Context, ns: &str) 
     let spec = &sync.spec;
     let mut secrets_gone = Vec::new();
     let name = sync.name_any();
-    let mut read = async |credentials: &Credentials, field: &str| {
-        read_credentials_or_gone(&ctx.client, ns, &name, credentials, field)
+    let mut read = async |side: Side<'_>| {
+        read_access(&ctx.client, ns, &name, side)
             .await
-            .map_err(|(failure, gone)| {
-                let secret = format!("{ns}/{}", credentials.secret_name);
-                if gone && !secrets_gone.contains(&secret) {
-                    secrets_gone.push(secret);
+            .map_err(|e| {
+                if let Some(object) = e.gone
+                    && !secrets_gone.contains(&object)
+                {
+                    secrets_gone.push(object);
                 }
-                failure.message
+                e.failure.message
             })
     };
-    let sink_credentials = match &spec.sink.doris {
-        Some(d) => read(&d.credentials, "spec.sink.doris.credentials").await,
+    let sink_access = match &spec.sink.doris {
+        Some(d) => read(Side::sink(d)).await,
         None => Err("the sink is not Doris".to_owned()),
     };
-    let source_credentials = read(&spec.source.credentials, "spec.source.credentials").await;
+    let source_access = read(Side::source(&spec.source)).await;
     Targets {
         sink_fe_nodes: spec
             .sink
@@ -529,10 +416,10 @@ pub(super) async fn targets(sync: &DorisChangelogSync, ctx: &Context, ns: &str) 
             .as_ref()
             .map(|d| d.fe_nodes.clone())
             .unwrap_or_default(),
-        sink_credentials,
+        sink_access,
         source_fe_nodes: spec.source.fe_nodes.clone(),
         source_query_port: u16::try_from(spec.source.query_port).unwrap_or(9030),
-        source_credentials,
+        source_access,
         secrets_gone,
     }
 }
@@ -553,11 +440,8 @@ pub(super) fn stop_mark(sync: &DorisChangelogSync) -> Option<StopMark> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use dcs_crds::DorisChangelogSyncStatus;
     use k8s_openapi::{
-        ByteString,
         api::{
             batch::v1::{JobCondition, JobStatus},
             core::v1::{
@@ -570,78 +454,6 @@ mod tests {
 
     use super::*;
     use crate::reconcile::testing::{self, streaming_checkpoint};
-
-    fn creds() -> Credentials {
-        serde_json::from_value(serde_json::json!({"secretName": "src-creds"})).unwrap()
-    }
-
-    fn secret(allowed: Option<&str>, keys: &[(&str, &str)]) -> Secret {
-        Secret {
-            metadata: ObjectMeta {
-                name: Some("src-creds".into()),
-                annotations: allowed
-                    .map(|a| BTreeMap::from([("dcs.dev/allowed-syncs".to_owned(), a.to_owned())])),
-                ..ObjectMeta::default()
-            },
-            data: Some(
-                keys.iter()
-                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
-                    .collect(),
-            ),
-            ..Secret::default()
-        }
-    }
-
-    const FIELD: &str = "spec.source.credentials";
-
-    #[test]
-    fn a_missing_secret_is_gone_for_good_and_says_which_keys_to_create() {
-        let (failure, gone) = credentials_from(None, "ns", "orders", &creds(), FIELD).unwrap_err();
-        assert!(gone);
-        assert_eq!(failure.reason, CREDENTIALS_MISSING);
-        assert_eq!(
-            failure.message,
-            "Secret ns/src-creds named in spec.source.credentials does not exist; create it with keys username and password"
-        );
-    }
-
-    #[test]
-    fn a_secret_that_does_not_allow_the_sync_is_not_read_and_counts_as_gone() {
-        let s = secret(Some("other"), &[("username", "u"), ("password", "p")]);
-        let (failure, gone) =
-            credentials_from(Some(s), "ns", "orders", &creds(), FIELD).unwrap_err();
-        assert!(gone);
-        assert_eq!(failure.reason, reasons::CREDENTIALS_NOT_ALLOWED);
-        assert_eq!(
-            failure.message,
-            dcs_crds::access::secret_not_allowed_message("ns", "src-creds", "orders", FIELD)
-        );
-        let unannotated = secret(None, &[("username", "u"), ("password", "p")]);
-        assert!(credentials_from(Some(unannotated), "ns", "orders", &creds(), FIELD).is_err());
-    }
-
-    #[test]
-    fn a_missing_key_can_be_fixed_so_it_is_not_gone() {
-        let s = secret(Some("orders"), &[("username", "u")]);
-        let (failure, gone) =
-            credentials_from(Some(s), "ns", "orders", &creds(), FIELD).unwrap_err();
-        assert!(!gone);
-        assert_eq!(failure.reason, CREDENTIALS_MISSING);
-        assert_eq!(
-            failure.message,
-            "Secret ns/src-creds has no key \"password\"; add it or set spec.source.credentials"
-        );
-    }
-
-    #[test]
-    fn an_allowing_secret_gives_its_keys() {
-        let s = secret(
-            Some("a, orders"),
-            &[("username", "root"), ("password", "pw")],
-        );
-        let c = credentials_from(Some(s), "ns", "orders", &creds(), FIELD).unwrap();
-        assert_eq!((c.username.as_str(), c.password.as_str()), ("root", "pw"));
-    }
 
     fn job(succeeded: Option<i32>, conditions: Vec<JobCondition>) -> Job {
         Job {

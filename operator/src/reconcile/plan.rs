@@ -216,26 +216,6 @@ pub fn headroom_seconds(ttl_seconds: i64, now_ms: i64, checkpoint: &Checkpoint) 
     Some(ttl_seconds - (now_ms - oldest).div_euclid(1000))
 }
 
-/// Why the operator cannot serve a sync that asks for TLS to Doris: it neither probes Doris over
-/// TLS nor hands the runner its CA bundle yet, and it must not send the credentials over a
-/// plaintext probe the spec asked to encrypt. `None` when neither side asks for TLS. The probes
-/// are skipped ([`super::observe`]) and the sync is blocked (even with a runner running, which
-/// would hold a configuration without it) while this says so.
-pub fn tls_not_yet_supported(spec: &DorisChangelogSyncSpec) -> Option<String> {
-    let sink_tls = spec.sink.doris.as_ref().and_then(|d| d.tls.as_ref());
-    let field = if dcs_crds::TlsSpec::is_enabled(spec.source.tls.as_ref()) {
-        "spec.source.tls.enabled"
-    } else if dcs_crds::TlsSpec::is_enabled(sink_tls) {
-        "spec.sink.doris.tls.enabled"
-    } else {
-        return None;
-    };
-    Some(format!(
-        "{field} is true, but this operator does not connect to Doris over TLS nor give the runner \
-         a CA bundle yet: set it to false, or run dcs-runner standalone with TLS (runner/README.md)"
-    ))
-}
-
 /// Decides what to do.
 pub fn plan(observed: &Observed) -> Plan {
     if observed.deleting {
@@ -250,13 +230,6 @@ pub fn plan(observed: &Observed) -> Plan {
             message: format!("the spec is invalid: {}", list.join("; ")),
         });
     }
-    if let Some(message) = tls_not_yet_supported(spec) {
-        return Plan::Block(Blocked {
-            condition: dcs_crds::conditions::types::READY,
-            reason: reasons::TLS_NOT_SUPPORTED,
-            message,
-        });
-    }
     if let Err(message) = &observed.runner_allowed {
         return Plan::Block(Blocked {
             condition: dcs_crds::conditions::types::READY,
@@ -264,16 +237,17 @@ pub fn plan(observed: &Observed) -> Plan {
             message: message.clone(),
         });
     }
-    // A Secret that does not allow the sync blocks it even with a runner running: that runner's
-    // pod refers to the Secret, which it must not.
+    // A Secret (credentials or CA bundle) that does not allow the sync blocks it even with a
+    // runner running: that runner's pod refers to the Secret, which it must not.
     if let Some(failure) = [
         observed.probe.as_ref().err(),
         observed.sink_probe.as_ref().err(),
     ]
     .into_iter()
     .flatten()
-    .find(|f| f.reason == reasons::CREDENTIALS_NOT_ALLOWED)
-    {
+    .find(|f| {
+        f.reason == reasons::CREDENTIALS_NOT_ALLOWED || f.reason == reasons::CA_BUNDLE_NOT_ALLOWED
+    }) {
         return Plan::Block(Blocked {
             condition: dcs_crds::conditions::types::READY,
             reason: failure.reason,
@@ -658,36 +632,23 @@ mod tests {
     }
 
     #[test]
-    fn tls_to_doris_blocks_the_sync_even_while_a_runner_runs() {
+    fn a_ca_secret_that_does_not_allow_the_sync_blocks_it_even_while_a_runner_runs() {
         let mut o = observed();
         o.runner = RunnerState::Running;
-        run_of(plan(&o));
-        o.spec.source.tls =
-            Some(serde_json::from_value(serde_json::json!({"enabled": true})).unwrap());
-        let b = blocked_of(plan(&o));
-        assert_eq!(b.reason, "TlsNotSupported");
-        assert!(
-            b.message
-                .starts_with("spec.source.tls.enabled is true, but this operator"),
-            "{}",
-            b.message
+        o.spec.source.tls = Some(
+            serde_json::from_value(serde_json::json!({"enabled": true,
+                "caBundle": {"secretKeyRef": {"name": "doris-ca", "key": "ca.crt"}}}))
+            .unwrap(),
         );
-        o.spec.source.tls =
-            Some(serde_json::from_value(serde_json::json!({"enabled": false})).unwrap());
+        // TLS itself does not stop a sync.
         run_of(plan(&o));
-        let sink = o
-            .spec
-            .sink
-            .doris
-            .as_mut()
-            .expect("the fixture syncs into Doris");
-        sink.tls = Some(serde_json::from_value(serde_json::json!({"enabled": true})).unwrap());
+        o.probe = Err(ProbeFailure {
+            reason: reasons::CA_BUNDLE_NOT_ALLOWED,
+            message: "Secret ns/doris-ca named in spec.source.tls.caBundle.secretKeyRef does not allow sync orders to use it".into(),
+        });
         let b = blocked_of(plan(&o));
-        assert!(
-            b.message.starts_with("spec.sink.doris.tls.enabled is true"),
-            "{}",
-            b.message
-        );
+        assert_eq!(b.reason, "CaBundleNotAllowed");
+        assert!(b.message.contains("caBundle.secretKeyRef"), "{}", b.message);
     }
 
     #[test]

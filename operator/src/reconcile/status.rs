@@ -4,7 +4,7 @@ use dcs_crds::preconditions::{Requirements, Unmet, preconditions};
 use dcs_crds::status::{MAX_STATUS_MESSAGE, cut_text};
 use dcs_crds::{
     Clock, DorisChangelogSyncStatus, ErrorStatus, OffsetStatus, Phase, ReinitStatus, SinkStatus,
-    SnapshotStatus, SourceStatus, StartupMode,
+    SnapshotStatus, SourceStatus, StartupMode, TlsMode, TlsStatus,
     conditions::{ConditionStatus, reasons, set_condition, types},
 };
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
@@ -31,6 +31,15 @@ pub fn compute_status(
     }
     let generation = observed.generation;
     s.observed_generation = generation;
+    s.tls = Some(TlsStatus {
+        source: Some(TlsMode::of(observed.spec.source.tls.as_ref())),
+        sink: observed
+            .spec
+            .sink
+            .doris
+            .as_ref()
+            .map(|d| TlsMode::of(d.tls.as_ref())),
+    });
 
     let probe = observed.probe.as_ref().ok();
     if let Some(p) = probe {
@@ -806,8 +815,37 @@ mod tests {
                     keys_type: Some("UNIQUE_KEYS".into()),
                     clock: Some(Clock::Doris),
                 }),
+                tls: Some(TlsStatus {
+                    source: Some(TlsMode::Plaintext),
+                    sink: Some(TlsMode::Plaintext),
+                }),
                 ..Default::default()
             }
+        );
+    }
+
+    #[test]
+    fn the_status_says_how_each_side_is_protected() {
+        let mut o = observed();
+        o.spec.source.tls = Some(
+            serde_json::from_value(
+                serde_json::json!({"enabled": true, "insecureSkipVerify": true}),
+            )
+            .unwrap(),
+        );
+        o.spec.sink.doris.as_mut().unwrap().tls =
+            Some(serde_json::from_value(serde_json::json!({"enabled": true})).unwrap());
+        let tls = status_of(&o, 100).tls.unwrap();
+        assert_eq!(
+            (tls.source, tls.sink),
+            (Some(TlsMode::InsecureSkipVerify), Some(TlsMode::Verified))
+        );
+        o.spec.sink.doris = None;
+        o.spec.sink.stdout = Some(Default::default());
+        let tls = status_of(&o, 100).tls.unwrap();
+        assert_eq!(
+            (tls.source, tls.sink),
+            (Some(TlsMode::InsecureSkipVerify), None)
         );
     }
 

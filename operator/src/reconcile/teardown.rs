@@ -416,11 +416,11 @@ mod tests {
             swept: vec![],
         };
         assert_eq!(
-            judge(&Work::default(), report, vec!["ns/src-creds".into()]),
+            judge(&Work::default(), report, vec!["Secret ns/src-creds".into()]),
             Teardown::Failed {
                 errors: "sink down; source down".into(),
                 left: Box::new(left),
-                secrets_gone: vec!["ns/src-creds".into()]
+                secrets_gone: vec!["Secret ns/src-creds".into()]
             }
         );
     }

@@ -549,7 +549,7 @@ async fn a_deleted_secret_gives_up_the_cleanup_at_once() -> Result<()> {
     let ns = client.default_namespace();
     assert!(
         note.starts_with(&format!(
-            "gave up cleaning Doris at once and released the finalizer: the credentials Secret {ns}/doris is gone (deleted with the namespace?) or does not allow this sync, so retrying cannot help; left behind: pre-committed Stream Load transactions 42 (label dcs-s-3-0, db db); any loads pre-committed after the last checkpoint (labels dcs-s-4-<seq> and later checkpoint ids, db db); offset-table row consumer_id='s' in db.offsets. Last error: Secret {ns}/doris named in spec.sink.doris.credentials does not exist"
+            "gave up cleaning Doris at once and released the finalizer: Secret {ns}/doris is gone (deleted with the namespace?) or does not allow this sync, so retrying cannot help; left behind: pre-committed Stream Load transactions 42 (label dcs-s-3-0, db db); any loads pre-committed after the last checkpoint (labels dcs-s-4-<seq> and later checkpoint ids, db db); offset-table row consumer_id='s' in db.offsets. Last error: Secret {ns}/doris named in spec.sink.doris.credentials does not exist"
         )),
         "{note}"
     );

@@ -10,3 +10,4 @@ mod controller;
 mod leader;
 mod reconcile;
 mod reinit;
+mod tls;

@@ -137,6 +137,28 @@ impl Tls {
         Ok(tls)
     }
 
+    /// One side's TLS as its spec (`spec.source.tls`, `spec.sink.doris.tls`) says: plaintext
+    /// unless `enabled`; else verified against `ca_bundle` (its origin and PEM) when given, the
+    /// public web roots when not, with the spec's `serverName` and `insecureSkipVerify`. The
+    /// bundle the spec references is read by the caller (the runner from a file, the operator
+    /// from the Secret or ConfigMap).
+    ///
+    /// # Errors
+    /// As [`Tls::new`].
+    pub fn from_spec(
+        spec: Option<&dcs_crds::TlsSpec>,
+        ca_bundle: Option<(String, Vec<u8>)>,
+    ) -> Result<Self, TlsConfigError> {
+        match spec.filter(|t| t.enabled) {
+            None => Ok(Self::plaintext()),
+            Some(spec) => Self::new(TlsOptions {
+                ca_bundle,
+                server_name: spec.server_name.clone(),
+                insecure_skip_verify: spec.insecure_skip_verify,
+            }),
+        }
+    }
+
     /// Whether TLS is on.
     pub fn is_on(&self) -> bool {
         self.on.is_some()

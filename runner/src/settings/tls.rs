@@ -8,14 +8,10 @@
 use std::path::PathBuf;
 
 use dcs_crds::TlsSpec;
-use dcs_doris_client::tls::{Tls, TlsOptions};
+pub use dcs_crds::spec::{SINK_CA_FILE_ENV, SOURCE_CA_FILE_ENV};
+use dcs_doris_client::tls::Tls;
 
 use crate::{Error, Result};
-
-/// The file holding the source's CA bundle (PEM).
-pub const SOURCE_CA_FILE_ENV: &str = "DCS_SOURCE_TLS_CA_FILE";
-/// The file holding the sink's CA bundle (PEM).
-pub const SINK_CA_FILE_ENV: &str = "DCS_SINK_TLS_CA_FILE";
 
 /// Where the CA bundles are read from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -66,24 +62,15 @@ pub fn resolve(
             Some((path.display().to_string(), pem))
         }
         (None, Some(bundle)) => {
-            let what = match (&bundle.secret_key_ref, &bundle.config_map_key_ref) {
-                (Some(r), _) => format!("key {} of Secret {}", r.key, r.name),
-                (None, Some(r)) => format!("key {} of ConfigMap {}", r.key, r.name),
-                (None, None) => "the bundle".to_owned(),
-            };
             return Err(config(format!(
                 "{field}.caBundle is set, but {env} is not: set {env} to the path of a PEM file \
-                 holding {what}"
+                 holding {}",
+                bundle.describe()
             )));
         }
         (None, None) => None,
     };
-    Tls::new(TlsOptions {
-        ca_bundle,
-        server_name: spec.server_name.clone(),
-        insecure_skip_verify: spec.insecure_skip_verify,
-    })
-    .map_err(|e| config(format!("{field}: {e}")))
+    Tls::from_spec(Some(spec), ca_bundle).map_err(|e| config(format!("{field}: {e}")))
 }
 
 #[cfg(test)]
