@@ -44,9 +44,11 @@ crds_established() {
 # ---------------------------------------------------------------- Doris (mysql CLI against doris-emu)
 
 # sql [DB] STATEMENT: runs one statement; tab-separated rows without headers on stdout.
+# With DORIS_TLS_CA set (a scenario's own doris-emu serving TLS), over TLS verified against it.
 sql() {
     mysql --protocol=TCP -h "$DORIS_HOST" -P "$DORIS_QUERY_PORT" -u "$DORIS_USER" \
-        "-p$DORIS_PASSWORD" -N -B -e "$1"
+        "-p$DORIS_PASSWORD" ${DORIS_TLS_CA:+--ssl "--ssl-ca=$DORIS_TLS_CA" --ssl-verify-server-cert} \
+        -N -B -e "$1"
 }
 
 # create_source_table DB TABLE [PROPERTIES]: a changelog-enabled merge-on-write UNIQUE KEY table.

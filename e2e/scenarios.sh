@@ -7,7 +7,7 @@
 # The order run.sh runs them in (and the names `e2e/run.sh NAME...` accepts).
 # shellcheck disable=SC2034 # used by run.sh
 SCENARIOS=(streaming ttl_blocked suspend_resume spec_change runner_killed reinit_on_expiry deletion broken_secret
-    expiry_fail_then_nonce snapshot_job probes adversarial ha_namespaced)
+    expiry_fail_then_nonce snapshot_job probes adversarial tls ha_namespaced)
 
 # start_sync NS NAME DB [EXTRA_SPEC]: source table DB.src with ids 1..20, sink DB_sink.dst, the sync
 # applied and Streaming with the snapshot copied.
@@ -622,6 +622,69 @@ scenario_adversarial() {
     local summary="" f
     for f in "${!faults[@]}"; do summary+="${summary:+, }$f ${faults[$f]}"; done
     log "adversarial: seed $seed, $steps steps, faults: $summary; $checks checks held, $reinits expiries answered with a reinit"
+}
+
+# 14. TLS to Doris: a doris-emu of the scenario's own serving only TLS, with its own CA, kept in a
+# ConfigMap; a sync with TLS on both sides is probed by the operator over TLS, its runner pod gets
+# the CA mounted, and it streams: the sink follows every change, status.tls says Verified. A sync
+# whose CA bundle is in a Secret that did not opt in is Blocked and gets no runner.
+scenario_tls() {
+    local ns=$1 db=e2e_tls dir pid ports
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/dcs-e2e-tls.XXXXXX")
+    DORIS_EMU_PASSWORD=$DORIS_PASSWORD "$BIN/dcs-doris-emu" --host "$DORIS_HOST" --user "$DORIS_USER" \
+        --fe-http-port 0 --be-http-port 0 --query-port 0 --fe-flight-port 0 --be-flight-port 0 \
+        --tls-self-signed "$dir/pki" >"$dir/emu.json" 2>"$dir/emu.log" &
+    pid=$!
+    # shellcheck disable=SC2064 # expanded now: the trap runs after the locals are gone
+    trap "kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf '$dir'" EXIT
+    ports=$(first_line "$dir/emu.json" 30 "$pid") || fail "the TLS doris-emu did not start: $(tail -n 5 "$dir/emu.log")"
+    [[ "$(jq -r .tls <<<"$ports")" == true ]] || fail "doris-emu does not say it serves TLS: $ports"
+    # From here on every helper talks to this emulator (the scenario runs in a subshell of its own).
+    DORIS_FE_HTTP_PORT=$(jq -r .fe_http_port <<<"$ports")
+    DORIS_BE_HTTP_PORT=$(jq -r .be_http_port <<<"$ports")
+    DORIS_QUERY_PORT=$(jq -r .query_port <<<"$ports")
+    DORIS_FE_FLIGHT_PORT=$(jq -r .fe_flight_port <<<"$ports")
+    DORIS_TLS_CA=$dir/pki/ca.pem
+    export DORIS_FE_HTTP_PORT DORIS_BE_HTTP_PORT DORIS_QUERY_PORT DORIS_FE_FLIGHT_PORT DORIS_TLS_CA
+    # A plaintext client is refused: nothing below can have gone over plaintext.
+    if mysql --protocol=TCP -h "$DORIS_HOST" -P "$DORIS_QUERY_PORT" -u "$DORIS_USER" "-p$DORIS_PASSWORD" \
+        --skip-ssl -N -B -e "SELECT 1" >/dev/null 2>&1; then
+        fail "the TLS doris-emu accepted a plaintext MySQL login"
+    fi
+
+    kubectl -n "$ns" create configmap doris-ca --from-file=ca.crt="$DORIS_TLS_CA" >/dev/null
+    local tls="{enabled: true, caBundle: {configMapKeyRef: {name: doris-ca, key: ca.crt}}}"
+    create_source_table "$db" src
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    insert_rows "$db.src" 1 20
+    sync_manifest "$ns" t1 "$db.src" "${db}_sink.dst" |
+        sed -e "s|^    flightSqlPort: .*|&\n    tls: $tls|" -e "s|^      labelPrefix: e2e|&\n      tls: $tls|" |
+        kubectl apply -f - >/dev/null
+    wait_phase "$ns" t1 Streaming 90
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    [[ "$(jget "$ns" t1 .status.tls.source)/$(jget "$ns" t1 .status.tls.sink)" == Verified/Verified ]] ||
+        fail "status.tls is not Verified on both sides: $(jget "$ns" t1 .status.tls)"
+    local pod
+    pod=$(runner_pods "$ns" t1)
+    [[ "$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.spec.containers[0].env[?(@.name=="DCS_SOURCE_TLS_CA_FILE")].value}')" == /etc/dcs-tls/source/ca.crt ]] ||
+        fail "the runner pod does not name the mounted source CA"
+    some_changes "$db.src" 21 40 tls
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+
+    # A CA bundle in a Secret that did not opt in: not used, no runner, the fix in the message.
+    kubectl -n "$ns" create secret generic doris-ca-secret --from-file=ca.crt="$DORIS_TLS_CA" >/dev/null
+    local in_secret="{enabled: true, caBundle: {secretKeyRef: {name: doris-ca-secret, key: ca.crt}}}"
+    sync_manifest "$ns" t2 "$db.src" "${db}_sink.dst2" |
+        sed -e "s|^    flightSqlPort: .*|&\n    tls: $in_secret|" -e "s|^      labelPrefix: e2e|&\n      tls: $tls|" |
+        kubectl apply -f - >/dev/null
+    wait_phase "$ns" t2 Blocked 60
+    [[ "$(condition "$ns" t2 Ready reason)" == CaBundleNotAllowed ]] ||
+        fail "t2 is not blocked for its CA Secret: $(condition "$ns" t2 Ready message)"
+    condition "$ns" t2 Ready message | grep -q "kubectl -n $ns annotate secret doris-ca-secret dcs.dev/allowed-syncs=t2" ||
+        fail "the message does not say what to add: $(condition "$ns" t2 Ready message)"
+    no_runner_pods "$ns" t2 || fail "a runner was started for t2"
+    kubectl -n "$ns" delete dcs t1 t2 --wait=false >/dev/null
+    wait_for "syncs deleted" 60 no_syncs_in "$ns"
 }
 
 # 11. The chart's other install: two replicas with leader election and RBAC granted only in the
