@@ -326,6 +326,62 @@ async fn a_sync_over_tls_is_probed_run_and_cleaned_up_over_tls() -> Result<()> {
 }
 
 #[tokio::test]
+async fn an_expired_certificate_blocks_the_sync_saying_so() -> Result<()> {
+    let bed = common::bed("tls-expired").await?;
+    let client = bed.client.clone();
+    install_crd(&client).await?;
+    create_doris_secret(&client).await?;
+    let pki = TestPki::generate_expired("expired operator test CA", &[])?;
+    let mut config = EmuConfig::ephemeral();
+    config.tls = Some(pki.emu_tls());
+    let emu = dcs_doris_emu::start(config).await?;
+    create_ca_configmap(&client, "doris-ca", &pki.ca_pem).await?;
+    let ports = emu.ports();
+    let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
+    let yaml = format!(
+        r#"
+apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {{name: expired}}
+spec:
+  source:
+    feNodes: ["127.0.0.1:{}"]
+    queryPort: {}
+    table: db.src
+    credentials: {{secretName: doris}}
+    tls: {CA_CONFIGMAP}
+  startup: {{mode: initial}}
+  sink: {{stdout: {{}}}}
+"#,
+        ports.fe_http_port, ports.query_port
+    );
+    api.create(&PostParams::default(), &serde_yaml::from_str(&yaml)?)
+        .await?;
+    let ctx = Arc::new(Context::new(client.clone(), Some("dcs-runner:test".into())));
+    let s = reconcile_a_few(&api, "expired", &ctx).await?;
+    let (status, reason, message) = ready(&s);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "SourceUnreachable")
+    );
+    assert!(
+        message.starts_with(&format!(
+            "cannot reach the source: TLS to FE 127.0.0.1:{} (MySQL): invalid peer certificate: certificate expired",
+            ports.query_port
+        )),
+        "{message}"
+    );
+    assert!(
+        Api::<Deployment>::default_namespaced(client.clone())
+            .get_opt("expired-runner")
+            .await?
+            .is_none()
+    );
+    bed.delete().await?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_wrong_ca_a_wrong_name_or_a_ca_secret_without_consent_blocks_the_sync() -> Result<()> {
     let bed = common::bed("tls-blocked").await?;
     let client = bed.client.clone();

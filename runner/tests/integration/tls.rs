@@ -49,42 +49,8 @@ fn wrong_ca(dir: &Path) -> PathBuf {
 
 /// A CA and a serving certificate for 127.0.0.1 and localhost that expired yesterday.
 fn expired_pki() -> (String, EmuTls) {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-        KeyPair, KeyUsagePurpose,
-    };
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "expired test CA");
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_key = KeyPair::generate().unwrap();
-    let ca_pem = ca_params.self_signed(&ca_key).unwrap().pem();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let mut params =
-        CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
-    let yesterday = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24);
-    let y = yesterday.to_zoned(jiff::tz::TimeZone::UTC).date();
-    params.not_after = rcgen::date_time_ymd(
-        i32::from(y.year()),
-        u8::try_from(y.month()).unwrap(),
-        u8::try_from(y.day()).unwrap(),
-    );
-    let key = KeyPair::generate().unwrap();
-    let cert = params.signed_by(&key, &issuer).unwrap();
-    (
-        ca_pem,
-        EmuTls {
-            cert_chain_pem: cert.pem().into_bytes(),
-            key_pem: key.serialize_pem().into_bytes(),
-        },
-    )
+    let pki = TestPki::generate_expired("expired test CA", &[]).expect("test PKI");
+    (pki.ca_pem.clone(), pki.emu_tls())
 }
 
 /// The student sync from `demo.student` into `sink.student` with TLS blocks `source_tls` and

@@ -34,6 +34,29 @@ impl TestPki {
     /// A new CA (common name `ca_name`) and a serving certificate for [`LOCAL_NAMES`] plus
     /// `extra_names` (DNS names or IP addresses).
     pub fn generate(ca_name: &str, extra_names: &[&str]) -> Result<Self, rcgen::Error> {
+        Self::generate_with(ca_name, extra_names, |_| {})
+    }
+
+    /// As [`TestPki::generate`], but the serving certificate expired yesterday (valid from
+    /// 2020-01-01): what a client must refuse.
+    pub fn generate_expired(ca_name: &str, extra_names: &[&str]) -> Result<Self, rcgen::Error> {
+        Self::generate_with(ca_name, extra_names, |params| {
+            let yesterday = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24);
+            let d = yesterday.to_zoned(jiff::tz::TimeZone::UTC).date();
+            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            params.not_after = rcgen::date_time_ymd(
+                i32::from(d.year()),
+                u8::try_from(d.month()).unwrap_or(1),
+                u8::try_from(d.day()).unwrap_or(1),
+            );
+        })
+    }
+
+    fn generate_with(
+        ca_name: &str,
+        extra_names: &[&str],
+        serving: impl FnOnce(&mut CertificateParams),
+    ) -> Result<Self, rcgen::Error> {
         let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca_params
@@ -62,6 +85,7 @@ impl TestPki {
             KeyUsagePurpose::KeyEncipherment,
         ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        serving(&mut params);
         let key = KeyPair::generate()?;
         let cert = params.signed_by(&key, &issuer)?;
         Ok(Self {
