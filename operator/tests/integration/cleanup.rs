@@ -24,7 +24,9 @@ use mysql_async::prelude::Queryable;
 
 use crate::common;
 
-use common::{create_doris_secret, doris_with_tables, events_about, install_crd, mysql};
+use common::{
+    create_doris_secret, doris_with_tables, events_about, install_crd, mysql, reconcile_a_few,
+};
 
 const TABLES: [&str; 3] = [
     "CREATE TABLE db.src (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
@@ -57,18 +59,6 @@ spec:
     )
 }
 
-async fn reconcile_a_few(
-    api: &Api<DorisChangelogSync>,
-    name: &str,
-    ctx: &Arc<Context>,
-) -> Result<DorisChangelogSync> {
-    for _ in 0..3 {
-        let sync = api.get(name).await?;
-        reconcile(Arc::new(sync), ctx.clone()).await?;
-    }
-    Ok(api.get(name).await?)
-}
-
 /// Reconciles a deleting sync until it is gone; the number of passes. Fails when a pass recorded a
 /// failed cleanup attempt and `no_retries` is set, or when it takes more than 20 s.
 async fn reconcile_until_gone(
@@ -98,44 +88,17 @@ async fn reconcile_until_gone(
     Ok(passes)
 }
 
-/// Pre-commits one Stream Load (2PC) into db.dst on the BE; returns (txn id, label).
+fn http() -> reqwest::Client {
+    dcs_doris_client::tls::plain_http_client(reqwest::Client::builder()).unwrap()
+}
+
+/// Pre-commits one Stream Load (2PC) into db.dst on the BE at `be_http`; its transaction id.
 async fn precommit(be_http: u16, label: &str) -> Result<i64> {
-    let resp: serde_json::Value =
-        dcs_doris_client::tls::plain_http_client(reqwest::Client::builder())
-            .unwrap()
-            .put(format!(
-                "http://127.0.0.1:{be_http}/api/db/dst/_stream_load"
-            ))
-            .basic_auth("root", Some(""))
-            .header("label", label)
-            .header("two_phase_commit", "true")
-            .header("column_separator", ",")
-            .body("7,seven\n")
-            .send()
-            .await?
-            .json()
-            .await?;
-    assert_eq!(resp["Status"], "Success", "{resp}");
-    Ok(resp["TxnId"].as_i64().expect("TxnId"))
+    common::precommit(&http(), &format!("http://127.0.0.1:{be_http}"), label).await
 }
 
 async fn txn_state(fe_http: u16, txn_id: i64) -> Result<String> {
-    let txns: serde_json::Value =
-        dcs_doris_client::tls::plain_get(format!("http://127.0.0.1:{fe_http}/_emu/txns"))
-            .await?
-            .json()
-            .await?;
-    let list = txns
-        .as_array()
-        .cloned()
-        .or_else(|| txns["txns"].as_array().cloned())
-        .unwrap_or_default();
-    Ok(list
-        .iter()
-        .find(|t| t["txn_id"].as_i64() == Some(txn_id))
-        .and_then(|t| t["state"].as_str())
-        .unwrap_or("missing")
-        .to_owned())
+    common::txn_state(&http(), &format!("http://127.0.0.1:{fe_http}"), txn_id).await
 }
 
 async fn offset_consumers(doris: &dcs_doris_emu::RunningEmulator) -> Result<Vec<String>> {

@@ -13,7 +13,7 @@ use kube::{
 
 use crate::common;
 
-use common::{create_doris_secret, doris_with_tables, install_crd};
+use common::{create_doris_secret, doris_with_tables, install_crd, reconcile_a_few};
 
 fn sync_yaml(name: &str, fe_http: u16, query: u16, table: &str) -> String {
     format!(
@@ -32,20 +32,6 @@ spec:
   sink: {{stdout: {{}}}}
 "#
     )
-}
-
-/// Runs the reconciler on the stored object until the status settles (the first run adds the
-/// finalizer only).
-async fn reconcile_a_few(
-    api: &Api<DorisChangelogSync>,
-    name: &str,
-    ctx: &Arc<Context>,
-) -> Result<DorisChangelogSync> {
-    for _ in 0..3 {
-        let sync = api.get(name).await?;
-        reconcile(Arc::new(sync), ctx.clone()).await?;
-    }
-    Ok(api.get(name).await?)
 }
 
 #[tokio::test]

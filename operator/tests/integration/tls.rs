@@ -23,7 +23,7 @@ use kube::{
 };
 use mysql_async::prelude::Queryable;
 
-use crate::common::{self, create_doris_secret, install_crd};
+use crate::common::{self, create_doris_secret, install_crd, reconcile_a_few};
 
 const TABLES: [&str; 3] = [
     "CREATE TABLE db.src (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
@@ -79,47 +79,13 @@ impl TlsDoris {
 
     /// Pre-commits one Stream Load (2PC) into db.dst on the BE over HTTPS; its transaction id.
     async fn precommit(&self, label: &str) -> Result<i64> {
-        let resp: serde_json::Value = self
-            .https()?
-            .put(format!(
-                "https://127.0.0.1:{}/api/db/dst/_stream_load",
-                self.emu.ports().be_http_port
-            ))
-            .basic_auth("root", Some(""))
-            .header("label", label)
-            .header("two_phase_commit", "true")
-            .header("column_separator", ",")
-            .body("7,seven\n")
-            .send()
-            .await?
-            .json()
-            .await?;
-        assert_eq!(resp["Status"], "Success", "{resp}");
-        Ok(resp["TxnId"].as_i64().expect("TxnId"))
+        let be = format!("https://127.0.0.1:{}", self.emu.ports().be_http_port);
+        common::precommit(&self.https()?, &be, label).await
     }
 
     async fn txn_state(&self, txn_id: i64) -> Result<String> {
-        let txns: serde_json::Value = self
-            .https()?
-            .get(format!(
-                "https://127.0.0.1:{}/_emu/txns",
-                self.emu.ports().fe_http_port
-            ))
-            .send()
-            .await?
-            .json()
-            .await?;
-        let list = txns
-            .as_array()
-            .cloned()
-            .or_else(|| txns["txns"].as_array().cloned())
-            .unwrap_or_default();
-        Ok(list
-            .iter()
-            .find(|t| t["txn_id"].as_i64() == Some(txn_id))
-            .and_then(|t| t["state"].as_str())
-            .unwrap_or("missing")
-            .to_owned())
+        let fe = format!("https://127.0.0.1:{}", self.emu.ports().fe_http_port);
+        common::txn_state(&self.https()?, &fe, txn_id).await
     }
 }
 
@@ -165,18 +131,6 @@ async fn create_ca_configmap(client: &kube::Client, name: &str, pem: &str) -> Re
         .create(&PostParams::default(), &cm)
         .await?;
     Ok(())
-}
-
-async fn reconcile_a_few(
-    api: &Api<DorisChangelogSync>,
-    name: &str,
-    ctx: &Arc<Context>,
-) -> Result<DorisChangelogSync> {
-    for _ in 0..3 {
-        let sync = api.get(name).await?;
-        reconcile(Arc::new(sync), ctx.clone()).await?;
-    }
-    Ok(api.get(name).await?)
 }
 
 /// The Ready condition's (status, reason, message).

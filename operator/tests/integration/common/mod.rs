@@ -160,3 +160,57 @@ pub async fn poll<T>(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// Runs the reconciler on the stored object three times, so the status settles (the first run
+/// adds the finalizer only); the object after.
+pub async fn reconcile_a_few(
+    api: &Api<dcs_crds::DorisChangelogSync>,
+    name: &str,
+    ctx: &std::sync::Arc<dcs_operator::reconcile::Context>,
+) -> Result<dcs_crds::DorisChangelogSync> {
+    for _ in 0..3 {
+        let sync = api.get(name).await?;
+        dcs_operator::reconcile::reconcile(std::sync::Arc::new(sync), ctx.clone()).await?;
+    }
+    Ok(api.get(name).await?)
+}
+
+/// Pre-commits one Stream Load (2PC) of one row into db.dst at `be` (`http(s)://host:port`) with
+/// `http`; its transaction id.
+pub async fn precommit(http: &reqwest::Client, be: &str, label: &str) -> Result<i64> {
+    let resp: serde_json::Value = http
+        .put(format!("{be}/api/db/dst/_stream_load"))
+        .basic_auth("root", Some(""))
+        .header("label", label)
+        .header("two_phase_commit", "true")
+        .header("column_separator", ",")
+        .body("7,seven\n")
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(resp["Status"], "Success", "{resp}");
+    Ok(resp["TxnId"].as_i64().expect("TxnId"))
+}
+
+/// The state doris-emu at `fe` (`http(s)://host:port`) gives transaction `txn_id`
+/// (`PRECOMMITTED`, `ABORTED`, …; `missing` when it does not know it).
+pub async fn txn_state(http: &reqwest::Client, fe: &str, txn_id: i64) -> Result<String> {
+    let txns: serde_json::Value = http
+        .get(format!("{fe}/_emu/txns"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let list = txns
+        .as_array()
+        .cloned()
+        .or_else(|| txns["txns"].as_array().cloned())
+        .unwrap_or_default();
+    Ok(list
+        .iter()
+        .find(|t| t["txn_id"].as_i64() == Some(txn_id))
+        .and_then(|t| t["state"].as_str())
+        .unwrap_or("missing")
+        .to_owned())
+}
