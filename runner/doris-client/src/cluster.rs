@@ -127,7 +127,7 @@ impl ClusterHosts {
             Some(why) => Refusal::ListUnavailable(format!(
                 "{from} redirected to {target}, which is neither in feNodes nor in beNodes, and \
                  the FEs could not list the cluster's BEs ({why}); the credentials were not sent \
-                 there"
+                 there: list the cluster's BEs in beNodes if its FEs do not serve /api/backends"
             )),
             None => Refusal::Foreign(format!(
                 "{from} redirected to {target}, which is not a node of the cluster (neither in \
