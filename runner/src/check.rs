@@ -552,6 +552,7 @@ mod tests {
                 increment_type: IncrementType::Detail,
                 requires_historical_value: false,
                 expected_snapshot: Duration::from_secs(1800),
+                snapshot_parallelism: 1,
                 checkpoint_interval: Duration::from_secs(10),
                 poll_interval: Duration::from_secs(10),
             },
