@@ -24,6 +24,7 @@ pub mod label;
 pub mod manifest;
 pub mod preconditions;
 pub mod quantity;
+pub mod shard;
 pub mod spec;
 pub mod status;
 pub mod validate;
