@@ -243,8 +243,9 @@ mod tests {
             Err("shard 2 of 3: its checkpoint belongs to consumer c-s2-of-4, not c-s2-of-3".into())
         );
         // Fewer checkpoints than shards: the rest have not started.
+        let done_of_2 = Some(cp(&shard_consumer_id("c", 0, 2), Position::Done, 100));
         assert_eq!(
-            handover(&[done(0)], "c", 2, 100),
+            handover(&[done_of_2], "c", 2, 100),
             Err("shard 1 of 2: not started".into())
         );
     }
