@@ -337,6 +337,9 @@ pub fn plan(observed: &Observed) -> Plan {
     {
         return on_expired(spec, &base, generation, current_id, why);
     }
+    if let Some(blocked) = super::shards::blocked(observed) {
+        return Plan::Block(blocked);
+    }
     // A failed probe blocks a sync that has no runner yet; a running runner is kept (a source or
     // sink blip must not stop it: it has its own retries) with the failure as its last error.
     let probe_failed = |failure: &ProbeFailure, condition: &'static str| {
