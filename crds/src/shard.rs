@@ -14,8 +14,8 @@
 //! - **Own labels and checkpoint**: shard `i` of `N` runs as consumer `<consumerId>-s<i>-of-<N>`
 //!   ([`shard_consumer_id`]), whose Stream Load labels no other shard (and no other parallelism)
 //!   produces, and keeps its checkpoint apart: ConfigMap `<checkpoint ConfigMap>-shard-<i>`
-//!   ([`shard_configmap`]) or directory `<dir>/shard-<i>` ([`SHARD_DIR_PREFIX`]). The fencing of
-//!   §3.7 then works per shard, as for any runner.
+//!   ([`shard_configmap`]) or directory `<dir>/shard-<i>` ([`SHARD_DIR_PREFIX`]). The fencing
+//!   of docs/ARCHITECTURE.md §3.7 then works per shard, as for any runner.
 
 use crate::checkpoint::{Checkpoint, Position};
 

@@ -1,9 +1,10 @@
 //! A snapshot read by shards (`spec.snapshot.parallelism` above 1; docs/ARCHITECTURE.md §3.13),
 //! as far as the operator goes today: the runner reads one shard (`--shard`, or an Indexed Job's
 //! `JOB_COMPLETION_INDEX`) and the changelog after all of them, but the operator does not yet run
-//! the Indexed Job, record T0, or hand over to the changelog runner (§4.8 says how it will). So a
-//! sync that would read a sharded snapshot under the operator is blocked, saying so, rather than
-//! given one runner that reads the whole table under a TTL divided by the parallelism. Pure.
+//! the Indexed Job, record T0, or hand over to the changelog runner (docs/ARCHITECTURE.md §4.8
+//! says how it will). So a sync that would read a sharded snapshot under the operator is blocked,
+//! saying so, rather than given one runner that reads the whole table under a TTL divided by the
+//! parallelism. Pure.
 
 use dcs_crds::conditions::{reasons, types};
 
