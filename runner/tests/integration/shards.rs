@@ -427,3 +427,118 @@ async fn shard_processes_sigkilled_mid_snapshot_restart_alone_and_the_sink_equal
     let sink = mysql_rows(&emu, "SELECT * FROM sink.student ORDER BY id").await;
     assert!(source == sink, "seed {seed}: {}", row_diff(&source, &sink));
 }
+
+/// The operator's layout on the test bed's control plane: every shard (named by an Indexed Job's
+/// `JOB_COMPLETION_INDEX`) keeps its checkpoint in the ConfigMap `<DCS_CHECKPOINT_CONFIGMAP>-shard-<i>`,
+/// and the changelog run reads those before it starts: refused while shards are missing, from T0
+/// once all are done. The sink equals the source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_keep_their_checkpoints_in_configmaps_of_their_own() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::Api;
+
+    const ROWS: u32 = 4000;
+    let client = source_support::kube_bed().await;
+    let emu = source_support::emu().await;
+    setup(&emu, UNIQUE_SINK_DDL, ROWS).await;
+    let t0 = take_t0(&emu).await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifest_path = dir.path().join("sync.yaml");
+    std::fs::write(&manifest_path, sharded_manifest(&emu, &t0, "")).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let bed = dcs_kube_bed::shared().await.unwrap();
+    std::fs::write(&kubeconfig, bed.kubeconfig("shards")).unwrap();
+    let namespace = client.default_namespace().to_string();
+    let log = dir.path().join("runner.log");
+    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+    let start = |index: Option<u32>| {
+        let mut env = vec![
+            (
+                "DCS_CHECKPOINT_CONFIGMAP".to_owned(),
+                "student-sync-checkpoint".to_owned(),
+            ),
+            ("POD_NAMESPACE".to_owned(), namespace.clone()),
+            ("KUBECONFIG".to_owned(), kubeconfig.display().to_string()),
+        ];
+        if let Some(i) = index {
+            env.push(("JOB_COMPLETION_INDEX".to_owned(), i.to_string()));
+        }
+        Runner::start_with_args(&manifest_path, None, &log, &env, &[])
+    };
+    let configmaps: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let stored = |cm: Option<ConfigMap>| {
+        cm.and_then(|cm| cm.data)
+            .and_then(|d| d.get("checkpoint.json").cloned())
+            .map(|json| dcs_runner::checkpoint::parse("test", &json).unwrap())
+    };
+
+    // Before any shard: the changelog run stops at once, naming every shard, and saves nothing.
+    let mut early = start(None);
+    assert_eq!(
+        early.wait_exit(Duration::from_secs(60)).await,
+        Some(1),
+        "{}",
+        logs()
+    );
+    assert!(
+        logs().contains("the changelog starts from T0 once all 4 snapshot shards are done, and they are not: shard 0 of 4: not started; shard 1 of 4: not started; shard 2 of 4: not started; shard 3 of 4: not started"),
+        "{}",
+        logs()
+    );
+    assert_eq!(
+        stored(configmaps.get_opt("student-sync-checkpoint").await.unwrap()),
+        None
+    );
+
+    let mut shards: Vec<Runner> = (0..SHARDS).map(|i| start(Some(i))).collect();
+    for (i, shard) in shards.iter_mut().enumerate() {
+        assert_eq!(
+            shard.wait_exit(Duration::from_secs(120)).await,
+            Some(0),
+            "shard {i}:\n{}",
+            logs()
+        );
+        let cp = stored(
+            configmaps
+                .get_opt(&format!("student-sync-checkpoint-shard-{i}"))
+                .await
+                .unwrap(),
+        )
+        .expect("the shard's own ConfigMap");
+        assert_eq!(cp.consumer_id, format!("student-sync-s{i}-of-4"));
+        assert_eq!(cp.position, Position::Done);
+        assert_eq!(cp.start_point.as_ref(), Some(&t0));
+    }
+
+    // Now the changelog run starts from T0 and catches up with a change made since.
+    exec(
+        &emu,
+        &["UPDATE demo.student SET name = 'after T0' WHERE id = 3"],
+    )
+    .await;
+    let last_write = emu.doris.clock.now_ms();
+    let mut changelog = start(None);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let cp = stored(configmaps.get_opt("student-sync-checkpoint").await.unwrap());
+        if let Some(Position::Changelog { offset }) = cp.as_ref().map(|c| &c.position)
+            && offset.epoch_ms > last_write
+        {
+            assert_eq!(cp.as_ref().unwrap().start_point.as_ref(), Some(&t0));
+            break;
+        }
+        assert!(changelog.exited().is_none(), "{}", logs());
+        assert!(std::time::Instant::now() < deadline, "{}", logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    changelog.sigterm();
+    assert_eq!(
+        changelog.wait_exit(Duration::from_secs(30)).await,
+        Some(0),
+        "{}",
+        logs()
+    );
+    let source = mysql_rows(&emu, "SELECT * FROM demo.student ORDER BY id").await;
+    let sink = mysql_rows(&emu, "SELECT * FROM sink.student ORDER BY id").await;
+    assert!(source == sink, "{}", row_diff(&source, &sink));
+}
