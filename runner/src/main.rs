@@ -16,7 +16,8 @@ use dcs_runner::settings::{Credentials, PipelineConfig, Role, TlsFiles};
 
 const EXIT_CODES: &str = "\
 Exit codes:
-  0  done: snapshot mode finished, or stopped by SIGTERM/SIGINT after a last checkpoint
+  0  done: snapshot mode (or a shard) finished, or stopped by SIGTERM/SIGINT after a last
+     checkpoint (a shard stopped before it is done exits 1)
   1  any other failure (the message says what Doris answered)
   2  configuration error: manifest, environment or command line
   3  the changelog offset expired (minDelta's \"offset has expired\" error)
@@ -238,6 +239,7 @@ async fn run_with<S: CheckpointStore>(
     metrics_addr: SocketAddr,
     shards_done: Option<Result<(), String>>,
 ) -> u8 {
+    let shard = config.sharding.shard().is_some();
     let (mut control, handle) = Control::new();
     control.shards_done = shards_done;
     let health = dcs_runner::metrics::Health::new();
@@ -259,6 +261,14 @@ async fn run_with<S: CheckpointStore>(
         Ok(Outcome::Done) => {
             tracing::info!("snapshot finished");
             exit_code::DONE
+        }
+        // A shard stopped before its tablets are done must not look done: in an Indexed Job exit
+        // 0 completes the index, and nobody would read the rest of its tablets.
+        Ok(Outcome::Stopped) if shard => {
+            tracing::warn!(
+                "stopped after a last checkpoint, before the shard was done: exit 1 so that it runs again"
+            );
+            exit_code::FAILURE
         }
         Ok(Outcome::Stopped) => {
             tracing::info!("stopped after a last checkpoint");
