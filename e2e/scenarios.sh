@@ -7,7 +7,7 @@
 # The order run.sh runs them in (and the names `e2e/run.sh NAME...` accepts).
 # shellcheck disable=SC2034 # used by run.sh
 SCENARIOS=(streaming ttl_blocked suspend_resume spec_change runner_killed reinit_on_expiry deletion broken_secret
-    expiry_fail_then_nonce snapshot_job probes adversarial ha_namespaced)
+    expiry_fail_then_nonce snapshot_job sharded_snapshot probes adversarial ha_namespaced)
 
 # start_sync NS NAME DB [EXTRA_SPEC]: source table DB.src with ids 1..20, sink DB_sink.dst, the sync
 # applied and Streaming with the snapshot copied.
@@ -455,6 +455,75 @@ scenario_snapshot_job() {
         bash -c "[[ \$(kubectl -n $ns get dcs s10 -o jsonpath='{.status.snapshot.rowsRead}') == 120 &&
             -n \$(kubectl -n $ns get dcs s10 -o jsonpath='{.status.snapshot.completedAt}') ]]"
     log "phase $(jget "$ns" s10 .status.phase), snapshot $(jget "$ns" s10 .status.snapshot)"
+}
+
+# 14. A snapshot read by four shards (spec.snapshot.parallelism: 4; docs/ARCHITECTURE.md §3.13,
+# docs/ARCHITECTURE.md §4.8): the operator records T0 and runs an Indexed Job of four shard pods; shard pods deleted
+# (one gracefully, one forced) mid-snapshot restart alone while the source changes; the status
+# shows every shard and `kubectl get dcs` the whole (SHARDS 4/4); the changelog Deployment then
+# reads from T0, and the sink equals the source, the changes made during the snapshot included.
+scenario_sharded_snapshot() {
+    local ns=$1 db=e2e_shards name=s14
+    sql "CREATE DATABASE IF NOT EXISTS $db"
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    sql "CREATE TABLE $db.src (id INT NOT NULL, name VARCHAR(64), score INT, note STRING)
+        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 PROPERTIES (\"changelog.enable\" = \"true\")"
+    local from
+    for ((from = 1; from <= 4000; from += 500)); do
+        insert_rows "$db.src" "$from" $((from + 499)) before
+    done
+    # Slow answers and small loads stretch each shard over many loads, so the deletions below land
+    # inside the snapshot.
+    doris_faults '{"http_delay_ms": 100}'
+    sync_manifest "$ns" $name "$db.src" "${db}_sink.dst" "  snapshot:
+    parallelism: 4" | sed 's/maxRows: 1000/maxRows: 40/' | kubectl apply -f - >/dev/null
+    wait_for "the shards' Indexed Job" 60 \
+        bash -c "[[ \$(kubectl -n $ns get job $name-runner -o jsonpath='{.spec.completionMode}/{.spec.completions}/{.spec.parallelism}' 2>/dev/null) == Indexed/4/4 ]]"
+    [[ -z "$(kubectl -n "$ns" get deployments -o name)" ]] || fail "a Deployment exists while the shards read"
+    local t0
+    t0=$(kubectl -n "$ns" get configmap $name-runner-config -o json | jq -r '.data["sync.yaml"]' |
+        awk '/dcs.dev\/snapshot-t0/ { gsub(/[^0-9]/, "", $2); print $2 }')
+    [[ "$t0" =~ ^[0-9]+$ ]] || fail "no T0 in the runners' manifest"
+    log "T0 $t0"
+    wait_for "four shard pods running" 60 \
+        bash -c "(( \$(kubectl -n $ns get pods -l dcs.dev/sync=$name -o json | jq '[.items[] | select(.status.phase == \"Running\")] | length') == 4 ))"
+    wait_for "a shard snapshotting" 60 \
+        bash -c "kubectl -n $ns get dcs $name -o json | jq -e '[.status.snapshot.shards[]? | select(.phase == \"Snapshotting\")] | length > 0' >/dev/null"
+    some_changes "$db.src" 4001 4010 during-snapshot
+    local index pod
+    for index in 1 2; do
+        pod=$(kubectl -n "$ns" get pods -l "dcs.dev/sync=$name" -o json | jq -r --arg i "$index" \
+            '[.items[] | select(.metadata.deletionTimestamp == null and .metadata.annotations["batch.kubernetes.io/job-completion-index"] == $i and .status.phase == "Running")][0].metadata.name // ""')
+        [[ -n "$pod" ]] || fail "no running pod of shard $index"
+        [[ "$(jget "$ns" $name ".status.snapshot.shards[$index].phase")" != Done ]] ||
+            fail "shard $index was done before its pod was deleted; the snapshot is too short"
+        if [[ $index == 1 ]]; then
+            log "kubectl delete pod $pod (shard $index)"
+            kubectl -n "$ns" delete pod "$pod" --wait=false >/dev/null
+        else
+            log "kubectl delete pod $pod --grace-period=0 --force (shard $index)"
+            kubectl -n "$ns" delete pod "$pod" --grace-period=0 --force >/dev/null 2>&1
+        fi
+    done
+    some_changes "$db.src" 4011 4020 after-kills
+    wait_for "replacement pods for shards 1 and 2" 60 \
+        bash -c "(( \$(kubectl -n $ns get pods -l dcs.dev/sync=$name -o json | jq '[.items[] | select(.metadata.deletionTimestamp == null and (.metadata.annotations[\"batch.kubernetes.io/job-completion-index\"] == \"1\" or .metadata.annotations[\"batch.kubernetes.io/job-completion-index\"] == \"2\"))] | length') >= 2 ))"
+    doris_faults '{}'
+    wait_for "status.snapshot.shardsDone 4/4" 180 \
+        bash -c "[[ \$(kubectl -n $ns get dcs $name -o jsonpath='{.status.snapshot.shardsDone}') == 4/4 ]]"
+    kubectl -n "$ns" get dcs $name | awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "SHARDS") c = i }
+        NR == 2 { exit !(c && $c == "4/4") }' ||
+        fail "kubectl get dcs shows no SHARDS 4/4: $(kubectl -n "$ns" get dcs $name)"
+    wait_phase "$ns" $name Streaming 90
+    wait_for "the Job gone, the changelog Deployment there" 60 \
+        bash -c "! kubectl -n $ns get job $name-runner >/dev/null 2>&1 && kubectl -n $ns get deployment $name-runner >/dev/null 2>&1"
+    # Compared as text: jq reads a TSO (above 2^53) as a float.
+    checkpoint_json "$ns" $name | tr -d ' \n' | grep -q "\"startPoint\":{[^}]*\"tso\":$t0}" ||
+        fail "the changelog did not start at T0 $t0: $(checkpoint_json "$ns" $name)"
+    some_changes "$db.src" 4021 4030 streaming
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    wait_for "no pre-committed loads left in ${db}_sink" 30 no_precommitted_loads "${db}_sink"
+    log "shards $(jget "$ns" $name .status.snapshot.shards)"
 }
 
 # 12. The runner pod's probes on a runner that is slow but healthy: doris-emu refuses every

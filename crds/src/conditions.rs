@@ -40,9 +40,6 @@ pub mod reasons {
     pub const HISTORICAL_VALUE_MISSING: &str = "HistoricalValueMissing";
     /// The source table's model cannot be synced.
     pub const UNSUPPORTED_TABLE_MODEL: &str = "UnsupportedTableModel";
-    /// spec.snapshot.parallelism is above 1 for a sync that would read its snapshot, which the
-    /// operator does not run in shards yet.
-    pub const SHARDED_SNAPSHOT_NOT_SUPPORTED: &str = "ShardedSnapshotNotSupported";
     /// The TTL is shorter than the expected snapshot duration plus margins.
     pub const TTL_TOO_SHORT: &str = "TtlTooShort";
     /// The TTL covers what is needed.

@@ -38,8 +38,8 @@ pub use spec::{
     SourceSpec, StartupMode, StartupSpec, StdoutFormat, StdoutSink, TableRef, TlsSpec,
 };
 pub use status::{
-    Clock, DorisChangelogSyncStatus, ErrorStatus, OffsetStatus, Phase, ReinitStatus, SinkStatus,
-    SnapshotStatus, SourceStatus,
+    Clock, DorisChangelogSyncStatus, ErrorStatus, OffsetStatus, Phase, ReinitStatus, ShardStatus,
+    SinkStatus, SnapshotStatus, SourceStatus,
 };
 pub use validate::{FieldError, validate};
 

@@ -49,7 +49,7 @@ impl Requirements {
             increment_type: spec.changelog.increment_type,
             requires_historical_value: spec.requires_historical_value(),
             expected_snapshot: spec.expected_snapshot_duration().unwrap_or_default(),
-            snapshot_parallelism: spec.snapshot.parallelism,
+            snapshot_parallelism: spec.snapshot.count(),
             checkpoint_interval: spec.checkpoint.interval().unwrap_or_default(),
             poll_interval: spec.changelog.poll_interval().unwrap_or_default(),
         }

@@ -33,6 +33,7 @@ pub const TIMESTAMP_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
     doc = "Keeps a Doris changelog table flowing into a sink: a snapshot, then every change.",
     // The JSON form: clippy's duplicated_attributes lint misreads repeated printcolumn(type_ = ..).
     printcolumn = r#"{"name": "Phase", "type": "string", "description": "Where the sync is in its life cycle", "jsonPath": ".status.phase"}"#,
+    printcolumn = r#"{"name": "Shards", "type": "string", "description": "Snapshot shards done of spec.snapshot.parallelism (sharded snapshots only)", "jsonPath": ".status.snapshot.shardsDone"}"#,
     printcolumn = r#"{"name": "Lag", "type": "integer", "description": "Seconds between Doris's now and the last committed offset", "jsonPath": ".status.lagSeconds"}"#,
     printcolumn = r#"{"name": "TTL-Headroom", "type": "integer", "description": "Seconds left before the oldest change still needed expires from the changelog", "jsonPath": ".status.ttlHeadroomSeconds"}"#,
     printcolumn = r#"{"name": "Consumer", "type": "string", "description": "The consumer id the progress is recorded under", "jsonPath": ".status.consumerId"}"#,
@@ -436,7 +437,7 @@ pub struct OffsetsSpec {
 }
 
 /// The most runner pods a snapshot is read by ([`SnapshotSpec::parallelism`]).
-pub const MAX_SNAPSHOT_PARALLELISM: u32 = 64;
+pub const MAX_SNAPSHOT_PARALLELISM: i32 = 64;
 
 /// How the snapshot is read.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
@@ -449,10 +450,10 @@ pub struct SnapshotSpec {
     /// expectedSnapshotDuration divided by it. Only with startup.mode snapshot or initial.
     #[serde(default = "default_parallelism")]
     #[schemars(range(min = 1, max = 64))]
-    pub parallelism: u32,
+    pub parallelism: i32,
 }
 
-fn default_parallelism() -> u32 {
+fn default_parallelism() -> i32 {
     1
 }
 
@@ -473,6 +474,12 @@ impl SnapshotSpec {
     /// Whether the snapshot is read by shards: parallelism above 1.
     pub fn sharded(&self) -> bool {
         self.parallelism > 1
+    }
+
+    /// The shards reading the snapshot: the parallelism, 1 when below 1 (which validation
+    /// rejects).
+    pub fn count(&self) -> u32 {
+        u32::try_from(self.parallelism).unwrap_or(1).max(1)
     }
 }
 

@@ -117,6 +117,8 @@ fn printer_columns() {
         .collect();
     let expected = [
         ("Phase", "string", ".status.phase", 0),
+        // Sharded snapshots only ("3/4"); empty otherwise.
+        ("Shards", "string", ".status.snapshot.shardsDone", 0),
         ("Lag", "integer", ".status.lagSeconds", 0),
         ("TTL-Headroom", "integer", ".status.ttlHeadroomSeconds", 0),
         ("Consumer", "string", ".status.consumerId", 0),

@@ -95,6 +95,11 @@ pub fn compute_status(
     if let Some(cp) = checkpoint {
         apply_checkpoint(&mut s, cp, now, now_ms, headroom);
     }
+    if reinit.is_none()
+        && let Some(snapshot) = s.snapshot.as_mut()
+    {
+        super::shards::status(snapshot, observed);
+    }
 
     s.phase = Some(phase(plan, checkpoint));
     s.runner_restarts = observed.runner_restarts;
@@ -205,6 +210,7 @@ fn apply_checkpoint(
             completed_at: old.completed_at.or(committed_at).or(Some(Time(now))),
             rows_read,
             rows_total: old.rows_total.or(rows_read),
+            ..SnapshotStatus::default()
         });
     } else if cp.start_point.is_some() || snapshotting || old != SnapshotStatus::default() {
         let rows_total = match &cp.position {
@@ -226,6 +232,7 @@ fn apply_checkpoint(
                     .or_else(|| i64::try_from(cp.counters.rows_read).ok())
             },
             rows_total,
+            ..SnapshotStatus::default()
         });
     }
     let to_i64 = |v: u64| i64::try_from(v).ok();
@@ -360,7 +367,7 @@ fn ttl_condition(observed: &Observed) -> Cond {
             "startup.mode snapshot reads no changelog".into(),
         );
     }
-    let requirements = Requirements::of(spec);
+    let requirements = Requirements::of(&super::shards::snapshot_spec(observed));
     match preconditions(&requirements, &probe.table)
         .into_iter()
         .find(|p| p.unmet == Unmet::Ttl)
@@ -1155,6 +1162,7 @@ mod tests {
                 completed_at: Some(Time("2026-11-29T13:59:55Z".parse().unwrap())),
                 rows_read: Some(42),
                 rows_total: Some(42),
+                ..Default::default()
             })
         );
         let c = get_condition(&s.conditions, types::SNAPSHOT_COMPLETE).unwrap();

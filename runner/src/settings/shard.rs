@@ -70,7 +70,7 @@ impl Sharding {
             .map(|v| parse_t0(v))
             .transpose()?;
         Ok(Self {
-            count: sync.spec.snapshot.parallelism.max(1),
+            count: sync.spec.snapshot.count(),
             index: None,
             t0,
         })
