@@ -7,7 +7,7 @@
 # The order run.sh runs them in (and the names `e2e/run.sh NAME...` accepts).
 # shellcheck disable=SC2034 # used by run.sh
 SCENARIOS=(streaming ttl_blocked suspend_resume spec_change runner_killed reinit_on_expiry deletion broken_secret
-    expiry_fail_then_nonce snapshot_job sharded_snapshot probes adversarial ha_namespaced)
+    expiry_fail_then_nonce snapshot_job sharded_snapshot sharded_reinit probes adversarial ha_namespaced)
 
 # start_sync NS NAME DB [EXTRA_SPEC]: source table DB.src with ids 1..20, sink DB_sink.dst, the sync
 # applied and Streaming with the snapshot copied.
@@ -524,6 +524,45 @@ scenario_sharded_snapshot() {
     wait_tables_equal "$db.src" "${db}_sink.dst"
     wait_for "no pre-committed loads left in ${db}_sink" 30 no_precommitted_loads "${db}_sink"
     log "shards $(jget "$ns" $name .status.snapshot.shards)"
+}
+
+# 15. A re-initialisation while four shards read (a new reinitNonce mid-snapshot): the shards'
+# Job is stopped, every shard's ConfigMap fenced and its pending loads cleaned, their checkpoints
+# cleared; the new consumer `<name>-r1` snapshots with one runner (it rebuilds the sink) and
+# streams; the sink equals the source and no load is left pre-committed.
+scenario_sharded_reinit() {
+    local ns=$1 db=e2e_shreinit name=s15
+    sql "CREATE DATABASE IF NOT EXISTS $db"
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    sql "CREATE TABLE $db.src (id INT NOT NULL, name VARCHAR(64), score INT, note STRING)
+        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 PROPERTIES (\"changelog.enable\" = \"true\")"
+    local from
+    for ((from = 1; from <= 4000; from += 500)); do
+        insert_rows "$db.src" "$from" $((from + 499)) before
+    done
+    doris_faults '{"http_delay_ms": 100}'
+    sync_manifest "$ns" $name "$db.src" "${db}_sink.dst" "  snapshot:
+    parallelism: 4" | sed 's/maxRows: 1000/maxRows: 40/' | kubectl apply -f - >/dev/null
+    wait_for "a shard snapshotting" 60 \
+        bash -c "kubectl -n $ns get dcs $name -o json | jq -e '[.status.snapshot.shards[]? | select(.phase == \"Snapshotting\")] | length > 0' >/dev/null"
+    [[ "$(jget "$ns" $name .status.snapshot.shardsDone)" != 4/4 ]] || fail "the shards were done before the re-initialisation"
+    some_changes "$db.src" 4001 4010 during-snapshot
+    log "kubectl patch dcs $name reinitNonce (mid-snapshot)"
+    kubectl -n "$ns" patch dcs $name --type merge -p '{"spec":{"reinitNonce":"again-1"}}' >/dev/null
+    wait_for "consumer $name-r1" 120 bash -c "[[ \$(kubectl -n $ns get dcs $name -o jsonpath='{.status.consumerId}') == $name-r1 ]]"
+    [[ "$(jget "$ns" $name .status.lastReinit.reason)" == NonceChanged ]] ||
+        fail "lastReinit.reason is '$(jget "$ns" $name .status.lastReinit.reason)', expected NonceChanged"
+    local i
+    for i in 0 1 2 3; do
+        [[ -z "$(kubectl -n "$ns" get configmap "$name-checkpoint-shard-$i" -o json | jq -r '.data["checkpoint.json"] // ""')" ]] ||
+            fail "shard $i's checkpoint was not cleared"
+    done
+    doris_faults '{}'
+    wait_phase "$ns" $name Streaming 120
+    [[ -z "$(kubectl -n "$ns" get jobs -o name)" ]] || fail "the shards' Job is still there: $(kubectl -n "$ns" get jobs)"
+    some_changes "$db.src" 4011 4020 after-reinit
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    wait_for "no pre-committed loads left in ${db}_sink" 30 no_precommitted_loads "${db}_sink"
 }
 
 # 12. The runner pod's probes on a runner that is slow but healthy: doris-emu refuses every
