@@ -43,20 +43,12 @@ scenario_streaming() {
     local table
     table=$(kubectl -n "$ns" get dcs s1)
     printf '%s\n' "$table" >&2
-    awk 'NR == 1 {
-            for (i = 1; i <= NF; i++) col[$i] = i
-            if (!("LAG" in col) || !("TTL-HEADROOM" in col) || !("PHASE" in col) || !("READY" in col)) exit 1
-            next
-         }
-         NR == 2 {
-            if ($col["PHASE"] != "Streaming") exit 2
-            if ($col["LAG"] !~ /^-?[0-9]+$/) exit 3
-            if ($col["TTL-HEADROOM"] !~ /^[0-9]+$/) exit 4
-            if ($col["READY"] != "True") exit 5
-            found = 1
-         }
-         END { if (!found) exit 6 }' <<<"$table" ||
-        fail "kubectl get dcs does not show PHASE Streaming, numeric LAG and TTL-HEADROOM, READY True (awk exit $?)"
+    [[ "$(table_cell PHASE <<<"$table")" == Streaming &&
+        "$(table_cell LAG <<<"$table")" =~ ^-?[0-9]+$ &&
+        "$(table_cell TTL-HEADROOM <<<"$table")" =~ ^[0-9]+$ &&
+        "$(table_cell READY <<<"$table")" == True &&
+        -z "$(table_cell SHARDS <<<"$table")" ]] ||
+        fail "kubectl get dcs does not show PHASE Streaming, numeric LAG and TTL-HEADROOM, READY True, no SHARDS"
 
     # `kubectl describe dcs` tells the story: the conditions and the events of the transitions.
     local described
@@ -214,8 +206,7 @@ scenario_runner_killed() {
         # The restart is counted in status.runnerRestarts and in `kubectl get dcs -o wide`.
         wait_for "status.runnerRestarts above $restarts" 60 \
             bash -c "r=\$(kubectl -n $ns get dcs s6 -o jsonpath='{.status.runnerRestarts}'); (( \${r:-0} > $restarts ))"
-        kubectl -n "$ns" get dcs s6 -o wide | awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "RESTARTS") c = i }
-            NR == 2 { exit !(c && $c ~ /^[1-9][0-9]*$/) }' ||
+        [[ "$(kubectl -n "$ns" get dcs s6 -o wide | table_cell RESTARTS)" =~ ^[1-9][0-9]*$ ]] ||
             fail "kubectl get dcs -o wide shows no RESTARTS count: $(kubectl -n "$ns" get dcs s6 -o wide)"
     else
         # No access to the node's processes: a forced deletion kills the container without grace.
@@ -458,9 +449,10 @@ scenario_snapshot_job() {
 }
 
 # 14. A snapshot read by four shards (spec.snapshot.parallelism: 4; docs/ARCHITECTURE.md §3.13,
-# docs/ARCHITECTURE.md §4.8): the operator records T0 and runs an Indexed Job of four shard pods; shard pods deleted
-# (one gracefully, one forced) mid-snapshot restart alone while the source changes; the status
-# shows every shard and `kubectl get dcs` the whole (SHARDS 4/4); the changelog Deployment then
+# docs/ARCHITECTURE.md §4.8): the operator records T0 and runs an Indexed Job of four shard
+# pods; shard pods deleted (one gracefully, one forced) and the operator pod deleted
+# mid-snapshot: the shards restart alone while the source changes, T0 stays the recorded one; the
+# status shows every shard and `kubectl get dcs` the whole (SHARDS 4/4); the changelog Deployment then
 # reads from T0, and the sink equals the source, the changes made during the snapshot included.
 scenario_sharded_snapshot() {
     local ns=$1 db=e2e_shards name=s14
@@ -505,14 +497,16 @@ scenario_sharded_snapshot() {
             kubectl -n "$ns" delete pod "$pod" --grace-period=0 --force >/dev/null 2>&1
         fi
     done
+    # The operator restarts mid-snapshot too: T0 stays the recorded one.
+    log "kubectl delete pods -l app.kubernetes.io/name=dcs-operator (mid-snapshot)"
+    kubectl -n "$OPERATOR_NAMESPACE" delete pods -l app.kubernetes.io/name=dcs-operator --wait=false >/dev/null
     some_changes "$db.src" 4011 4020 after-kills
     wait_for "replacement pods for shards 1 and 2" 60 \
         bash -c "(( \$(kubectl -n $ns get pods -l dcs.dev/sync=$name -o json | jq '[.items[] | select(.metadata.deletionTimestamp == null and (.metadata.annotations[\"batch.kubernetes.io/job-completion-index\"] == \"1\" or .metadata.annotations[\"batch.kubernetes.io/job-completion-index\"] == \"2\"))] | length') >= 2 ))"
     doris_faults '{}'
     wait_for "status.snapshot.shardsDone 4/4" 180 \
         bash -c "[[ \$(kubectl -n $ns get dcs $name -o jsonpath='{.status.snapshot.shardsDone}') == 4/4 ]]"
-    kubectl -n "$ns" get dcs $name | awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "SHARDS") c = i }
-        NR == 2 { exit !(c && $c == "4/4") }' ||
+    [[ "$(kubectl -n "$ns" get dcs $name | table_cell SHARDS)" == 4/4 ]] ||
         fail "kubectl get dcs shows no SHARDS 4/4: $(kubectl -n "$ns" get dcs $name)"
     wait_phase "$ns" $name Streaming 90
     wait_for "the Job gone, the changelog Deployment there" 60 \
@@ -520,6 +514,9 @@ scenario_sharded_snapshot() {
     # Compared as text: jq reads a TSO (above 2^53) as a float.
     checkpoint_json "$ns" $name | tr -d ' \n' | grep -q "\"startPoint\":{[^}]*\"tso\":$t0}" ||
         fail "the changelog did not start at T0 $t0: $(checkpoint_json "$ns" $name)"
+    [[ "$(kubectl -n "$ns" get configmap $name-runner-config -o json | jq -r '.data["sync.yaml"]' |
+        awk '/dcs.dev\/snapshot-t0/ { gsub(/[^0-9]/, "", $2); print $2 }')" == "$t0" ]] ||
+        fail "T0 changed after the operator restarted"
     some_changes "$db.src" 4021 4030 streaming
     wait_tables_equal "$db.src" "${db}_sink.dst"
     wait_for "no pre-committed loads left in ${db}_sink" 30 no_precommitted_loads "${db}_sink"
