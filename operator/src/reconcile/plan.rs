@@ -341,7 +341,10 @@ pub fn plan(observed: &Observed) -> Plan {
     {
         return on_expired(spec, &base, generation, current_id, why);
     }
-    if let super::shards::Decision::Block(blocked) = super::shards::decide(observed) {
+    // A sharded snapshot without T0 and without Doris's clock (a failed probe says more below).
+    if observed.probe.is_ok()
+        && let super::shards::Decision::Block(blocked) = super::shards::decide(observed)
+    {
         return Plan::Block(blocked);
     }
     // A failed probe blocks a sync that has no runner yet; a running runner is kept (a source or

@@ -702,6 +702,20 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_probe_blocks_a_fresh_sharded_sync_with_its_own_words() {
+        use super::super::plan::ProbeFailure;
+        let mut o = sharded(vec![None, None, None, None], None);
+        o.probe = Err(ProbeFailure {
+            reason: reasons::SOURCE_UNREACHABLE,
+            message: "no FE answered on fe:9030".into(),
+        });
+        match plan(&o) {
+            Plan::Block(b) => assert_eq!(b.message, "no FE answered on fe:9030"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn the_changelog_deployment_follows_only_once_every_shard_is_done_at_t0() {
         let done = |i| Some(shard_cp(i, Position::Done));
         let mut o = sharded(
