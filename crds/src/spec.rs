@@ -447,7 +447,8 @@ pub struct SnapshotSpec {
     /// runs the snapshot as an Indexed Job of that many shards, each reading its own tablets
     /// (tablet id mod parallelism) at one T0 with its own labels and checkpoint, and starts the
     /// changelog from T0 once every shard is done. The TTL the sync needs counts
-    /// expectedSnapshotDuration divided by it. Only with startup.mode snapshot or initial.
+    /// expectedSnapshotDuration divided by it. Only with startup.mode snapshot or initial. A
+    /// snapshot keeps the parallelism it started with; a change applies to the next consumer.
     #[serde(default = "default_parallelism")]
     #[schemars(range(min = 1, max = 64))]
     pub parallelism: i32,

@@ -325,6 +325,8 @@ pub fn effective_manifest(sync: &DorisChangelogSync, run: &Run) -> String {
     // A snapshot read by shards: their T0 (docs/ARCHITECTURE.md §4.8); else one runner reads it.
     match &run.shards {
         Some(shards) => {
+            // The parallelism the snapshot started with (docs/ARCHITECTURE.md §4.8).
+            spec.snapshot.parallelism = i32::try_from(shards.count).unwrap_or(1);
             if let Some(t0) = shards.t0_tso {
                 annotations.insert(
                     dcs_crds::shard::SNAPSHOT_T0_ANNOTATION.to_owned(),

@@ -94,7 +94,7 @@ pub(super) async fn finish(ctx: &Context, sync: &DorisChangelogSync, world: &Wor
         clear_checkpoint(&configmaps, &world.name).await?;
     }
     // A sharded snapshot's shards: cleaned with the rest; the next consumer starts without them.
-    if sync.spec.snapshot.sharded() {
+    if super::shards::may_have_shards(sync) {
         super::shards::clear(&configmaps, &world.name).await?;
     }
     forget_stop(ctx, sync, &world.ns).await?;

@@ -48,6 +48,10 @@ pub const BACKOFF_LIMIT_PER_INDEX: i32 = 6;
 /// What the operator read of a sharded snapshot.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ShardsObserved {
+    /// The shards: the parallelism the active consumer's snapshot started with (the config
+    /// ConfigMap's manifest records it; a spec changed since takes effect with the next
+    /// consumer), else `spec.snapshot.parallelism`.
+    pub count: u32,
     /// T0 (a TSO) as the config ConfigMap's manifest records it for the active consumer.
     pub recorded_t0: Option<i64>,
     /// Each shard's checkpoint, by index (`None`: none saved).
@@ -84,15 +88,15 @@ pub enum Decision {
 /// What this pass does about a sharded snapshot (pure).
 pub fn decide(observed: &Observed) -> Decision {
     let spec = &observed.spec;
-    let count = spec.snapshot.count();
-    // A re-initialised consumer rebuilds its sink, which one runner does
-    // (docs/ARCHITECTURE.md §3.12).
-    if count <= 1 || consumer_generation(observed) > 0 {
-        return Decision::One;
-    }
+    // Observed only for shards of the active consumer; a re-initialised consumer rebuilds its
+    // sink, which one runner does (docs/ARCHITECTURE.md §3.12).
     let Some(shards) = &observed.shards else {
         return Decision::One;
     };
+    let count = shards.count;
+    if count <= 1 || consumer_generation(observed) > 0 {
+        return Decision::One;
+    }
     let consumer = active_consumer(observed);
     let initial = spec.startup.mode == StartupMode::Initial;
     let from_shards = || {
@@ -158,13 +162,21 @@ pub fn decide(observed: &Observed) -> Decision {
 /// The spec as far as the snapshot's duration goes: a re-initialised consumer's snapshot is read
 /// by one runner ([`decide`]), so the TTL it needs counts the whole expected duration (pure).
 pub fn snapshot_spec(observed: &Observed) -> std::borrow::Cow<'_, DorisChangelogSyncSpec> {
-    if observed.spec.snapshot.sharded() && consumer_generation(observed) > 0 {
-        let mut spec = observed.spec.clone();
-        spec.snapshot = dcs_crds::SnapshotSpec::default();
-        std::borrow::Cow::Owned(spec)
-    } else {
-        std::borrow::Cow::Borrowed(&observed.spec)
+    // The shards a snapshot under way keeps ([`shard_count`]), one runner after a
+    // re-initialisation.
+    let count = match &observed.shards {
+        _ if consumer_generation(observed) > 0 => 1,
+        Some(shards) => shards.count,
+        None => observed.spec.snapshot.count(),
+    };
+    if count == observed.spec.snapshot.count() {
+        return std::borrow::Cow::Borrowed(&observed.spec);
     }
+    let mut spec = observed.spec.clone();
+    spec.snapshot = dcs_crds::SnapshotSpec {
+        parallelism: i32::try_from(count).unwrap_or(1),
+    };
+    std::borrow::Cow::Owned(spec)
 }
 
 fn active_consumer(observed: &Observed) -> String {
@@ -252,6 +264,45 @@ pub async fn create_configmaps(
 
 /// T0 as a manifest records it: the annotation, if the manifest's consumer is `consumer`.
 pub fn recorded_t0(config: Option<&ConfigMap>, consumer: &str) -> Option<i64> {
+    recorded_manifest(config, consumer)?
+        .get("metadata")?
+        .get("annotations")?
+        .get(SNAPSHOT_T0_ANNOTATION)?
+        .as_str()?
+        .parse()
+        .ok()
+}
+
+/// The shards of the active consumer's snapshot (pure): the parallelism its manifest records once
+/// the snapshot started (T0 recorded, or a runner there), else `spec.snapshot.parallelism`. A
+/// snapshot under way keeps the parallelism it started with: another would split the tablets
+/// otherwise, and tablets read would be read again (twice into a changelog-mode sink); a changed
+/// spec takes effect with the next consumer.
+pub fn shard_count(observed: &Observed, config: Option<&ConfigMap>) -> u32 {
+    let consumer = active_consumer(observed);
+    match recorded_count(config, &consumer) {
+        Some(n)
+            if recorded_t0(config, &consumer).is_some()
+                || observed.runner != RunnerState::Absent =>
+        {
+            n.max(1)
+        }
+        _ => observed.spec.snapshot.count(),
+    }
+}
+
+/// The parallelism a manifest records, if the manifest's consumer is `consumer`.
+pub fn recorded_count(config: Option<&ConfigMap>, consumer: &str) -> Option<u32> {
+    let n = recorded_manifest(config, consumer)?
+        .get("spec")?
+        .get("snapshot")?
+        .get("parallelism")?
+        .as_u64()?;
+    u32::try_from(n).ok()
+}
+
+/// The config ConfigMap's manifest, if its consumer is `consumer`.
+fn recorded_manifest(config: Option<&ConfigMap>, consumer: &str) -> Option<serde_yaml::Value> {
     let text = config?.data.as_ref()?.get(CONFIG_KEY)?;
     let manifest: serde_yaml::Value = serde_yaml::from_str(text).ok()?;
     let manifest_consumer = manifest
@@ -260,16 +311,7 @@ pub fn recorded_t0(config: Option<&ConfigMap>, consumer: &str) -> Option<i64> {
         .and_then(|o| o.get("consumerId"))
         .or_else(|| manifest.get("metadata").and_then(|m| m.get("name")))
         .and_then(serde_yaml::Value::as_str)?;
-    if manifest_consumer != consumer {
-        return None;
-    }
-    manifest
-        .get("metadata")?
-        .get("annotations")?
-        .get(SNAPSHOT_T0_ANNOTATION)?
-        .as_str()?
-        .parse()
-        .ok()
+    (manifest_consumer == consumer).then_some(manifest)
 }
 
 /// Reads what a sharded snapshot needs into `observed` (nothing for parallelism 1 or a
@@ -283,13 +325,14 @@ pub async fn observe(
     configmaps: &Api<ConfigMap>,
     config: Option<&ConfigMap>,
 ) -> Result<()> {
-    let count = observed.spec.snapshot.count();
+    let consumer = active_consumer(observed);
+    let count = shard_count(observed, config);
     if count <= 1 || consumer_generation(observed) > 0 {
         return Ok(());
     }
-    let consumer = active_consumer(observed);
     let checkpoint_cm = names::checkpoint(&observed.name);
     let mut shards = ShardsObserved {
+        count,
         recorded_t0: recorded_t0(config, &consumer),
         own_checkpoint: observed.checkpoint.is_some(),
         ..ShardsObserved::default()
@@ -320,7 +363,7 @@ pub fn aggregate(
     consumer: &str,
     shards: &ShardsObserved,
 ) -> Option<Checkpoint> {
-    let count = spec.snapshot.count();
+    let count = shards.count;
     let mine: Vec<&Checkpoint> = shards
         .checkpoints
         .iter()
@@ -401,7 +444,7 @@ pub fn status(snapshot: &mut dcs_crds::SnapshotStatus, observed: &Observed) {
     let Some(shards) = &observed.shards else {
         return;
     };
-    let count = observed.spec.snapshot.count();
+    let count = shards.count;
     let consumer = active_consumer(observed);
     let t0 = if observed.spec.startup.mode == StartupMode::Initial {
         shards.recorded_t0.or_else(|| {
@@ -455,6 +498,17 @@ pub fn status(snapshot: &mut dcs_crds::SnapshotStatus, observed: &Observed) {
     }
     snapshot.shards_done = Some(format!("{done}/{count}"));
     snapshot.shards = Some(list);
+}
+
+/// Whether sync may have shards to stop and clean: its spec asks for them, or its status shows
+/// some (a snapshot that started sharded keeps its parallelism whatever the spec says since).
+pub fn may_have_shards(sync: &dcs_crds::DorisChangelogSync) -> bool {
+    sync.spec.snapshot.sharded()
+        || sync
+            .status
+            .as_ref()
+            .and_then(|s| s.snapshot.as_ref())
+            .is_some_and(|s| s.shards.is_some())
 }
 
 /// The shards' checkpoint ConfigMaps of sync `name` that exist, whatever the parallelism now.
@@ -582,6 +636,7 @@ mod tests {
         let mut o = observed();
         o.spec.snapshot = SnapshotSpec { parallelism: 4 };
         let shards = ShardsObserved {
+            count: 4,
             recorded_t0: recorded,
             configmaps: checkpoints.iter().map(Option::is_some).collect(),
             checkpoints,
@@ -838,6 +893,41 @@ mod tests {
         });
         let o = sharded(vec![None, Some(expired), None, None], Some(T0));
         assert!(matches!(plan(&o), Plan::Reinitialize(r) if r.reason == "OffsetExpired"));
+    }
+
+    #[test]
+    fn a_snapshot_under_way_keeps_the_parallelism_it_started_with() {
+        let run = run_of(&sharded(vec![None, None, None, None], Some(T0)));
+        let manifest = effective_manifest(&sync_with(4), &run);
+        let config = ConfigMap {
+            data: Some([(CONFIG_KEY.to_owned(), manifest.clone())].into()),
+            ..ConfigMap::default()
+        };
+        // The spec says 2 now, or 1: the running snapshot stays in 4 shards.
+        for n in [2, 1] {
+            let mut o = observed();
+            o.spec.snapshot = SnapshotSpec { parallelism: n };
+            assert_eq!(shard_count(&o, Some(&config)), 4, "spec {n}");
+            // And its runners keep their manifest.
+            let mut o = sharded(vec![None, None, None, None], Some(T0));
+            o.spec.snapshot = SnapshotSpec { parallelism: n };
+            assert_eq!(effective_manifest(&sync_with(n), &run_of(&o)), manifest);
+        }
+        // The TTL it needs still counts 4 shards.
+        let mut o = sharded(vec![None, None, None, None], Some(T0));
+        o.spec.snapshot = SnapshotSpec { parallelism: 1 };
+        o.spec.expected_snapshot_duration = "4h".into();
+        if let Ok(p) = o.probe.as_mut() {
+            p.table.ttl_seconds = 4 * 3600;
+        }
+        assert!(matches!(plan(&o), Plan::Run(_)), "{:?}", plan(&o));
+        // Before any snapshot started (nothing recorded, no runner), the spec decides.
+        let mut o = observed();
+        o.spec.snapshot = SnapshotSpec { parallelism: 2 };
+        assert_eq!(shard_count(&o, None), 2);
+        // The next consumer starts from the spec.
+        o.status.consumer_generation = Some(1);
+        assert_eq!(shard_count(&o, Some(&config)), 2);
     }
 
     #[test]

@@ -90,7 +90,7 @@ pub(super) async fn stop_and_clean(
     let checkpoint_cm = get_opt(&configmaps, &names::checkpoint(&name)).await?;
     let work = work_left(ns, &sync.spec, checkpoint_cm.as_ref(), consumer);
     // A sharded snapshot's shards, each under its own consumer's labels, first.
-    let mut works = if sync.spec.snapshot.sharded() {
+    let mut works = if super::shards::may_have_shards(sync) {
         super::shards::work_left(&configmaps, ns, &sync.spec, &name).await?
     } else {
         Vec::new()
@@ -212,7 +212,7 @@ async fn stop_runner(
             serde_json::json!({"metadata": {"annotations": {FENCED_ANNOTATION: mark.fence()}}});
         merge_unless_gone(&configmaps, &cm.name_any(), &patch).await?;
     }
-    if sync.spec.snapshot.sharded() {
+    if super::shards::may_have_shards(sync) {
         super::shards::fence(&configmaps, name, &mark.fence()).await?;
     }
 
