@@ -7,7 +7,8 @@
 # The order run.sh runs them in (and the names `e2e/run.sh NAME...` accepts).
 # shellcheck disable=SC2034 # used by run.sh
 SCENARIOS=(streaming ttl_blocked suspend_resume spec_change runner_killed reinit_on_expiry deletion broken_secret
-    expiry_fail_then_nonce snapshot_job sharded_snapshot sharded_reinit probes adversarial ha_namespaced)
+    expiry_fail_then_nonce snapshot_job sharded_snapshot sharded_reinit sharded_deletion probes adversarial
+    ha_namespaced)
 
 # start_sync NS NAME DB [EXTRA_SPEC]: source table DB.src with ids 1..20, sink DB_sink.dst, the sync
 # applied and Streaming with the snapshot copied.
@@ -560,6 +561,39 @@ scenario_sharded_reinit() {
     some_changes "$db.src" 4011 4020 after-reinit
     wait_tables_equal "$db.src" "${db}_sink.dst"
     wait_for "no pre-committed loads left in ${db}_sink" 30 no_precommitted_loads "${db}_sink"
+}
+
+# 16. A sharded sync deleted while its shards read (with loads pre-committed): the finalizer stops
+# the Job, fences every shard's ConfigMap, aborts every shard's pending loads under its own labels,
+# then lets go; every object is collected and no transaction is left PRECOMMITTED.
+scenario_sharded_deletion() {
+    local ns=$1 db=e2e_shdelete name=s16
+    sql "CREATE DATABASE IF NOT EXISTS $db"
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    sql "CREATE TABLE $db.src (id INT NOT NULL, name VARCHAR(64), score INT, note STRING)
+        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 PROPERTIES (\"changelog.enable\" = \"true\")"
+    local from
+    for ((from = 1; from <= 4000; from += 500)); do
+        insert_rows "$db.src" "$from" $((from + 499)) before
+    done
+    doris_faults '{"http_delay_ms": 100}'
+    # A long checkpoint interval keeps each shard's loads pre-committed until the deletion.
+    CHECKPOINT_INTERVAL=60s sync_manifest "$ns" $name "$db.src" "${db}_sink.dst" "  snapshot:
+    parallelism: 4" | sed 's/maxRows: 1000/maxRows: 40/' | kubectl apply -f - >/dev/null
+    wait_for "pre-committed loads of two shards or more" 60 bash -c "(( \$(curl -fsS http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/txns |
+        jq '[.[] | select(.db == \"${db}_sink\" and .state == \"PRECOMMITTED\") | .label | capture(\"-(?<s>s[0-9]+-of-4)-\").s] | unique | length') >= 2 ))"
+    local cms
+    cms=$(kubectl -n "$ns" get configmaps -o name | grep -c "$name-checkpoint-shard-" || true)
+    [[ "$cms" == 4 ]] || fail "expected 4 shard ConfigMaps, found $cms"
+    doris_faults '{}'
+    kubectl -n "$ns" delete dcs $name --wait=false >/dev/null
+    wait_for "the sync is gone (finalizer released)" 90 bash -c "! kubectl -n $ns get dcs $name >/dev/null 2>&1"
+    wait_for "runner pods gone" 60 no_runner_pods "$ns" $name
+    wait_for "shard ConfigMaps collected" 60 bash -c "! kubectl -n $ns get configmaps -o name | grep -q $name-checkpoint-shard-"
+    local open
+    open=$(precommitted_loads "${db}_sink")
+    [[ "$open" == 0 ]] || fail "$open Stream Load transactions of the deleted sync are still PRECOMMITTED: $(
+        curl -fsS "http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/txns" | jq -c '[.[] | select(.state == "PRECOMMITTED")]')"
 }
 
 # 12. The runner pod's probes on a runner that is slow but healthy: doris-emu refuses every
