@@ -281,6 +281,26 @@ doris_faults() {
         -H 'Content-Type: application/json' -d "$1" >/dev/null
 }
 
+# table_cell COLUMN: from a `kubectl get` table on stdin (a header and one row), the cell under
+# COLUMN, found by the header's character positions, so that blank cells (LAG while
+# snapshotting, SHARDS of a sync without shards) do not shift the others.
+table_cell() {
+    awk -v want="$1" '
+        NR == 1 {
+            line = $0; n = 0; pos = 1
+            while (match(substr(line, pos), /[^ ]+/)) {
+                n++; s[n] = pos + RSTART - 1; h[n] = substr(line, s[n], RLENGTH); pos = s[n] + RLENGTH
+            }
+            next
+        }
+        NR == 2 {
+            for (i = 1; i <= n; i++) if (h[i] == want) {
+                e = (i < n) ? s[i + 1] : length($0) + 1
+                v = substr($0, s[i], e - s[i]); gsub(/^ +| +$/, "", v); print v; exit
+            }
+        }'
+}
+
 # checkpoint_json NS SYNC: the runner's checkpoint (empty when none).
 checkpoint_json() {
     kubectl -n "$1" get configmap "$2-checkpoint" -o json | jq -r '.data["checkpoint.json"] // ""'

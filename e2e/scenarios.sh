@@ -7,7 +7,8 @@
 # The order run.sh runs them in (and the names `e2e/run.sh NAME...` accepts).
 # shellcheck disable=SC2034 # used by run.sh
 SCENARIOS=(streaming ttl_blocked suspend_resume spec_change runner_killed reinit_on_expiry deletion broken_secret
-    expiry_fail_then_nonce snapshot_job probes adversarial tls ha_namespaced)
+    expiry_fail_then_nonce snapshot_job sharded_snapshot sharded_reinit sharded_deletion probes adversarial
+    tls ha_namespaced)
 
 # start_sync NS NAME DB [EXTRA_SPEC]: source table DB.src with ids 1..20, sink DB_sink.dst, the sync
 # applied and Streaming with the snapshot copied.
@@ -43,20 +44,12 @@ scenario_streaming() {
     local table
     table=$(kubectl -n "$ns" get dcs s1)
     printf '%s\n' "$table" >&2
-    awk 'NR == 1 {
-            for (i = 1; i <= NF; i++) col[$i] = i
-            if (!("LAG" in col) || !("TTL-HEADROOM" in col) || !("PHASE" in col) || !("READY" in col)) exit 1
-            next
-         }
-         NR == 2 {
-            if ($col["PHASE"] != "Streaming") exit 2
-            if ($col["LAG"] !~ /^-?[0-9]+$/) exit 3
-            if ($col["TTL-HEADROOM"] !~ /^[0-9]+$/) exit 4
-            if ($col["READY"] != "True") exit 5
-            found = 1
-         }
-         END { if (!found) exit 6 }' <<<"$table" ||
-        fail "kubectl get dcs does not show PHASE Streaming, numeric LAG and TTL-HEADROOM, READY True (awk exit $?)"
+    [[ "$(table_cell PHASE <<<"$table")" == Streaming &&
+        "$(table_cell LAG <<<"$table")" =~ ^-?[0-9]+$ &&
+        "$(table_cell TTL-HEADROOM <<<"$table")" =~ ^[0-9]+$ &&
+        "$(table_cell READY <<<"$table")" == True &&
+        -z "$(table_cell SHARDS <<<"$table")" ]] ||
+        fail "kubectl get dcs does not show PHASE Streaming, numeric LAG and TTL-HEADROOM, READY True, no SHARDS"
 
     # `kubectl describe dcs` tells the story: the conditions and the events of the transitions.
     local described
@@ -214,8 +207,7 @@ scenario_runner_killed() {
         # The restart is counted in status.runnerRestarts and in `kubectl get dcs -o wide`.
         wait_for "status.runnerRestarts above $restarts" 60 \
             bash -c "r=\$(kubectl -n $ns get dcs s6 -o jsonpath='{.status.runnerRestarts}'); (( \${r:-0} > $restarts ))"
-        kubectl -n "$ns" get dcs s6 -o wide | awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "RESTARTS") c = i }
-            NR == 2 { exit !(c && $c ~ /^[1-9][0-9]*$/) }' ||
+        [[ "$(kubectl -n "$ns" get dcs s6 -o wide | table_cell RESTARTS)" =~ ^[1-9][0-9]*$ ]] ||
             fail "kubectl get dcs -o wide shows no RESTARTS count: $(kubectl -n "$ns" get dcs s6 -o wide)"
     else
         # No access to the node's processes: a forced deletion kills the container without grace.
@@ -457,6 +449,153 @@ scenario_snapshot_job() {
     log "phase $(jget "$ns" s10 .status.phase), snapshot $(jget "$ns" s10 .status.snapshot)"
 }
 
+# 14. A snapshot read by four shards (spec.snapshot.parallelism: 4; docs/ARCHITECTURE.md §3.13,
+# docs/ARCHITECTURE.md §4.8): the operator records T0 and runs an Indexed Job of four shard
+# pods; shard pods deleted (one gracefully, one forced) and the operator pod deleted
+# mid-snapshot: the shards restart alone while the source changes, T0 stays the recorded one; the
+# status shows every shard and `kubectl get dcs` the whole (SHARDS 4/4); the changelog Deployment then
+# reads from T0, and the sink equals the source, the changes made during the snapshot included.
+scenario_sharded_snapshot() {
+    local ns=$1 db=e2e_shards name=s14
+    sql "CREATE DATABASE IF NOT EXISTS $db"
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    sql "CREATE TABLE $db.src (id INT NOT NULL, name VARCHAR(64), score INT, note STRING)
+        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 PROPERTIES (\"changelog.enable\" = \"true\")"
+    local from
+    for ((from = 1; from <= 4000; from += 500)); do
+        insert_rows "$db.src" "$from" $((from + 499)) before
+    done
+    # Slow answers and small loads stretch each shard over many loads, so the deletions below land
+    # inside the snapshot.
+    doris_faults '{"http_delay_ms": 100}'
+    sync_manifest "$ns" $name "$db.src" "${db}_sink.dst" "  snapshot:
+    parallelism: 4" | sed 's/maxRows: 1000/maxRows: 40/' | kubectl apply -f - >/dev/null
+    wait_for "the shards' Indexed Job" 60 \
+        bash -c "[[ \$(kubectl -n $ns get job $name-runner -o jsonpath='{.spec.completionMode}/{.spec.completions}/{.spec.parallelism}' 2>/dev/null) == Indexed/4/4 ]]"
+    [[ -z "$(kubectl -n "$ns" get deployments -o name)" ]] || fail "a Deployment exists while the shards read"
+    local t0
+    t0=$(kubectl -n "$ns" get configmap $name-runner-config -o json | jq -r '.data["sync.yaml"]' |
+        awk '/dcs.dev\/snapshot-t0/ { gsub(/[^0-9]/, "", $2); print $2 }')
+    [[ "$t0" =~ ^[0-9]+$ ]] || fail "no T0 in the runners' manifest"
+    log "T0 $t0"
+    wait_for "four shard pods running" 60 \
+        bash -c "(( \$(kubectl -n $ns get pods -l dcs.dev/sync=$name -o json | jq '[.items[] | select(.status.phase == \"Running\")] | length') == 4 ))"
+    wait_for "a shard snapshotting" 60 \
+        bash -c "kubectl -n $ns get dcs $name -o json | jq -e '[.status.snapshot.shards[]? | select(.phase == \"Snapshotting\")] | length > 0' >/dev/null"
+    some_changes "$db.src" 4001 4010 during-snapshot
+    local index pod
+    for index in 1 2; do
+        pod=$(kubectl -n "$ns" get pods -l "dcs.dev/sync=$name" -o json | jq -r --arg i "$index" \
+            '[.items[] | select(.metadata.deletionTimestamp == null and .metadata.annotations["batch.kubernetes.io/job-completion-index"] == $i and .status.phase == "Running")][0].metadata.name // ""')
+        [[ -n "$pod" ]] || fail "no running pod of shard $index"
+        [[ "$(jget "$ns" $name ".status.snapshot.shards[$index].phase")" != Done ]] ||
+            fail "shard $index was done before its pod was deleted; the snapshot is too short"
+        if [[ $index == 1 ]]; then
+            log "kubectl delete pod $pod (shard $index)"
+            kubectl -n "$ns" delete pod "$pod" --wait=false >/dev/null
+        else
+            log "kubectl delete pod $pod --grace-period=0 --force (shard $index)"
+            kubectl -n "$ns" delete pod "$pod" --grace-period=0 --force >/dev/null 2>&1
+        fi
+    done
+    # The operator restarts mid-snapshot too: T0 stays the recorded one.
+    log "kubectl delete pods -l app.kubernetes.io/name=dcs-operator (mid-snapshot)"
+    kubectl -n "$OPERATOR_NAMESPACE" delete pods -l app.kubernetes.io/name=dcs-operator --wait=false >/dev/null
+    some_changes "$db.src" 4011 4020 after-kills
+    wait_for "replacement pods for shards 1 and 2" 60 \
+        bash -c "(( \$(kubectl -n $ns get pods -l dcs.dev/sync=$name -o json | jq '[.items[] | select(.metadata.deletionTimestamp == null and (.metadata.annotations[\"batch.kubernetes.io/job-completion-index\"] == \"1\" or .metadata.annotations[\"batch.kubernetes.io/job-completion-index\"] == \"2\"))] | length') >= 2 ))"
+    doris_faults '{}'
+    wait_for "status.snapshot.shardsDone 4/4" 180 \
+        bash -c "[[ \$(kubectl -n $ns get dcs $name -o jsonpath='{.status.snapshot.shardsDone}') == 4/4 ]]"
+    [[ "$(kubectl -n "$ns" get dcs $name | table_cell SHARDS)" == 4/4 ]] ||
+        fail "kubectl get dcs shows no SHARDS 4/4: $(kubectl -n "$ns" get dcs $name)"
+    wait_phase "$ns" $name Streaming 90
+    wait_for "the Job gone, the changelog Deployment there" 60 \
+        bash -c "! kubectl -n $ns get job $name-runner >/dev/null 2>&1 && kubectl -n $ns get deployment $name-runner >/dev/null 2>&1"
+    # Compared as text: jq reads a TSO (above 2^53) as a float.
+    checkpoint_json "$ns" $name | tr -d ' \n' | grep -q "\"startPoint\":{[^}]*\"tso\":$t0}" ||
+        fail "the changelog did not start at T0 $t0: $(checkpoint_json "$ns" $name)"
+    [[ "$(kubectl -n "$ns" get configmap $name-runner-config -o json | jq -r '.data["sync.yaml"]' |
+        awk '/dcs.dev\/snapshot-t0/ { gsub(/[^0-9]/, "", $2); print $2 }')" == "$t0" ]] ||
+        fail "T0 changed after the operator restarted"
+    some_changes "$db.src" 4021 4030 streaming
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    wait_for "no pre-committed loads left in ${db}_sink" 30 no_precommitted_loads "${db}_sink"
+    log "shards $(jget "$ns" $name .status.snapshot.shards)"
+}
+
+# 15. A re-initialisation while four shards read (a new reinitNonce mid-snapshot): the shards'
+# Job is stopped, every shard's ConfigMap fenced and its pending loads cleaned, their checkpoints
+# cleared; the new consumer `<name>-r1` snapshots with one runner (it rebuilds the sink) and
+# streams; the sink equals the source and no load is left pre-committed.
+scenario_sharded_reinit() {
+    local ns=$1 db=e2e_shreinit name=s15
+    sql "CREATE DATABASE IF NOT EXISTS $db"
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    sql "CREATE TABLE $db.src (id INT NOT NULL, name VARCHAR(64), score INT, note STRING)
+        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 PROPERTIES (\"changelog.enable\" = \"true\")"
+    local from
+    for ((from = 1; from <= 4000; from += 500)); do
+        insert_rows "$db.src" "$from" $((from + 499)) before
+    done
+    doris_faults '{"http_delay_ms": 100}'
+    sync_manifest "$ns" $name "$db.src" "${db}_sink.dst" "  snapshot:
+    parallelism: 4" | sed 's/maxRows: 1000/maxRows: 40/' | kubectl apply -f - >/dev/null
+    wait_for "a shard snapshotting" 60 \
+        bash -c "kubectl -n $ns get dcs $name -o json | jq -e '[.status.snapshot.shards[]? | select(.phase == \"Snapshotting\")] | length > 0' >/dev/null"
+    [[ "$(jget "$ns" $name .status.snapshot.shardsDone)" != 4/4 ]] || fail "the shards were done before the re-initialisation"
+    some_changes "$db.src" 4001 4010 during-snapshot
+    log "kubectl patch dcs $name reinitNonce (mid-snapshot)"
+    kubectl -n "$ns" patch dcs $name --type merge -p '{"spec":{"reinitNonce":"again-1"}}' >/dev/null
+    wait_for "consumer $name-r1" 120 bash -c "[[ \$(kubectl -n $ns get dcs $name -o jsonpath='{.status.consumerId}') == $name-r1 ]]"
+    [[ "$(jget "$ns" $name .status.lastReinit.reason)" == NonceChanged ]] ||
+        fail "lastReinit.reason is '$(jget "$ns" $name .status.lastReinit.reason)', expected NonceChanged"
+    local i
+    for i in 0 1 2 3; do
+        [[ -z "$(kubectl -n "$ns" get configmap "$name-checkpoint-shard-$i" -o json | jq -r '.data["checkpoint.json"] // ""')" ]] ||
+            fail "shard $i's checkpoint was not cleared"
+    done
+    doris_faults '{}'
+    wait_phase "$ns" $name Streaming 120
+    [[ -z "$(kubectl -n "$ns" get jobs -o name)" ]] || fail "the shards' Job is still there: $(kubectl -n "$ns" get jobs)"
+    some_changes "$db.src" 4011 4020 after-reinit
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    wait_for "no pre-committed loads left in ${db}_sink" 30 no_precommitted_loads "${db}_sink"
+}
+
+# 16. A sharded sync deleted while its shards read (with loads pre-committed): the finalizer stops
+# the Job, fences every shard's ConfigMap, aborts every shard's pending loads under its own labels,
+# then lets go; every object is collected and no transaction is left PRECOMMITTED.
+scenario_sharded_deletion() {
+    local ns=$1 db=e2e_shdelete name=s16
+    sql "CREATE DATABASE IF NOT EXISTS $db"
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    sql "CREATE TABLE $db.src (id INT NOT NULL, name VARCHAR(64), score INT, note STRING)
+        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 PROPERTIES (\"changelog.enable\" = \"true\")"
+    local from
+    for ((from = 1; from <= 4000; from += 500)); do
+        insert_rows "$db.src" "$from" $((from + 499)) before
+    done
+    doris_faults '{"http_delay_ms": 100}'
+    # A long checkpoint interval keeps each shard's loads pre-committed until the deletion.
+    CHECKPOINT_INTERVAL=60s sync_manifest "$ns" $name "$db.src" "${db}_sink.dst" "  snapshot:
+    parallelism: 4" | sed 's/maxRows: 1000/maxRows: 40/' | kubectl apply -f - >/dev/null
+    wait_for "pre-committed loads of two shards or more" 60 bash -c "(( \$(curl -fsS http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/txns |
+        jq '[.[] | select(.db == \"${db}_sink\" and .state == \"PRECOMMITTED\") | .label | capture(\"-(?<s>s[0-9]+-of-4)-\").s] | unique | length') >= 2 ))"
+    local cms
+    cms=$(kubectl -n "$ns" get configmaps -o name | grep -c "$name-checkpoint-shard-" || true)
+    [[ "$cms" == 4 ]] || fail "expected 4 shard ConfigMaps, found $cms"
+    doris_faults '{}'
+    kubectl -n "$ns" delete dcs $name --wait=false >/dev/null
+    wait_for "the sync is gone (finalizer released)" 90 bash -c "! kubectl -n $ns get dcs $name >/dev/null 2>&1"
+    wait_for "runner pods gone" 60 no_runner_pods "$ns" $name
+    wait_for "shard ConfigMaps collected" 60 bash -c "! kubectl -n $ns get configmaps -o name | grep -q $name-checkpoint-shard-"
+    local open
+    open=$(precommitted_loads "${db}_sink")
+    [[ "$open" == 0 ]] || fail "$open Stream Load transactions of the deleted sync are still PRECOMMITTED: $(
+        curl -fsS "http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/txns" | jq -c '[.[] | select(.state == "PRECOMMITTED")]')"
+}
+
 # 12. The runner pod's probes on a runner that is slow but healthy: doris-emu refuses every
 # changelog window as not yet visible (5101), so the runner stays in its visibility wait. The
 # kubelet's readiness probe sees /readyz answer 503 (Unhealthy events) and keeps the pod not Ready;
@@ -624,7 +763,7 @@ scenario_adversarial() {
     log "adversarial: seed $seed, $steps steps, faults: $summary; $checks checks held, $reinits expiries answered with a reinit"
 }
 
-# 14. TLS to Doris: a doris-emu of the scenario's own serving only TLS, with its own CA, kept in a
+# 17. TLS to Doris: a doris-emu of the scenario's own serving only TLS, with its own CA, kept in a
 # ConfigMap; a sync with TLS on both sides is probed by the operator over TLS, its runner pod gets
 # the CA mounted, and it streams: the sink follows every change, status.tls says Verified. A sync
 # whose CA bundle is in a Secret that did not opt in is Blocked and gets no runner.

@@ -24,6 +24,7 @@ pub mod label;
 pub mod manifest;
 pub mod preconditions;
 pub mod quantity;
+pub mod shard;
 pub mod spec;
 pub mod status;
 pub mod validate;
@@ -33,12 +34,12 @@ pub use manifest::from_manifest;
 pub use spec::{
     AutoPartition, BatchSpec, CaBundleRef, ChangelogSpec, CheckpointSpec, CreateTableSpec,
     Credentials, DorisChangelogSync, DorisChangelogSyncSpec, DorisSink, IncrementType, KeyRef,
-    OffsetsSpec, OnOffsetExpired, PartitionUnit, RunnerSpec, SinkMode, SinkSpec, SourceSpec,
-    StartupMode, StartupSpec, StdoutFormat, StdoutSink, TableRef, TlsSpec,
+    OffsetsSpec, OnOffsetExpired, PartitionUnit, RunnerSpec, SinkMode, SinkSpec, SnapshotSpec,
+    SourceSpec, StartupMode, StartupSpec, StdoutFormat, StdoutSink, TableRef, TlsSpec,
 };
 pub use status::{
-    Clock, DorisChangelogSyncStatus, ErrorStatus, OffsetStatus, Phase, ReinitStatus, SinkStatus,
-    SnapshotStatus, SourceStatus, TlsMode, TlsStatus,
+    Clock, DorisChangelogSyncStatus, ErrorStatus, OffsetStatus, Phase, ReinitStatus, ShardStatus,
+    SinkStatus, SnapshotStatus, SourceStatus, TlsMode, TlsStatus,
 };
 pub use validate::{FieldError, validate};
 

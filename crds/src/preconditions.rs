@@ -31,6 +31,8 @@ pub struct Requirements {
     pub requires_historical_value: bool,
     /// `expectedSnapshotDuration`.
     pub expected_snapshot: Duration,
+    /// `snapshot.parallelism`: the snapshot's runners, which share its duration.
+    pub snapshot_parallelism: u32,
     /// `checkpoint.interval`.
     pub checkpoint_interval: Duration,
     /// `changelog.pollInterval`.
@@ -47,16 +49,23 @@ impl Requirements {
             increment_type: spec.changelog.increment_type,
             requires_historical_value: spec.requires_historical_value(),
             expected_snapshot: spec.expected_snapshot_duration().unwrap_or_default(),
+            snapshot_parallelism: spec.snapshot.count(),
             checkpoint_interval: spec.checkpoint.interval().unwrap_or_default(),
             poll_interval: spec.changelog.poll_interval().unwrap_or_default(),
         }
     }
 
-    /// The TTL the sync needs, in whole seconds (rounded up): expectedSnapshotDuration +
-    /// checkpoint.interval + pollInterval + [`TTL_MARGIN`].
+    /// How long the snapshot is expected to take: expectedSnapshotDuration divided by
+    /// `snapshot.parallelism` (its shards read at once, each a share of the tablets).
+    pub fn snapshot_duration(&self) -> Duration {
+        self.expected_snapshot / self.snapshot_parallelism.max(1)
+    }
+
+    /// The TTL the sync needs, in whole seconds (rounded up): expectedSnapshotDuration /
+    /// snapshot.parallelism + checkpoint.interval + pollInterval + [`TTL_MARGIN`].
     pub fn required_ttl_seconds(&self) -> u64 {
         let sum: Duration = [
-            self.expected_snapshot,
+            self.snapshot_duration(),
             self.checkpoint_interval,
             self.poll_interval,
             TTL_MARGIN,
@@ -67,11 +76,21 @@ impl Requirements {
     }
 
     /// How the required TTL is made up, e.g. `expectedSnapshotDuration 30m + checkpoint.interval
-    /// 10s + pollInterval 10s + margin 5m`.
+    /// 10s + pollInterval 10s + margin 5m`; with shards the snapshot term says it was divided,
+    /// `expectedSnapshotDuration 2h / snapshot.parallelism 4 = 30m + …`.
     pub fn ttl_terms(&self) -> String {
+        let snapshot = if self.snapshot_parallelism > 1 {
+            format!(
+                "{} / snapshot.parallelism {} = {}",
+                format_duration(self.expected_snapshot),
+                self.snapshot_parallelism,
+                format_duration(self.snapshot_duration())
+            )
+        } else {
+            format_duration(self.expected_snapshot)
+        };
         format!(
-            "expectedSnapshotDuration {} + checkpoint.interval {} + pollInterval {} + margin {}",
-            format_duration(self.expected_snapshot),
+            "expectedSnapshotDuration {snapshot} + checkpoint.interval {} + pollInterval {} + margin {}",
             format_duration(self.checkpoint_interval),
             format_duration(self.poll_interval),
             format_duration(TTL_MARGIN),
@@ -220,6 +239,7 @@ mod tests {
             increment_type: IncrementType::Detail,
             requires_historical_value: false,
             expected_snapshot: Duration::from_secs(1800),
+            snapshot_parallelism: 1,
             checkpoint_interval: Duration::from_secs(10),
             poll_interval: Duration::from_secs(10),
         }
@@ -250,6 +270,29 @@ mod tests {
         assert_eq!(
             req().ttl_terms(),
             "expectedSnapshotDuration 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m"
+        );
+    }
+
+    #[test]
+    fn shards_divide_the_snapshot_term_and_say_so() {
+        let r = Requirements {
+            expected_snapshot: Duration::from_secs(7200),
+            snapshot_parallelism: 4,
+            ..req()
+        };
+        assert_eq!(r.required_ttl_seconds(), 1800 + 10 + 10 + 300);
+        assert_eq!(
+            r.ttl_terms(),
+            "expectedSnapshotDuration 2h / snapshot.parallelism 4 = 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m"
+        );
+        let t = SourceTableInfo {
+            ttl_seconds: 2119,
+            ..table()
+        };
+        let problems = preconditions(&r, &t);
+        assert_eq!(
+            problems[0].problem,
+            "changelog.ttl_seconds is 2119s but the sync needs at least 2120s (expectedSnapshotDuration 2h / snapshot.parallelism 4 = 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m)"
         );
     }
 

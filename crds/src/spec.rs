@@ -33,6 +33,7 @@ pub const TIMESTAMP_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
     doc = "Keeps a Doris changelog table flowing into a sink: a snapshot, then every change.",
     // The JSON form: clippy's duplicated_attributes lint misreads repeated printcolumn(type_ = ..).
     printcolumn = r#"{"name": "Phase", "type": "string", "description": "Where the sync is in its life cycle", "jsonPath": ".status.phase"}"#,
+    printcolumn = r#"{"name": "Shards", "type": "string", "description": "Snapshot shards done of spec.snapshot.parallelism (sharded snapshots only)", "jsonPath": ".status.snapshot.shardsDone"}"#,
     printcolumn = r#"{"name": "Lag", "type": "integer", "description": "Seconds between Doris's now and the last committed offset", "jsonPath": ".status.lagSeconds"}"#,
     printcolumn = r#"{"name": "TTL-Headroom", "type": "integer", "description": "Seconds left before the oldest change still needed expires from the changelog", "jsonPath": ".status.ttlHeadroomSeconds"}"#,
     printcolumn = r#"{"name": "Consumer", "type": "string", "description": "The consumer id the progress is recorded under", "jsonPath": ".status.consumerId"}"#,
@@ -51,6 +52,11 @@ pub const TIMESTAMP_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
         "rule": "!has(self.offsets) || (has(self.startup) && has(self.startup.mode) && self.startup.mode != 'snapshot')",
         "message": "offsets is only allowed with an incremental startup.mode (initial, latest or fromTimestamp)",
         "fieldPath": ".offsets",
+    },
+    {
+        "rule": "!has(self.snapshot) || !has(self.snapshot.parallelism) || self.snapshot.parallelism == 1 || !has(self.startup) || !has(self.startup.mode) || self.startup.mode == 'snapshot' || self.startup.mode == 'initial'",
+        "message": "snapshot.parallelism above 1 is only allowed with startup.mode snapshot or initial, the modes that read a snapshot",
+        "fieldPath": ".snapshot.parallelism",
     },
 ]))]
 pub struct DorisChangelogSyncSpec {
@@ -76,6 +82,9 @@ pub struct DorisChangelogSyncSpec {
     #[serde(default = "default_expected_snapshot_duration")]
     #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"), length(max = 64))]
     pub expected_snapshot_duration: String,
+    /// How the snapshot is read: by one runner, or by several at once.
+    #[serde(default, skip_serializing_if = "SnapshotSpec::is_default")]
+    pub snapshot: SnapshotSpec,
     /// What to do when the offset has expired from the changelog: reinitialize (new consumer id,
     /// fresh snapshot, sink rebuilt) or fail.
     #[serde(default)]
@@ -425,6 +434,54 @@ pub struct OffsetsSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 64))]
     pub consumer_id: Option<String>,
+}
+
+/// The most runner pods a snapshot is read by ([`SnapshotSpec::parallelism`]).
+pub const MAX_SNAPSHOT_PARALLELISM: i32 = 64;
+
+/// How the snapshot is read.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotSpec {
+    /// Runner pods that read the snapshot at once (1 to 64; default 1). Above 1 the operator
+    /// runs the snapshot as an Indexed Job of that many shards, each reading its own tablets
+    /// (tablet id mod parallelism) at one T0 with its own labels and checkpoint, and starts the
+    /// changelog from T0 once every shard is done. The TTL the sync needs counts
+    /// expectedSnapshotDuration divided by it. Only with startup.mode snapshot or initial. A
+    /// snapshot keeps the parallelism it started with; a change applies to the next consumer.
+    #[serde(default = "default_parallelism")]
+    #[schemars(range(min = 1, max = 64))]
+    pub parallelism: i32,
+}
+
+fn default_parallelism() -> i32 {
+    1
+}
+
+impl Default for SnapshotSpec {
+    fn default() -> Self {
+        Self {
+            parallelism: default_parallelism(),
+        }
+    }
+}
+
+impl SnapshotSpec {
+    /// One runner, today's default.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Whether the snapshot is read by shards: parallelism above 1.
+    pub fn sharded(&self) -> bool {
+        self.parallelism > 1
+    }
+
+    /// The shards reading the snapshot: the parallelism, 1 when below 1 (which validation
+    /// rejects).
+    pub fn count(&self) -> u32 {
+        u32::try_from(self.parallelism).unwrap_or(1).max(1)
+    }
 }
 
 /// Checkpointing.

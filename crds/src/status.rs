@@ -196,6 +196,37 @@ pub struct SnapshotStatus {
     /// Rows in the table when the snapshot started, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows_total: Option<i64>,
+    /// A snapshot read by shards (spec.snapshot.parallelism above 1): how many are done, e.g.
+    /// "3/4" (the SHARDS column of kubectl get dcs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards_done: Option<String>,
+    /// A snapshot read by shards: each shard's progress, by index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<Vec<ShardStatus>>,
+}
+
+/// One shard of a snapshot read by shards.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardStatus {
+    /// The shard's index (its Indexed Job pod's JOB_COMPLETION_INDEX).
+    pub index: i64,
+    /// Pending (no checkpoint yet), Snapshotting, Done, or Failed (its checkpoint is another
+    /// consumer's or T0's, or it stopped with an error; see message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Its tablets whose rows are all in the sink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tablets_done: Option<i64>,
+    /// Its tablets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tablets_total: Option<i64>,
+    /// Rows it read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_read: Option<i64>,
+    /// Why it is Failed, or its last error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// What the sink has written.

@@ -12,12 +12,13 @@ use dcs_crds::spec::StartupMode;
 
 use crate::checkpoint::{Checkpoint, CheckpointStore, Offset};
 use crate::pipeline::start::{StartPlan, StartSource, plan_start_with_offset_row};
-use crate::settings::PipelineConfig;
+use crate::settings::{PipelineConfig, Sharding};
 use crate::sink::doris::schema::{MysqlTarget, SinkTablePlan, evolves_schema, inspect_sink_table};
 use crate::source::fe_http::FeHttpClient;
 use crate::source::properties::{SourceTableInfo, read_table_info};
 use crate::source::snapshot;
 use crate::{Error, Result};
+use dcs_crds::shard::SNAPSHOT_T0_ANNOTATION;
 
 /// Something that stops `run` (or would make it fail later), and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +101,8 @@ pub struct CheckInput {
     pub sink: SinkCheck,
     /// How each side is connected to ([`tls_lines`]).
     pub tls: Vec<(String, String)>,
+    /// `spec.snapshot.parallelism`, the shard and T0 (docs/ARCHITECTURE.md §3.13).
+    pub sharding: Sharding,
 }
 
 /// The `tls` line of `check`: plaintext or TLS per side, and a loud warning for each side
@@ -214,6 +217,28 @@ fn describe_plan(plan: &StartPlan) -> String {
     }
 }
 
+/// What a run of a sharded snapshot (`spec.snapshot.parallelism` above 1) does without a
+/// checkpoint, or `None` for one runner (docs/ARCHITECTURE.md §3.13).
+fn sharded_start(sharding: &Sharding) -> Option<String> {
+    let n = sharding.count;
+    if n <= 1 {
+        return None;
+    }
+    let t0 = sharding.t0.as_ref().map_or_else(
+        || format!("T0 (annotation {SNAPSHOT_T0_ANNOTATION} is not set)"),
+        |t0| format!("T0 {} (TSO {})", t0.timestamp, t0.tso),
+    );
+    Some(match sharding.shard() {
+        Some((i, _)) => format!(
+            "read shard {i} of {n} (tablets whose id mod {n} is {i}) at {t0}, then stop done"
+        ),
+        None => format!(
+            "read the changelog from {t0} once all {n} snapshot shards are done (each run with --shard 0 to {})",
+            n - 1
+        ),
+    })
+}
+
 /// Decide what `run` would do and what is in the way. Pure.
 pub fn plan_check(input: &CheckInput) -> CheckReport {
     let mut lines = Vec::new();
@@ -272,10 +297,12 @@ pub fn plan_check(input: &CheckInput) -> CheckReport {
             mode_name(input.startup_mode)
         ),
     };
-    lines.push((
-        "start".to_owned(),
-        format!("{}\nbecause: {why}", describe_plan(&plan)),
-    ));
+    let what = match (source, sharded_start(&input.sharding)) {
+        // The shards' start, or the changelog's after them, replaces the startup mode's.
+        (StartSource::StartupMode, Some(what)) => what,
+        _ => describe_plan(&plan),
+    };
+    lines.push(("start".to_owned(), format!("{what}\nbecause: {why}")));
     lines.push((
         "increment".to_owned(),
         if incremental {
@@ -478,6 +505,7 @@ pub async fn gather<S: CheckpointStore>(
         requirements: Requirements::of(spec),
         sink,
         tls: tls_lines(config),
+        sharding: config.sharding.clone(),
     }
 }
 
@@ -552,6 +580,7 @@ mod tests {
                 increment_type: IncrementType::Detail,
                 requires_historical_value: false,
                 expected_snapshot: Duration::from_secs(1800),
+                snapshot_parallelism: 1,
                 checkpoint_interval: Duration::from_secs(10),
                 poll_interval: Duration::from_secs(10),
             },
@@ -562,7 +591,56 @@ mod tests {
                 }),
             },
             tls: Vec::new(),
+            sharding: Sharding::default(),
         }
+    }
+
+    #[test]
+    fn a_sharded_snapshot_says_who_reads_what_from_which_t0() {
+        let t0 = crate::settings::shard::parse_t0("470903349657600000").unwrap();
+        let mut i = input();
+        i.sharding = Sharding {
+            count: 4,
+            index: None,
+            t0: Some(t0.clone()),
+        };
+        let text = check_report(&i).render();
+        assert!(
+            text.contains(&format!(
+                "start:     read the changelog from T0 {} (TSO 470903349657600000) once all 4 snapshot shards are done (each run with --shard 0 to 3)",
+                t0.timestamp
+            )),
+            "{text}"
+        );
+        i.sharding.index = Some(2);
+        i.sharding.t0 = None;
+        let text = check_report(&i).render();
+        assert!(
+            text.contains("start:     read shard 2 of 4 (tablets whose id mod 4 is 2) at T0 (annotation dcs.dev/snapshot-t0 is not set), then stop done"),
+            "{text}"
+        );
+        // A checkpoint wins, as for any run.
+        i.checkpoint = Ok(Some(Checkpoint {
+            format_version: FORMAT_VERSION,
+            consumer_id: "c".into(),
+            checkpoint_id: 7,
+            saved_at: "2026-11-29T14:00:00Z".into(),
+            position: Position::Done,
+            start_point: None,
+            pending_txns: vec![],
+            counters: Counters::default(),
+            last_error: None,
+            stopped: None,
+            in_window: None,
+            loads_source: None,
+            label_scheme: 2,
+            rebuild: None,
+        }));
+        assert!(
+            check_report(&i)
+                .render()
+                .contains("start:     nothing: the snapshot already finished")
+        );
     }
 
     #[test]

@@ -225,6 +225,16 @@ pub enum Error {
         /// Doris's message (and the ErrorURL when there is one), verbatim after a short context.
         message: String,
     },
+    /// The changelog after a sharded snapshot cannot start: not every shard is done at T0.
+    #[error(
+        "the changelog starts from T0 once all {count} snapshot shards are done, and they are not: {reason}"
+    )]
+    ShardsNotDone {
+        /// Shards in all.
+        count: u32,
+        /// Which shards are not done, and why.
+        reason: String,
+    },
     /// A test hook stopped the pipeline at a chosen point (tests only).
     #[error("stopped by a test hook: {point}")]
     Injected {
@@ -298,6 +308,7 @@ impl Error {
             }
             Self::OffsetTable { .. } => "OffsetTableInvalid",
             Self::SourceCredentials { .. } => "SourceCredentials",
+            Self::ShardsNotDone { .. } => "SnapshotShardsNotDone",
             _ => "SourceFailed",
         }
     }

@@ -6,16 +6,18 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use dcs_crds::shard;
 use dcs_runner::Error;
 use dcs_runner::checkpoint::configmap::CONFIGMAP_ENV;
 use dcs_runner::checkpoint::{CheckpointStore, ConfigMapStore, FileStore};
 use dcs_runner::error::exit_code;
 use dcs_runner::pipeline::{self, Control, Outcome};
-use dcs_runner::settings::{Credentials, PipelineConfig, TlsFiles};
+use dcs_runner::settings::{Credentials, PipelineConfig, Role, TlsFiles};
 
 const EXIT_CODES: &str = "\
 Exit codes:
-  0  done: snapshot mode finished, or stopped by SIGTERM/SIGINT after a last checkpoint
+  0  done: snapshot mode (or a shard) finished, or stopped by SIGTERM/SIGINT after a last
+     checkpoint (a shard stopped before it is done exits 1)
   1  any other failure (the message says what Doris answered)
   2  configuration error: manifest, environment or command line
   3  the changelog offset expired (minDelta's \"offset has expired\" error)
@@ -57,6 +59,13 @@ enum Command {
         /// Longest time a stop request may take before the runner exits anyway.
         #[arg(long, default_value = "25s", value_parser = parse_duration)]
         grace_period: Duration,
+        /// Read shard INDEX of a snapshot read by shards (spec.snapshot.parallelism above 1):
+        /// its tablets at the manifest's T0 (annotation dcs.dev/snapshot-t0), under its own
+        /// consumer id and checkpoint (DIR/shard-INDEX, or ConfigMap <name>-shard-INDEX), then
+        /// exit 0. In an Indexed Job's pod JOB_COMPLETION_INDEX gives it. Without it, a sharded
+        /// initial sync reads the changelog from T0 once every shard's checkpoint says done.
+        #[arg(long, value_name = "INDEX")]
+        shard: Option<u32>,
         /// Where /metrics, /healthz and /readyz are served. In a pod the operator probes port
         /// 9464; where pods share one network (a test kubelet), `$(POD_IP):9464` keeps them apart.
         #[arg(long, env = "DCS_METRICS_ADDR", default_value = "0.0.0.0:9464")]
@@ -114,8 +123,9 @@ fn main() -> ExitCode {
                 file,
                 checkpoint_dir,
                 grace_period,
+                shard,
                 metrics_addr,
-            } => run(file, checkpoint_dir, grace_period, metrics_addr).await,
+            } => run(file, checkpoint_dir, grace_period, shard, metrics_addr).await,
             Command::Check {
                 file,
                 checkpoint_dir,
@@ -149,13 +159,52 @@ async fn run(
     file: PathBuf,
     checkpoint_dir: Option<PathBuf>,
     grace: Duration,
+    shard: Option<u32>,
     metrics_addr: SocketAddr,
 ) -> u8 {
-    let config = match load_config(&file) {
+    let mut config = match load_config(&file) {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
+    // The base consumer id: shards' stores are named after it.
+    let base_consumer = config.consumer_id.clone();
+    let index = match shard_index(shard, config.sharding.count) {
+        Ok(i) => i,
+        Err(e) => return fail(&e),
+    };
+    if let Some(i) = index
+        && let Err(e) = config.assign_shard(i)
+    {
+        return fail(&e);
+    }
     let configmap = std::env::var(CONFIGMAP_ENV).ok().filter(|v| !v.is_empty());
+    let default_dir = || PathBuf::from("dcs-checkpoints").join(&base_consumer);
+    let shards_done = match config.sharding.role(config.startup_mode) {
+        Ok(Role::AfterShards { count, t0 }) => Some(
+            read_shards(
+                configmap.as_deref(),
+                checkpoint_dir.clone().unwrap_or_else(default_dir),
+                &base_consumer,
+                count,
+                t0.tso,
+            )
+            .await,
+        ),
+        // A run with a checkpoint of its own needs neither; one without stops on the error.
+        Ok(_) | Err(_) => None,
+    };
+    // A shard keeps its checkpoint beside the sync's: `<dir>/shard-<i>`, `<configmap>-shard-<i>`.
+    let (configmap, checkpoint_dir) = match (index, configmap, checkpoint_dir) {
+        (Some(i), Some(c), None) => (Some(shard::shard_configmap(&c, i)), None),
+        (Some(i), None, dir) => (
+            None,
+            Some(
+                dir.unwrap_or_else(default_dir)
+                    .join(shard::shard_dir_name(i)),
+            ),
+        ),
+        (_, configmap, dir) => (configmap, dir),
+    };
     match (configmap, checkpoint_dir) {
         (Some(_), Some(_)) => fail(&Error::Config {
             reason: format!(
@@ -168,7 +217,7 @@ async fn run(
                 Err(e) => return fail(&e),
             };
             tracing::info!(sync = %config.sync_name, consumer = %config.consumer_id, checkpoint = %store.location(), "starting");
-            run_with(config, &mut store, grace, metrics_addr).await
+            run_with(config, &mut store, grace, metrics_addr, shards_done).await
         }
         (None, dir) => {
             let dir =
@@ -178,7 +227,7 @@ async fn run(
                 Err(e) => return fail(&e),
             };
             tracing::info!(sync = %config.sync_name, consumer = %config.consumer_id, checkpoint_dir = %dir.display(), "starting");
-            run_with(config, &mut store, grace, metrics_addr).await
+            run_with(config, &mut store, grace, metrics_addr, shards_done).await
         }
     }
 }
@@ -188,8 +237,11 @@ async fn run_with<S: CheckpointStore>(
     store: &mut S,
     grace: Duration,
     metrics_addr: SocketAddr,
+    shards_done: Option<Result<(), String>>,
 ) -> u8 {
-    let (control, handle) = Control::new();
+    let shard = config.sharding.shard().is_some();
+    let (mut control, handle) = Control::new();
+    control.shards_done = shards_done;
     let health = dcs_runner::metrics::Health::new();
     let labels = dcs_runner::metrics::Labels {
         sync: config.sync_name.clone(),
@@ -210,6 +262,14 @@ async fn run_with<S: CheckpointStore>(
             tracing::info!("snapshot finished");
             exit_code::DONE
         }
+        // A shard stopped before its tablets are done must not look done: in an Indexed Job exit
+        // 0 completes the index, and nobody would read the rest of its tablets.
+        Ok(Outcome::Stopped) if shard => {
+            tracing::warn!(
+                "stopped after a last checkpoint, before the shard was done: exit 1 so that it runs again"
+            );
+            exit_code::FAILURE
+        }
         Ok(Outcome::Stopped) => {
             tracing::info!("stopped after a last checkpoint");
             exit_code::DONE
@@ -217,6 +277,50 @@ async fn run_with<S: CheckpointStore>(
         // The pipeline has logged the error already.
         Err(e) => e.exit_code(),
     }
+}
+
+/// This run's shard: `--shard`, else (for a sharded sync only) the Indexed Job's
+/// `JOB_COMPLETION_INDEX`.
+fn shard_index(flag: Option<u32>, count: u32) -> dcs_runner::Result<Option<u32>> {
+    if flag.is_some() || count <= 1 {
+        return Ok(flag);
+    }
+    match std::env::var(shard::JOB_COMPLETION_INDEX_ENV) {
+        Ok(v) if !v.is_empty() => v.parse().map(Some).map_err(|_| Error::Config {
+            reason: format!(
+                "{} is {v:?}, not a shard index",
+                shard::JOB_COMPLETION_INDEX_ENV
+            ),
+        }),
+        _ => Ok(None),
+    }
+}
+
+/// Whether every shard of a sharded snapshot is done at T0, from their stores (read only: the
+/// shards may still run). A store that cannot be read counts as not done, with its error.
+async fn read_shards(
+    configmap: Option<&str>,
+    dir: PathBuf,
+    consumer_id: &str,
+    count: u32,
+    t0_tso: i64,
+) -> Result<(), String> {
+    let mut checkpoints = Vec::new();
+    for i in 0..count {
+        let loaded = match configmap {
+            Some(name) => match ConfigMapStore::from_env(&shard::shard_configmap(name, i)).await {
+                Ok(mut store) => store.load().await,
+                Err(e) => Err(e),
+            },
+            None => {
+                dcs_runner::check::ReadOnlyDir::new(&dir.join(shard::shard_dir_name(i)))
+                    .load()
+                    .await
+            }
+        };
+        checkpoints.push(loaded.map_err(|e| format!("shard {i} of {count}: {e}"))?);
+    }
+    shard::handover(&checkpoints, consumer_id, count, t0_tso)
 }
 
 fn load_config(file: &PathBuf) -> dcs_runner::Result<PipelineConfig> {

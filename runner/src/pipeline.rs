@@ -91,6 +91,8 @@ pub struct Hooks {
     /// Stop with [`Error::Injected`] right after the first saved checkpoint that holds pending
     /// transactions, before committing them (a crash between save and commit).
     pub stop_after_saving_pending: bool,
+    /// [`Control::shards_done`], carried into the run.
+    pub(crate) shards_done: Option<std::result::Result<(), String>>,
 }
 
 /// The outside's handle on a run: a shutdown request in, progress out.
@@ -102,6 +104,11 @@ pub struct Control {
     pub progress: watch::Sender<Progress>,
     /// Test hooks.
     pub hooks: Hooks,
+    /// For the changelog run after a sharded snapshot (`spec.snapshot.parallelism` above 1):
+    /// whether every shard's checkpoint says done at T0 (`dcs_crds::shard::handover` over the
+    /// shards' stores, which the caller reads). Consulted only by a run without a checkpoint of
+    /// its own; `None` there stops the run.
+    pub shards_done: Option<std::result::Result<(), String>>,
 }
 
 /// The other ends of a [`Control`].
@@ -123,6 +130,7 @@ impl Control {
                 shutdown: stop_rx,
                 progress: progress_tx,
                 hooks: Hooks::default(),
+                shards_done: None,
             },
             ControlHandle {
                 shutdown: stop_tx,
@@ -149,8 +157,10 @@ pub async fn run<S: CheckpointStore>(
         let Control {
             mut shutdown,
             progress,
-            hooks,
+            mut hooks,
+            shards_done,
         } = control;
+        hooks.shards_done = shards_done;
         let mut rewinds = 0;
         loop {
             let may_rewind = rewinds < MAX_REWINDS;

@@ -117,6 +117,8 @@ fn printer_columns() {
         .collect();
     let expected = [
         ("Phase", "string", ".status.phase", 0),
+        // Sharded snapshots only ("3/4"); empty otherwise.
+        ("Shards", "string", ".status.snapshot.shardsDone", 0),
         ("Lag", "integer", ".status.lagSeconds", 0),
         ("TTL-Headroom", "integer", ".status.ttlHeadroomSeconds", 0),
         ("Consumer", "string", ".status.consumerId", 0),
@@ -152,6 +154,7 @@ fn cel_rules_are_in_the_schema_where_they_belong() {
         [
             "!has(self.source.filter) || !has(self.startup) || !has(self.startup.mode) || self.startup.mode == 'snapshot'",
             "!has(self.offsets) || (has(self.startup) && has(self.startup.mode) && self.startup.mode != 'snapshot')",
+            "!has(self.snapshot) || !has(self.snapshot.parallelism) || self.snapshot.parallelism == 1 || !has(self.startup) || !has(self.startup.mode) || self.startup.mode == 'snapshot' || self.startup.mode == 'initial'",
         ]
     );
     assert_eq!(
@@ -220,6 +223,8 @@ fn schema_defaults_match_serde_defaults() {
 #[test]
 fn cel_accepts_the_valid_object() {
     assert_eq!(cel_failures(&object()), Vec::<String>::new());
+    let sharded = with(object(), "/spec/snapshot", json!({"parallelism": 4}));
+    assert_eq!(cel_failures(&sharded), Vec::<String>::new());
 }
 
 #[test]
@@ -261,6 +266,15 @@ fn cel_rejects_cross_field_mistakes() {
             "filter with an incremental mode",
             with(object(), "/spec/source/filter", json!("age > 18")),
             "spec.source.filter: source.filter is only allowed with startup.mode snapshot; the changelog cannot be filtered",
+        ),
+        (
+            "a sharded snapshot with a mode that reads none",
+            with(
+                with(object(), "/spec/startup/mode", json!("latest")),
+                "/spec/snapshot",
+                json!({"parallelism": 4}),
+            ),
+            "spec.snapshot.parallelism: snapshot.parallelism above 1 is only allowed with startup.mode snapshot or initial, the modes that read a snapshot",
         ),
         (
             "two sinks",

@@ -690,3 +690,60 @@ fn tls_blocks_are_checked_with_their_paths() {
         assert_eq!(errors_of(spec.clone()), expected, "{spec}");
     }
 }
+
+#[test]
+fn snapshot_parallelism_defaults_to_one_and_is_checked_with_its_path() {
+    let sync = from_manifest(MINIMAL).unwrap();
+    assert_eq!(sync.spec.snapshot.parallelism, 1);
+    assert!(!sync.spec.snapshot.sharded());
+    let initial = || set(spec(), "/startup", json!({"mode": "initial"}));
+    assert_eq!(
+        errors_of(set(initial(), "/snapshot", json!({"parallelism": 4}))),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        errors_of(set(spec(), "/snapshot", json!({"parallelism": 64}))),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        errors_of(set(spec(), "/snapshot", json!({"parallelism": 0}))),
+        ["spec.snapshot.parallelism: is 0; it must be between 1 and 64"]
+    );
+    assert_eq!(
+        errors_of(set(spec(), "/snapshot", json!({"parallelism": 65}))),
+        ["spec.snapshot.parallelism: is 65; it must be between 1 and 64"]
+    );
+    assert_eq!(
+        errors_of(set(
+            set(spec(), "/startup", json!({"mode": "latest"})),
+            "/snapshot",
+            json!({"parallelism": 4})
+        )),
+        [
+            "spec.snapshot.parallelism: is 4, but startup.mode latest reads no snapshot; remove it or use mode snapshot or initial"
+        ]
+    );
+    // One reader is today's behaviour, whatever the mode.
+    assert_eq!(
+        errors_of(set(
+            set(spec(), "/startup", json!({"mode": "latest"})),
+            "/snapshot",
+            json!({"parallelism": 1})
+        )),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        errors_of(set(
+            set(
+                initial(),
+                "/offsets",
+                json!({"table": "ops.offsets", "consumerId": "c"})
+            ),
+            "/snapshot",
+            json!({"parallelism": 2})
+        )),
+        [
+            "spec.snapshot.parallelism: is 2 together with offsets.table, which a sharded snapshot does not support yet (an offset-table row would skip the snapshot the shards read); remove one of them"
+        ]
+    );
+}

@@ -35,7 +35,7 @@ use super::{
     build::{self, RunnerObjects, Workload, names},
     observe::{World, observe},
     plan::{Plan, plan},
-    reinit,
+    reinit, shards,
     shell::{Context, FIELD_MANAGER},
     status::{compute_status, differs, headroom_hint, notices, remember_write},
     teardown::{clear_checkpoint, forget_stop},
@@ -108,7 +108,17 @@ async fn act(
             if let Some(w) = &run.probe_warning {
                 warn!(warning = %w, "source probe failed; keeping the runner");
             }
-            let objects = build::build(sync, run, &ctx.runner);
+            if shards::rerun(&world.observed, run.shards.as_ref()) {
+                // The shards' Job ended with a shard not done: gone now, made again next pass.
+                let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &world.ns);
+                delete_quietly(&jobs, &names::runner(&world.name)).await?;
+                return Ok(REINIT_RECHECK);
+            }
+            let mut objects = build::build(sync, run, &ctx.runner);
+            shards::adapt(&mut objects, &world.name, run.shards.as_ref());
+            let configmaps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &world.ns);
+            shards::create_configmaps(&configmaps, &world.observed, &objects, run.shards.as_ref())
+                .await?;
             launch(ctx, world, &objects).await?;
             Ok(headroom_hint(&world.observed).unwrap_or(RESYNC))
         }

@@ -316,10 +316,30 @@ pub fn effective_manifest(sync: &DorisChangelogSync, run: &Run) -> String {
     };
     spec.runner = Default::default();
     let mut metadata = serde_json::json!({"name": name, "namespace": sync.namespace()});
+    let mut annotations = serde_json::Map::new();
     if let Some(previous) = &run.previous_consumer_id {
         // A re-initialised consumer: its runner rebuilds the sink when it starts afresh.
-        metadata["annotations"] =
-            serde_json::json!({ dcs_crds::checkpoint::REINITIALIZED_FROM_ANNOTATION: previous });
+        annotations.insert(
+            dcs_crds::checkpoint::REINITIALIZED_FROM_ANNOTATION.to_owned(),
+            previous.clone().into(),
+        );
+    }
+    // A snapshot read by shards: their T0 (docs/ARCHITECTURE.md §4.8); else one runner reads it.
+    match &run.shards {
+        Some(shards) => {
+            // The parallelism the snapshot started with (docs/ARCHITECTURE.md §4.8).
+            spec.snapshot.parallelism = i32::try_from(shards.count).unwrap_or(1);
+            if let Some(t0) = shards.t0_tso {
+                annotations.insert(
+                    dcs_crds::shard::SNAPSHOT_T0_ANNOTATION.to_owned(),
+                    t0.to_string().into(),
+                );
+            }
+        }
+        None => spec.snapshot = Default::default(),
+    }
+    if !annotations.is_empty() {
+        metadata["annotations"] = annotations.into();
     }
     let manifest = serde_json::json!({
         "apiVersion": "dcs.dev/v1alpha1",

@@ -12,6 +12,7 @@ mod finalize;
 mod observe;
 pub mod plan;
 mod reinit;
+pub mod shards;
 pub mod shell;
 pub mod status;
 pub mod stop;

@@ -134,6 +134,7 @@ pub(super) async fn observe(sync: &DorisChangelogSync, ctx: &Context) -> Result<
         runner_restarts: runner.restarts,
         runner_exit: runner.exit,
         stopping: stop_mark(sync),
+        shards: None,
     };
     let stored = checkpoint_cm
         .as_ref()
@@ -146,6 +147,7 @@ pub(super) async fn observe(sync: &DorisChangelogSync, ctx: &Context) -> Result<
         Stored::Unreadable(e) => observed.checkpoint_error = Some(e),
         Stored::Ignored => {}
     }
+    super::shards::observe(&mut observed, &configmaps, config_cm.as_ref()).await?;
     Ok(World {
         ns,
         name,

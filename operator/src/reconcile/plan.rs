@@ -49,6 +49,8 @@ pub struct Observed {
     pub runner_exit: Option<RunnerExit>,
     /// A stop of the runner in progress (the sync's `dcs.dev/stopping` annotation).
     pub stopping: Option<StopMark>,
+    /// A snapshot read by shards: T0 and the shards' checkpoints (`None` for one runner).
+    pub shards: Option<super::shards::ShardsObserved>,
 }
 
 /// How a runner container last terminated.
@@ -160,6 +162,8 @@ pub struct Run {
     pub previous_consumer_id: Option<String>,
     /// Why the source probe failed while the runner kept going, if it did.
     pub probe_warning: Option<String>,
+    /// A snapshot read by shards: their Indexed Job, or the changelog after them.
+    pub shards: Option<super::shards::ShardRun>,
 }
 
 /// A reinitialization.
@@ -311,6 +315,12 @@ pub fn plan(observed: &Observed) -> Plan {
     {
         return on_expired(spec, &base, generation, current_id, why);
     }
+    // A sharded snapshot without T0 and without Doris's clock (a failed probe says more below).
+    if observed.probe.is_ok()
+        && let super::shards::Decision::Block(blocked) = super::shards::decide(observed)
+    {
+        return Plan::Block(blocked);
+    }
     // A failed probe blocks a sync that has no runner yet; a running runner is kept (a source or
     // sink blip must not stop it: it has its own retries) with the failure as its last error.
     let probe_failed = |failure: &ProbeFailure, condition: &'static str| {
@@ -333,7 +343,7 @@ pub fn plan(observed: &Observed) -> Plan {
         Err(failure) => return probe_failed(failure, dcs_crds::conditions::types::READY),
     };
     if spec.is_incremental()
-        && let Some(blocked) = check_source(spec, probe)
+        && let Some(blocked) = check_source(&super::shards::snapshot_spec(observed), probe)
     {
         return Plan::Block(blocked);
     }
@@ -371,11 +381,17 @@ fn on_expired(
 
 fn run(observed: &Observed, consumer_id: String, generation: i64, warning: Option<String>) -> Run {
     let mode = observed.spec.startup.mode;
+    let shards = match super::shards::decide(observed) {
+        super::shards::Decision::Shards(s) => Some(s),
+        _ => None,
+    };
     Run {
         consumer_id,
         consumer_generation: generation,
         launch: observed.runner == RunnerState::Absent,
-        bounded: mode == StartupMode::Snapshot,
+        // The shards are a Job until every one is done.
+        bounded: mode == StartupMode::Snapshot || shards.as_ref().is_some_and(|s| !s.handed_over),
+        shards,
         startup_mode: if generation > 0 && mode.is_incremental() {
             StartupMode::Initial
         } else {
@@ -491,6 +507,7 @@ mod tests {
                 startup_mode: StartupMode::Initial,
                 previous_consumer_id: None,
                 probe_warning: None,
+                shards: None,
             })
         );
     }

@@ -93,6 +93,10 @@ pub(super) async fn finish(ctx: &Context, sync: &DorisChangelogSync, world: &Wor
     if world.checkpoint_cm {
         clear_checkpoint(&configmaps, &world.name).await?;
     }
+    // A sharded snapshot's shards: cleaned with the rest; the next consumer starts without them.
+    if super::shards::may_have_shards(sync) {
+        super::shards::clear(&configmaps, &world.name).await?;
+    }
     forget_stop(ctx, sync, &world.ns).await?;
     if world.config_cm {
         let patch = serde_json::json!({"metadata": {"annotations": {

@@ -104,6 +104,11 @@ pub fn compute_status(
     if let Some(cp) = checkpoint {
         apply_checkpoint(&mut s, cp, now, now_ms, headroom);
     }
+    if reinit.is_none()
+        && let Some(snapshot) = s.snapshot.as_mut()
+    {
+        super::shards::status(snapshot, observed);
+    }
 
     s.phase = Some(phase(plan, checkpoint));
     s.runner_restarts = observed.runner_restarts;
@@ -214,6 +219,7 @@ fn apply_checkpoint(
             completed_at: old.completed_at.or(committed_at).or(Some(Time(now))),
             rows_read,
             rows_total: old.rows_total.or(rows_read),
+            ..SnapshotStatus::default()
         });
     } else if cp.start_point.is_some() || snapshotting || old != SnapshotStatus::default() {
         let rows_total = match &cp.position {
@@ -235,6 +241,7 @@ fn apply_checkpoint(
                     .or_else(|| i64::try_from(cp.counters.rows_read).ok())
             },
             rows_total,
+            ..SnapshotStatus::default()
         });
     }
     let to_i64 = |v: u64| i64::try_from(v).ok();
@@ -369,7 +376,7 @@ fn ttl_condition(observed: &Observed) -> Cond {
             "startup.mode snapshot reads no changelog".into(),
         );
     }
-    let requirements = Requirements::of(spec);
+    let requirements = Requirements::of(&super::shards::snapshot_spec(observed));
     match preconditions(&requirements, &probe.table)
         .into_iter()
         .find(|p| p.unmet == Unmet::Ttl)
@@ -1193,6 +1200,7 @@ mod tests {
                 completed_at: Some(Time("2026-11-29T13:59:55Z".parse().unwrap())),
                 rows_read: Some(42),
                 rows_total: Some(42),
+                ..Default::default()
             })
         );
         let c = get_condition(&s.conditions, types::SNAPSHOT_COMPLETE).unwrap();

@@ -89,12 +89,30 @@ pub(super) async fn stop_and_clean(
     let configmaps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
     let checkpoint_cm = get_opt(&configmaps, &names::checkpoint(&name)).await?;
     let work = work_left(ns, &sync.spec, checkpoint_cm.as_ref(), consumer);
-    if work.is_empty() {
+    // A sharded snapshot's shards, each under its own consumer's labels, first.
+    let mut works = if super::shards::may_have_shards(sync) {
+        super::shards::work_left(&configmaps, ns, &sync.spec, &name).await?
+    } else {
+        Vec::new()
+    };
+    if !work.is_empty() {
+        works.push(work);
+    }
+    if works.is_empty() {
         return Ok(Teardown::NothingLeft);
     }
     let targets = targets(sync, ctx, ns).await;
-    let report = cleanup::execute(&work, &targets).await;
-    Ok(judge(&work, report, targets.secrets_gone))
+    let mut notes = Vec::new();
+    for work in &works {
+        let report = cleanup::execute(work, &targets).await;
+        match judge(work, report, targets.secrets_gone.clone()) {
+            Teardown::Cleaned { note } => notes.push(note),
+            failed => return Ok(failed),
+        }
+    }
+    Ok(Teardown::Cleaned {
+        note: notes.join("; "),
+    })
 }
 
 /// What a stopped runner of `consumer` left in Doris, from its checkpoint ConfigMap as read now
@@ -193,6 +211,9 @@ async fn stop_runner(
         let patch =
             serde_json::json!({"metadata": {"annotations": {FENCED_ANNOTATION: mark.fence()}}});
         merge_unless_gone(&configmaps, &cm.name_any(), &patch).await?;
+    }
+    if super::shards::may_have_shards(sync) {
+        super::shards::fence(&configmaps, name, &mark.fence()).await?;
     }
 
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), ns);

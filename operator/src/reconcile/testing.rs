@@ -86,6 +86,7 @@ pub fn observed() -> Observed {
         runner_restarts: None,
         runner_exit: None,
         stopping: None,
+        shards: None,
     }
 }
 

@@ -10,6 +10,7 @@ use super::offset_table::{self, OffsetPublisher};
 use super::start::{self, StartPlan, plan_start_with_offset_row};
 use super::{Flow, Phase, repair};
 use crate::checkpoint::{CheckpointStore, Offset, PendingTxn, Position};
+use crate::settings::Role;
 use crate::sink::Sink;
 use crate::source::fe_http::FeHttpClient;
 use crate::source::retention::RetentionGuard;
@@ -48,6 +49,22 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 reason: format!(
                     "the stored checkpoint belongs to consumer {}, the manifest says {}; delete the checkpoint to start over as {}",
                     cp.consumer_id, self.config.consumer_id, self.config.consumer_id
+                ),
+            });
+        }
+        if let Some(cp) = &loaded
+            && let Some(t0) = &self.config.sharding.t0
+            && self.config.sharding.shard().is_some()
+            && cp.start_point.as_ref().map(|o| o.tso) != Some(t0.tso)
+        {
+            return Err(Error::Config {
+                reason: format!(
+                    "the stored checkpoint of this shard was read at T0 {}, the manifest says T0 {} (annotation {}); delete the shard's checkpoint to read it again at the new T0",
+                    cp.start_point
+                        .as_ref()
+                        .map_or_else(|| "none".to_owned(), |o| o.tso.to_string()),
+                    t0.tso,
+                    dcs_crds::shard::SNAPSHOT_T0_ANNOTATION
                 ),
             });
         }
@@ -121,6 +138,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             self.config.startup_mode,
             self.config.startup_timestamp_ms,
         );
+        let (plan, t0_visible) = self.sharded_start(plan, source)?;
         tracing::info!(?plan, ?source, "resolved the start point");
         let snapshot_first = matches!(
             plan,
@@ -154,11 +172,20 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 tablets_done,
                 done_ranges,
                 then,
-            } => FirstPhase::Snapshot {
-                tablets_done,
-                done_ranges,
-                then,
-            },
+            } => {
+                if let Some(t0) = t0_visible.as_ref() {
+                    // A shard's first start: what every shard reads must hold every change up to
+                    // the T0 they share (another shard may have waited for it already).
+                    RetentionGuard::new(http.clone())
+                        .await_visible_through(t0, &self.config.changelog)
+                        .await?;
+                }
+                FirstPhase::Snapshot {
+                    tablets_done,
+                    done_ranges,
+                    then,
+                }
+            }
             StartPlan::ChangelogFromNow => FirstPhase::Changelog {
                 from: tso::current(&http).await?.window_end(),
             },
@@ -189,6 +216,50 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             columns,
             first,
         }))
+    }
+
+    /// The start of a run that takes part in a sharded snapshot (`spec.snapshot.parallelism`
+    /// above 1), from the start its checkpoint or startup mode gives; and the T0 to wait for
+    /// before a shard's first read. A stored checkpoint wins as ever. Without one, a shard reads
+    /// its tablets with T0 as the start point (it ends done, [`super::snapshot_phase`]), and the
+    /// changelog run starts at T0 — with the seam of docs/ARCHITECTURE.md §3.4 — only when every
+    /// shard is done.
+    fn sharded_start(
+        &mut self,
+        plan: StartPlan,
+        source: start::StartSource,
+    ) -> Result<(StartPlan, Option<Offset>)> {
+        // A stored checkpoint wins, whatever the parallelism says now (a streaming sync whose
+        // spec.snapshot.parallelism changed streams on).
+        if source == start::StartSource::Checkpoint {
+            return Ok((plan, None));
+        }
+        match self.config.sharding.role(self.config.startup_mode)? {
+            Role::Whole => Ok((plan, None)),
+            Role::Shard { t0, .. } => Ok((
+                StartPlan::Snapshot {
+                    tablets_done: Vec::new(),
+                    done_ranges: Vec::new(),
+                    then: t0.cloned(),
+                },
+                t0.cloned(),
+            )),
+            Role::AfterShards { count, t0 } => match &self.hooks.shards_done {
+                Some(Ok(())) => {
+                    tracing::info!(shards = count, t0 = %t0.timestamp, tso = t0.tso, "every snapshot shard is done: reading the changelog from T0");
+                    self.start_point = Some(t0.clone());
+                    Ok((StartPlan::Changelog { from: t0.clone() }, None))
+                }
+                Some(Err(why)) => Err(Error::ShardsNotDone {
+                    count,
+                    reason: why.clone(),
+                }),
+                None => Err(Error::ShardsNotDone {
+                    count,
+                    reason: "their checkpoints were not read".into(),
+                }),
+            },
+        }
     }
 
     /// Save this run's own checkpoint before its first load, and label every load with a later

@@ -48,6 +48,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             replay: self.snapshot_replay(),
             retry: self.config.stream_retry,
             hold: bounds.enabled().then_some(hold_rx),
+            shard: self.config.sharding.shard(),
         };
         let guard = RetentionGuard::new(http.clone());
         let (plan, mut rx, handle) = snapshot::read(http, &options).await?;
@@ -76,6 +77,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         self.publish();
         tracing::info!(
             tablets = tablets_total,
+            shard = ?self.config.sharding.shard(),
             splits = plan.splits.len(),
             whole_splits = bounds.enabled(),
             "reading the snapshot"
@@ -140,6 +142,9 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             reason: e.to_string(),
         })??;
         tracing::info!(rows = self.progress.snapshot_rows_read, "snapshot finished");
+        // A shard's part ends here whatever follows: the changelog starts from T0 once every shard
+        // is done, in a run of its own.
+        let then = then.filter(|_| self.config.sharding.shard().is_none());
         match then {
             Some(t0) => {
                 self.position = Position::Changelog { offset: t0.clone() };

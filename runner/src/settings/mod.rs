@@ -2,6 +2,7 @@
 //! layer of the runner (docs/ARCHITECTURE.md §3). The source and the sink read their settings from
 //! here and from nothing above; the pipeline puts them together.
 
+pub mod shard;
 mod sink;
 mod source;
 pub mod tls;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use dcs_crds::DorisChangelogSync;
 use dcs_crds::spec::{StartupMode, TableRef};
 
+pub use shard::{Role, Sharding};
 pub use sink::{
     BatchLimits, BodyFormat, CreateTableSettings, DorisSinkConfig, EventPolicy, SinkConfig,
     parse_separator, sink_query_port,
@@ -119,6 +121,8 @@ pub struct PipelineConfig {
     /// The manifest's `dcs.dev/reinitialized-from`: the consumer this one re-initialises, whose
     /// sink a run without a checkpoint rebuilds (`crate::sink::doris::rebuild`).
     pub reinitialized_from: Option<String>,
+    /// `spec.snapshot.parallelism`, this run's shard and the shards' T0 ([`Sharding`]).
+    pub sharding: Sharding,
 }
 
 /// How a failed offset-table write is retried (`offsets.table`).
@@ -321,7 +325,29 @@ impl PipelineConfig {
                 .as_ref()
                 .and_then(|a| a.get(dcs_crds::checkpoint::REINITIALIZED_FROM_ANNOTATION))
                 .cloned(),
+            sharding: Sharding::of(sync)?,
         })
+    }
+
+    /// Make this run shard `index` of the sharded snapshot: it runs as the shard's consumer
+    /// (`dcs_crds::shard::shard_consumer_id`), so its labels and checkpoint are its own.
+    ///
+    /// # Errors
+    /// [`Error::Config`] as [`Sharding::role`] says, and for a re-initialised consumer's sink
+    /// rebuild, which one runner does (a shadow table swapped in after the whole snapshot).
+    pub fn assign_shard(&mut self, index: u32) -> Result<()> {
+        self.sharding.index = Some(index);
+        self.sharding.role(self.startup_mode)?;
+        if let Some(previous) = &self.reinitialized_from {
+            return Err(Error::Config {
+                reason: format!(
+                    "this manifest re-initialises consumer {previous} (annotation {}), whose sink rebuild one runner does; a sharded snapshot does not rebuild the sink: run it with spec.snapshot.parallelism 1",
+                    dcs_crds::checkpoint::REINITIALIZED_FROM_ANNOTATION
+                ),
+            });
+        }
+        self.consumer_id = self.sharding.consumer_id(&self.consumer_id);
+        Ok(())
     }
 
     /// The Doris sink, if that is the sink.

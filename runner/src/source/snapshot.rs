@@ -302,6 +302,8 @@ pub struct SnapshotOptions {
     /// While this is `true`, workers start no new split (they finish the one they read). The
     /// pipeline holds them to reach a point where no split is half-delivered.
     pub hold: Option<watch::Receiver<bool>>,
+    /// Read only the tablets of shard `(index, count)` (`dcs_crds::shard::shard_of_tablet`).
+    pub shard: Option<(u32, u32)>,
 }
 
 /// What each worker needs to read its splits.
@@ -324,6 +326,7 @@ impl Default for SnapshotOptions {
             replay: Replay::default(),
             retry: StreamRetry::default(),
             hold: None,
+            shard: None,
         }
     }
 }
@@ -335,7 +338,7 @@ pub struct SnapshotPlan {
     pub schema: TableSchema,
     /// Columns read, in order.
     pub columns: Vec<String>,
-    /// Every tablet of the table.
+    /// Every tablet of the table (of the shard, when reading one).
     pub tablets_total: Vec<i64>,
     /// The splits still to read.
     pub splits: Vec<SnapshotSplit>,
@@ -349,7 +352,10 @@ pub async fn plan(http: &FeHttpClient, options: &SnapshotOptions) -> Result<Snap
     let table = &http.settings().table;
     let schema = fetch_schema(http, table).await?;
     let columns = projection(&schema, options.columns.as_deref())?;
-    let tablets_total = fetch_tablets(http, table, &columns).await?;
+    let mut tablets_total = fetch_tablets(http, table, &columns).await?;
+    if let Some((index, count)) = options.shard {
+        tablets_total.retain(|t| dcs_crds::shard::shard_of_tablet(*t, count) == index);
+    }
     let done: std::collections::HashSet<i64> = options.tablets_done.iter().copied().collect();
     let remaining: Vec<i64> = tablets_total
         .iter()

@@ -249,3 +249,105 @@ async fn sigterm_finishes_the_checkpoint_and_exits_0() {
     assert_eq!(source.len(), 301);
     assert_eq!(sink, source);
 }
+
+/// A sharded snapshot's configuration mistakes stop the binary with exit 2 before it connects
+/// anywhere, each naming what to set; `JOB_COMPLETION_INDEX` (an Indexed Job's pod) names the
+/// shard like `--shard`.
+#[test]
+fn shard_configuration_errors_exit_2_with_their_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, annotations: &str, mode: &str, parallelism: u32| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                r#"apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {{name: s{annotations}}}
+spec:
+  source: {{feNodes: ["127.0.0.1:1"], table: db.t, credentials: {{secretName: x}}}}
+  startup: {{mode: {mode}}}
+  snapshot: {{parallelism: {parallelism}}}
+  sink: {{stdout: {{}}}}
+"#
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let sharded = write("sharded.yaml", "", "initial", 4);
+    let with_t0 = write(
+        "t0.yaml",
+        ", annotations: {dcs.dev/snapshot-t0: \"470903349657600000\"}",
+        "initial",
+        4,
+    );
+    let single = write("single.yaml", "", "initial", 1);
+    let snapshot_mode = write("snapshot.yaml", "", "snapshot", 4);
+    let run = |manifest: &Path, args: &[&str], index: Option<&str>| {
+        let mut cmd = runner();
+        cmd.args(["run", "--metrics-addr", "127.0.0.1:0", "-f"])
+            .arg(manifest)
+            .arg("--checkpoint-dir")
+            .arg(dir.path().join("cp"))
+            .args(args)
+            .env("DCS_SOURCE_USERNAME", "root")
+            .env_remove("DCS_CHECKPOINT_CONFIGMAP")
+            .env_remove("JOB_COMPLETION_INDEX");
+        if let Some(i) = index {
+            cmd.env("JOB_COMPLETION_INDEX", i);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let cases: Vec<(&Path, &[&str], Option<&str>, &str)> = vec![
+        (
+            &with_t0,
+            &["--shard", "4"],
+            None,
+            "--shard 4 is not a shard of spec.snapshot.parallelism 4: shards are 0 to 3",
+        ),
+        (
+            &with_t0,
+            &[],
+            Some("7"),
+            "--shard 7 is not a shard of spec.snapshot.parallelism 4: shards are 0 to 3",
+        ),
+        (
+            &with_t0,
+            &[],
+            Some("x"),
+            "JOB_COMPLETION_INDEX is \"x\", not a shard index",
+        ),
+        (
+            &sharded,
+            &["--shard", "1"],
+            None,
+            "set the manifest annotation dcs.dev/snapshot-t0 to a Doris TSO",
+        ),
+        (
+            &single,
+            &["--shard", "0"],
+            None,
+            "--shard 0 is set, but spec.snapshot.parallelism is 1",
+        ),
+        (
+            &snapshot_mode,
+            &[],
+            None,
+            "the snapshot is read by 4 shards, each run with --shard 0 to 3",
+        ),
+    ];
+    for (manifest, args, index, message) in cases {
+        let (code, stderr) = run(manifest, args, index);
+        assert_eq!(code, Some(2), "{args:?} {index:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?} {index:?}: {stderr}");
+    }
+    // Where the parallelism is 1, an Indexed Job's index means nothing: the run goes on (and
+    // fails later for the unreachable FE, not for its configuration).
+    let (code, stderr) = run(&single, &[], Some("3"));
+    assert_ne!(code, Some(2), "{stderr}");
+}

@@ -20,6 +20,7 @@ mod randomized;
 mod rebuild;
 mod retention;
 mod seam;
+mod shards;
 mod sink_table;
 mod source_access;
 mod source_changelog;

@@ -24,6 +24,17 @@ impl Runner {
         log: &Path,
         env: &[(String, String)],
     ) -> Self {
+        Self::start_with_args(manifest, dir, log, env, &[])
+    }
+
+    /// [`Runner::start_with`] with more arguments to `run` (e.g. `--shard 2`).
+    pub fn start_with_args(
+        manifest: &Path,
+        dir: Option<&Path>,
+        log: &Path,
+        env: &[(String, String)],
+        args: &[String],
+    ) -> Self {
         let log = File::options().create(true).append(true).open(log).unwrap();
         // A port of its own: 9464 on the host is where the test bed's runner pods serve probes.
         let child = Command::new(env!("CARGO_BIN_EXE_dcs-runner"))
@@ -34,6 +45,7 @@ impl Runner {
                     .into_iter()
                     .flatten(),
             )
+            .args(args)
             .env("DCS_SOURCE_USERNAME", "root")
             .env("DCS_SOURCE_PASSWORD", "")
             .env("DCS_SINK_USERNAME", "root")

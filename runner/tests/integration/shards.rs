@@ -1,0 +1,571 @@
+//! A snapshot read by four shards (`spec.snapshot.parallelism: 4`, docs/ARCHITECTURE.md §3.13):
+//! each shard reads its own tablets at one T0 under its own consumer id, labels and checkpoint,
+//! and stops done; the changelog run starts from T0 only once every shard's checkpoint says so.
+//!
+//! - Into a DUPLICATE KEY changelog-mode sink with 2PC (where a row loaded twice shows): shards
+//!   stopped between a checkpoint's save and its commit, dropped between loads and the checkpoint
+//!   that would hold them, restarted alone after the others finished, in any order; the sink then
+//!   holds every source row exactly once, and the changelog run from T0 adds exactly the changes
+//!   made after T0 (during the snapshot and the hand-over).
+//! - The `dcs-runner run --shard i` processes, SIGKILLed at seeded random points and restarted
+//!   alone while a writer changes the source, into a UNIQUE KEY upsert sink; then `run` without
+//!   `--shard` reads the changelog from T0: the sink equals the source row for row.
+
+use crate::source_support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use dcs_crds::shard::{handover, shard_dir_name};
+use dcs_doris_emu::RunningEmulator;
+use dcs_runner::checkpoint::{Checkpoint, CheckpointStore, Offset, Position};
+use dcs_runner::pipeline::{Control, Outcome, Phase};
+use dcs_runner::settings::PipelineConfig;
+use dcs_runner::source::tso::{self, NowOffsets as _};
+use source_support::process::Runner;
+use source_support::{
+    Rng, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, http, manifest,
+    mysql_rows, row_diff, row_values, seed, settings, spawn_pipeline, spawn_pipeline_with,
+    stored_checkpoint, window_past,
+};
+
+const SHARDS: u32 = 4;
+
+/// `demo.student` with 8 tablets: two per shard.
+const SOURCE_DDL_8: &str = "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64), \
+     score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 \
+     PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
+     \"changelog.need_historical_value\" = \"true\")";
+
+const UNIQUE_SINK_DDL: &str = "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64), \
+     score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
+     PROPERTIES (\"replication_num\" = \"1\")";
+
+async fn setup(emu: &RunningEmulator, sink_ddl: &str, rows: u32) {
+    exec(
+        emu,
+        &[
+            "CREATE DATABASE demo",
+            "CREATE DATABASE sink",
+            SOURCE_DDL_8,
+            sink_ddl,
+        ],
+    )
+    .await;
+    let values: Vec<String> = (1..=rows).map(row_values).collect();
+    for chunk in values.chunks(2000) {
+        let sql = format!("INSERT INTO demo.student VALUES {}", chunk.join(", "));
+        exec(emu, &[&sql]).await;
+    }
+}
+
+/// T0 as the operator takes it: Doris's TSO now.
+async fn take_t0(emu: &RunningEmulator) -> Offset {
+    tso::current(&http(settings(emu, "demo.student")))
+        .await
+        .unwrap()
+        .start_point()
+}
+
+/// The sync's manifest, sharded in four at `t0`.
+fn sharded_manifest(emu: &RunningEmulator, t0: &Offset, extra_sink: &str) -> String {
+    let base = manifest(emu, "initial", extra_sink);
+    let with_t0 = base.replace(
+        "metadata: {name: student-sync}",
+        &format!(
+            "metadata: {{name: student-sync, annotations: {{dcs.dev/snapshot-t0: \"{}\"}}}}",
+            t0.tso
+        ),
+    );
+    assert_ne!(with_t0, base);
+    format!("{with_t0}\n  snapshot: {{parallelism: {SHARDS}}}\n")
+}
+
+/// The configuration of shard `index` (checkpoints every few ms, so they land inside shards).
+fn shard_config(yaml: &str, index: u32) -> PipelineConfig {
+    let mut c = config(yaml);
+    c.checkpoint_interval = Duration::from_millis(5);
+    c.assign_shard(index).unwrap();
+    c
+}
+
+fn shard_dir(root: &Path, index: u32) -> PathBuf {
+    root.join(shard_dir_name(index))
+}
+
+/// What every shard's store says, as the changelog run reads it.
+async fn shards_done(root: &Path, t0: &Offset) -> Result<(), String> {
+    let mut cps = Vec::new();
+    for i in 0..SHARDS {
+        let mut store = dcs_runner::check::ReadOnlyDir::new(&shard_dir(root, i));
+        cps.push(store.load().await.unwrap());
+    }
+    handover(&cps, "student-sync", SHARDS, t0.tso)
+}
+
+/// Run shard `index` to its end and return the outcome.
+async fn run_shard(yaml: &str, root: &Path, index: u32) -> dcs_runner::Result<Outcome> {
+    let (task, _handle) = spawn_pipeline(shard_config(yaml, index), &shard_dir(root, index));
+    tokio::time::timeout(Duration::from_secs(120), task)
+        .await
+        .expect("the shard ends")
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_shards_killed_and_restarted_alone_load_every_row_once_and_the_changelog_follows_from_t0()
+ {
+    const ROWS: u32 = 20_000;
+    let emu = source_support::emu().await;
+    setup(&emu, STUDENT_EVENTS_SINK_DDL, ROWS).await;
+    let snapshot = mysql_rows(&emu, "SELECT * FROM demo.student").await;
+    let t0 = take_t0(&emu).await;
+    let yaml = sharded_manifest(&emu, &t0, "      mode: changelog");
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+
+    // Shard 0 stops right after saving a checkpoint with pre-committed loads, before committing
+    // them (a kill between save and commit).
+    let (mut control, _handle) = Control::new();
+    control.hooks.stop_after_saving_pending = true;
+    let task = spawn_pipeline_with(shard_config(&yaml, 0), &shard_dir(root, 0), control);
+    let stopped = task.await.unwrap().unwrap_err();
+    assert!(
+        matches!(stopped, dcs_runner::Error::Injected { .. }),
+        "{stopped}"
+    );
+    let saved = stored_checkpoint(&shard_dir(root, 0)).await;
+    assert_eq!(saved.consumer_id, "student-sync-s0-of-4");
+    assert!(!saved.pending_txns.is_empty(), "{saved:?}");
+    assert!(
+        saved
+            .pending_txns
+            .iter()
+            .all(|t| t.label.starts_with("dcs-student-sync-s0-of-4-")),
+        "shard 0's labels are its own: {:?}",
+        saved.pending_txns
+    );
+
+    // Shard 1 is dropped (as SIGKILL ends it) once loads are pre-committed that no checkpoint
+    // holds yet, or only some of them.
+    let (task, mut handle) = spawn_pipeline(shard_config(&yaml, 1), &shard_dir(root, 1));
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while handle.progress.borrow_and_update().counters.loads < 5 {
+            handle.progress.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("shard 1 loads");
+    task.abort();
+    let _ = task.await;
+
+    // Shard 3 finishes while 0 and 1 are down and 2 has not started.
+    assert_eq!(run_shard(&yaml, root, 3).await.unwrap(), Outcome::Done);
+
+    // The changelog cannot start yet, and says which shards it waits for.
+    let verdict = shards_done(root, &t0).await;
+    let waiting = verdict.clone().unwrap_err();
+    assert!(
+        waiting.starts_with("shard 0 of 4: reading, ")
+            && waiting.ends_with("shard 2 of 4: not started"),
+        "{waiting}"
+    );
+    let (mut control, _handle) = Control::new();
+    control.shards_done = Some(verdict);
+    let early = tempfile::tempdir().unwrap();
+    let refused = spawn_pipeline_with(config(&yaml), early.path(), control)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "the changelog starts from T0 once all 4 snapshot shards are done, and they are not: {waiting}"
+        )
+    );
+    assert_eq!(refused.exit_code(), 1);
+
+    // Shard 2 runs, then shards 1 and 0 restart alone, after the others finished; each settles
+    // its own pre-committed loads (0 commits its saved ones, 1 aborts its unsaved ones).
+    for index in [2, 1, 0] {
+        assert_eq!(run_shard(&yaml, root, index).await.unwrap(), Outcome::Done);
+    }
+    for i in 0..SHARDS {
+        let cp = stored_checkpoint(&shard_dir(root, i)).await;
+        assert_eq!(cp.position, Position::Done, "shard {i}");
+        assert_eq!(cp.start_point.as_ref().map(|o| o.tso), Some(t0.tso));
+        assert!(cp.counters.loads > 0, "shard {i} loaded rows");
+    }
+    // A shard run again once done has nothing to do.
+    assert_eq!(run_shard(&yaml, root, 2).await.unwrap(), Outcome::Done);
+
+    // Every source row once, as an insert at T0.
+    let mut expected_snapshot: Vec<Vec<String>> = snapshot
+        .iter()
+        .cloned()
+        .map(|mut r| {
+            r.extend(["+I".to_owned(), t0.tso.to_string(), "0".to_owned()]);
+            r
+        })
+        .collect();
+    expected_snapshot.sort();
+    let mut sink = mysql_rows(&emu, "SELECT * FROM sink.student").await;
+    sink.sort();
+    assert!(
+        sink == expected_snapshot,
+        "{}",
+        row_diff(&expected_snapshot, &sink)
+    );
+
+    // Changes after T0, before the changelog run starts; then it reads them from T0.
+    exec(
+        &emu,
+        &[
+            "UPDATE demo.student SET name = 'changed' WHERE id = 7",
+            "DELETE FROM demo.student WHERE id = 8",
+            &format!("INSERT INTO demo.student VALUES {}", row_values(ROWS + 1)),
+        ],
+    )
+    .await;
+    let last_write = emu.doris.clock.now_ms();
+    let changelog_dir = tempfile::tempdir().unwrap();
+    let (mut control, mut handle) = Control::new();
+    control.shards_done = Some(shards_done(root, &t0).await);
+    assert_eq!(control.shards_done, Some(Ok(())));
+    let task = spawn_pipeline_with(config(&yaml), changelog_dir.path(), control);
+    assert!(
+        window_past(&mut handle, last_write, Duration::from_secs(60)).await,
+        "the changelog run reads past the last write"
+    );
+    assert_eq!(handle.progress.borrow().phase, Phase::Changelog);
+    handle.shutdown.send(true).unwrap();
+    assert_eq!(task.await.unwrap().unwrap(), Outcome::Stopped);
+    // Restarted, the changelog run goes on from its own checkpoint: the hand-over is not asked
+    // again, nor T0 (the annotation is gone here).
+    let no_t0 = yaml.replace(
+        &format!("dcs.dev/snapshot-t0: \"{}\"", t0.tso),
+        "note: restarted",
+    );
+    assert_ne!(no_t0, yaml);
+    let (task, mut handle) = spawn_pipeline(config(&no_t0), changelog_dir.path());
+    let now = emu.doris.clock.now_ms();
+    assert!(
+        window_past(&mut handle, now, Duration::from_secs(60)).await,
+        "the restarted changelog run reads on"
+    );
+    handle.shutdown.send(true).unwrap();
+    assert_eq!(task.await.unwrap().unwrap(), Outcome::Stopped);
+    let cp: Checkpoint = stored_checkpoint(changelog_dir.path()).await;
+    assert_eq!(cp.consumer_id, "student-sync");
+    assert_eq!(cp.start_point.as_ref(), Some(&t0));
+    let expected = expected_student_events(&emu, snapshot, &cp).await;
+    assert_eq!(expected.len(), ROWS as usize + 4, "+U/-U, -D, +I after T0");
+    let mut sink = mysql_rows(&emu, "SELECT * FROM sink.student").await;
+    sink.sort();
+    assert!(sink == expected, "{}", row_diff(&expected, &sink));
+    // Nothing is left pre-committed.
+    let txns: Vec<serde_json::Value> = source_support::emu_txns(&emu).await;
+    assert!(
+        txns.iter()
+            .all(|t| t["state"] == "VISIBLE" || t["state"] == "ABORTED"),
+        "{txns:?}"
+    );
+}
+
+/// Inserts, updates and deletes until `stop`; returns the emulator time of the last write.
+async fn writer(emu: Arc<RunningEmulator>, stop: Arc<AtomicBool>, seed: u64, rows: u32) -> i64 {
+    let mut rng = Rng(seed ^ 0x5EED);
+    let mut next_id = rows + 1;
+    let mut version = 0;
+    while !stop.load(Ordering::SeqCst) {
+        version += 1;
+        let stmt = match rng.range(0, 10) {
+            0..=2 => {
+                next_id += 1;
+                format!(
+                    "INSERT INTO demo.student VALUES {}",
+                    row_values(next_id - 1)
+                )
+            }
+            3..=6 => format!(
+                "UPDATE demo.student SET name = 'upd-{version}', score = {}.5 WHERE id = {}",
+                version % 1000,
+                rng.range(1, u64::from(next_id))
+            ),
+            _ => format!(
+                "DELETE FROM demo.student WHERE id = {}",
+                rng.range(1, u64::from(next_id))
+            ),
+        };
+        exec(&emu, &[&stmt]).await;
+        tokio::time::sleep(Duration::from_millis(rng.range(5, 25))).await;
+    }
+    emu.doris.clock.now_ms()
+}
+
+fn read_json(path: &Path) -> Option<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_processes_sigkilled_mid_snapshot_restart_alone_and_the_sink_equals_the_source() {
+    const ROWS: u32 = 20_000;
+    const KILLS: usize = 8;
+    let seed = seed("shards::sigkilled");
+    let mut rng = Rng(seed);
+    let emu = Arc::new(source_support::emu().await);
+    setup(&emu, UNIQUE_SINK_DDL, ROWS).await;
+    let t0 = take_t0(&emu).await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifest_path = dir.path().join("sync.yaml");
+    std::fs::write(&manifest_path, sharded_manifest(&emu, &t0, "")).unwrap();
+    let checkpoints = dir.path().join("cp");
+    let log = dir.path().join("runner.log");
+    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+    let start = |shard: Option<u32>| {
+        let args: Vec<String> = shard
+            .map(|i| vec!["--shard".to_owned(), i.to_string()])
+            .unwrap_or_default();
+        Runner::start_with_args(&manifest_path, Some(&checkpoints), &log, &[], &args)
+    };
+
+    // The source changes all along: during the snapshot, the hand-over and the changelog.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer_task = tokio::spawn(writer(emu.clone(), stop.clone(), seed, ROWS));
+
+    let shard_checkpoint = |i: usize| {
+        read_json(
+            &checkpoints
+                .join(shard_dir_name(i as u32))
+                .join("checkpoint.json"),
+        )
+    };
+    let mut shards: Vec<Runner> = (0..SHARDS).map(|i| start(Some(i))).collect();
+    let mut mid_snapshot = 0;
+    for _ in 0..KILLS {
+        let index = rng.range(0, u64::from(SHARDS)) as usize;
+        // Once the shard has checkpointed inside its snapshot (or has ended), at a random point.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while shards[index].exited().is_none()
+            && !shard_checkpoint(index).is_some_and(|c| c["position"]["phase"] == "snapshot")
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "shard {index} makes no progress:\n{}",
+                logs()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.range(0, 150))).await;
+        if shards[index].exited().is_none() {
+            shards[index].sigkill();
+            if shard_checkpoint(index).is_some_and(|c| c["position"]["phase"] == "snapshot") {
+                mid_snapshot += 1;
+            }
+        }
+        // The killed shard restarts alone; the others run on.
+        shards[index] = start(Some(index as u32));
+    }
+    println!("seed {seed}: {mid_snapshot} of {KILLS} kills mid-snapshot");
+    // SIGTERM: a shard stopped before it is done exits 1 (exit 0 would complete its Indexed Job
+    // index with tablets unread); one done already exits 0. Restarted, it goes on.
+    if let Some(index) = (0..shards.len()).find(|i| shards[*i].exited().is_none()) {
+        // Once this process saved a checkpoint of its own (its signal handler is in place by then).
+        let id = |c: Option<serde_json::Value>| c.and_then(|c| c["checkpointId"].as_u64());
+        let before = id(shard_checkpoint(index));
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while shards[index].exited().is_none() && id(shard_checkpoint(index)) <= before {
+            assert!(std::time::Instant::now() < deadline, "{}", logs());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // (Unless it ended meanwhile: `exited` reaped it. Not reaped, an ended one takes the
+        // signal as a zombie and its exit code stands.)
+        if shards[index].exited().is_none() {
+            shards[index].sigterm();
+            let code = shards[index].wait_exit(Duration::from_secs(30)).await;
+            let done = shard_checkpoint(index).is_some_and(|c| c["position"]["phase"] == "done");
+            assert_eq!(
+                code,
+                Some(if done { 0 } else { 1 }),
+                "shard {index}:\n{}",
+                logs()
+            );
+            println!("seed {seed}: shard {index} stopped by SIGTERM, done {done}");
+            shards[index] = start(Some(index as u32));
+        }
+    }
+    for (i, shard) in shards.iter_mut().enumerate() {
+        assert_eq!(
+            shard.wait_exit(Duration::from_secs(120)).await,
+            Some(0),
+            "shard {i} (seed {seed}):\n{}",
+            logs()
+        );
+    }
+    for i in 0..SHARDS {
+        let cp = read_json(&checkpoints.join(shard_dir_name(i)).join("checkpoint.json"))
+            .expect("a shard checkpoint");
+        assert_eq!(cp["position"]["phase"], "done", "shard {i}");
+        assert_eq!(cp["consumerId"], format!("student-sync-s{i}-of-4"));
+    }
+
+    // The changelog run: no --shard, the same checkpoint directory.
+    let mut changelog = start(None);
+    tokio::time::sleep(Duration::from_millis(rng.range(200, 800))).await;
+    stop.store(true, Ordering::SeqCst);
+    let last_write = writer_task.await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let past = read_json(&checkpoints.join("checkpoint.json")).is_some_and(|c| {
+            c["position"]["offset"]["epochMs"]
+                .as_i64()
+                .is_some_and(|ms| ms > last_write)
+        });
+        if past {
+            break;
+        }
+        assert!(
+            changelog.exited().is_none(),
+            "the changelog run exited:\n{}",
+            logs()
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the changelog run did not pass the last write (seed {seed}):\n{}",
+            logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    changelog.sigterm();
+    assert_eq!(
+        changelog.wait_exit(Duration::from_secs(30)).await,
+        Some(0),
+        "{}",
+        logs()
+    );
+    let cp = read_json(&checkpoints.join("checkpoint.json")).unwrap();
+    assert_eq!(
+        cp["startPoint"]["tso"], t0.tso,
+        "the changelog started at T0"
+    );
+    let source = mysql_rows(&emu, "SELECT * FROM demo.student ORDER BY id").await;
+    let sink = mysql_rows(&emu, "SELECT * FROM sink.student ORDER BY id").await;
+    assert!(source == sink, "seed {seed}: {}", row_diff(&source, &sink));
+}
+
+/// The operator's layout on the test bed's control plane: every shard (named by an Indexed Job's
+/// `JOB_COMPLETION_INDEX`) keeps its checkpoint in the ConfigMap `<DCS_CHECKPOINT_CONFIGMAP>-shard-<i>`,
+/// and the changelog run reads those before it starts: refused while shards are missing, from T0
+/// once all are done. The sink equals the source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_keep_their_checkpoints_in_configmaps_of_their_own() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::Api;
+
+    const ROWS: u32 = 4000;
+    let client = source_support::kube_bed().await;
+    let emu = source_support::emu().await;
+    setup(&emu, UNIQUE_SINK_DDL, ROWS).await;
+    let t0 = take_t0(&emu).await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifest_path = dir.path().join("sync.yaml");
+    std::fs::write(&manifest_path, sharded_manifest(&emu, &t0, "")).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let bed = dcs_kube_bed::shared().await.unwrap();
+    std::fs::write(&kubeconfig, bed.kubeconfig("shards")).unwrap();
+    let namespace = client.default_namespace().to_string();
+    let log = dir.path().join("runner.log");
+    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+    let start = |index: Option<u32>| {
+        let mut env = vec![
+            (
+                "DCS_CHECKPOINT_CONFIGMAP".to_owned(),
+                "student-sync-checkpoint".to_owned(),
+            ),
+            ("POD_NAMESPACE".to_owned(), namespace.clone()),
+            ("KUBECONFIG".to_owned(), kubeconfig.display().to_string()),
+        ];
+        if let Some(i) = index {
+            env.push(("JOB_COMPLETION_INDEX".to_owned(), i.to_string()));
+        }
+        Runner::start_with_args(&manifest_path, None, &log, &env, &[])
+    };
+    let configmaps: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let stored = |cm: Option<ConfigMap>| {
+        cm.and_then(|cm| cm.data)
+            .and_then(|d| d.get("checkpoint.json").cloned())
+            .map(|json| dcs_runner::checkpoint::parse("test", &json).unwrap())
+    };
+
+    // Before any shard: the changelog run stops at once, naming every shard, and saves nothing.
+    let mut early = start(None);
+    assert_eq!(
+        early.wait_exit(Duration::from_secs(60)).await,
+        Some(1),
+        "{}",
+        logs()
+    );
+    assert!(
+        logs().contains("the changelog starts from T0 once all 4 snapshot shards are done, and they are not: shard 0 of 4: not started; shard 1 of 4: not started; shard 2 of 4: not started; shard 3 of 4: not started"),
+        "{}",
+        logs()
+    );
+    assert_eq!(
+        stored(configmaps.get_opt("student-sync-checkpoint").await.unwrap()),
+        None
+    );
+
+    let mut shards: Vec<Runner> = (0..SHARDS).map(|i| start(Some(i))).collect();
+    for (i, shard) in shards.iter_mut().enumerate() {
+        assert_eq!(
+            shard.wait_exit(Duration::from_secs(120)).await,
+            Some(0),
+            "shard {i}:\n{}",
+            logs()
+        );
+        let cp = stored(
+            configmaps
+                .get_opt(&format!("student-sync-checkpoint-shard-{i}"))
+                .await
+                .unwrap(),
+        )
+        .expect("the shard's own ConfigMap");
+        assert_eq!(cp.consumer_id, format!("student-sync-s{i}-of-4"));
+        assert_eq!(cp.position, Position::Done);
+        assert_eq!(cp.start_point.as_ref(), Some(&t0));
+    }
+
+    // Now the changelog run starts from T0 and catches up with a change made since.
+    exec(
+        &emu,
+        &["UPDATE demo.student SET name = 'after T0' WHERE id = 3"],
+    )
+    .await;
+    let last_write = emu.doris.clock.now_ms();
+    let mut changelog = start(None);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let cp = stored(configmaps.get_opt("student-sync-checkpoint").await.unwrap());
+        if let Some(Position::Changelog { offset }) = cp.as_ref().map(|c| &c.position)
+            && offset.epoch_ms > last_write
+        {
+            assert_eq!(cp.as_ref().unwrap().start_point.as_ref(), Some(&t0));
+            break;
+        }
+        assert!(changelog.exited().is_none(), "{}", logs());
+        assert!(std::time::Instant::now() < deadline, "{}", logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    changelog.sigterm();
+    assert_eq!(
+        changelog.wait_exit(Duration::from_secs(30)).await,
+        Some(0),
+        "{}",
+        logs()
+    );
+    let source = mysql_rows(&emu, "SELECT * FROM demo.student ORDER BY id").await;
+    let sink = mysql_rows(&emu, "SELECT * FROM sink.student ORDER BY id").await;
+    assert!(source == sink, "{}", row_diff(&source, &sink));
+}
