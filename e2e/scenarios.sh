@@ -449,6 +449,25 @@ scenario_snapshot_job() {
     log "phase $(jget "$ns" s10 .status.phase), snapshot $(jget "$ns" s10 .status.snapshot)"
 }
 
+# sharded_source DB: DB.src, 4,000 rows in 8 buckets (so 8 tablets for four shards), and DB_sink.
+sharded_source() {
+    local db=$1 from
+    sql "CREATE DATABASE IF NOT EXISTS $db"
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    sql "CREATE TABLE $db.src (id INT NOT NULL, name VARCHAR(64), score INT, note STRING)
+        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 PROPERTIES (\"changelog.enable\" = \"true\")"
+    for ((from = 1; from <= 4000; from += 500)); do
+        insert_rows "$db.src" "$from" $((from + 499)) before
+    done
+}
+
+# apply_sharded NS NAME DB: the sync of DB.src into DB_sink.dst read by four shards, in loads of
+# 40 rows (with doris-emu's answers slowed, each shard then spans many loads).
+apply_sharded() {
+    sync_manifest "$1" "$2" "$3.src" "${3}_sink.dst" "  snapshot:
+    parallelism: 4" | sed 's/maxRows: 1000/maxRows: 40/' | kubectl apply -f - >/dev/null
+}
+
 # 14. A snapshot read by four shards (spec.snapshot.parallelism: 4; docs/ARCHITECTURE.md §3.13,
 # docs/ARCHITECTURE.md §4.8): the operator records T0 and runs an Indexed Job of four shard
 # pods; shard pods deleted (one gracefully, one forced) and the operator pod deleted
@@ -457,19 +476,11 @@ scenario_snapshot_job() {
 # reads from T0, and the sink equals the source, the changes made during the snapshot included.
 scenario_sharded_snapshot() {
     local ns=$1 db=e2e_shards name=s14
-    sql "CREATE DATABASE IF NOT EXISTS $db"
-    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
-    sql "CREATE TABLE $db.src (id INT NOT NULL, name VARCHAR(64), score INT, note STRING)
-        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 PROPERTIES (\"changelog.enable\" = \"true\")"
-    local from
-    for ((from = 1; from <= 4000; from += 500)); do
-        insert_rows "$db.src" "$from" $((from + 499)) before
-    done
+    sharded_source "$db"
     # Slow answers and small loads stretch each shard over many loads, so the deletions below land
     # inside the snapshot.
     doris_faults '{"http_delay_ms": 100}'
-    sync_manifest "$ns" $name "$db.src" "${db}_sink.dst" "  snapshot:
-    parallelism: 4" | sed 's/maxRows: 1000/maxRows: 40/' | kubectl apply -f - >/dev/null
+    apply_sharded "$ns" $name "$db"
     wait_for "the shards' Indexed Job" 60 \
         bash -c "[[ \$(kubectl -n $ns get job $name-runner -o jsonpath='{.spec.completionMode}/{.spec.completions}/{.spec.parallelism}' 2>/dev/null) == Indexed/4/4 ]]"
     [[ -z "$(kubectl -n "$ns" get deployments -o name)" ]] || fail "a Deployment exists while the shards read"
@@ -530,17 +541,9 @@ scenario_sharded_snapshot() {
 # streams; the sink equals the source and no load is left pre-committed.
 scenario_sharded_reinit() {
     local ns=$1 db=e2e_shreinit name=s15
-    sql "CREATE DATABASE IF NOT EXISTS $db"
-    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
-    sql "CREATE TABLE $db.src (id INT NOT NULL, name VARCHAR(64), score INT, note STRING)
-        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 PROPERTIES (\"changelog.enable\" = \"true\")"
-    local from
-    for ((from = 1; from <= 4000; from += 500)); do
-        insert_rows "$db.src" "$from" $((from + 499)) before
-    done
+    sharded_source "$db"
     doris_faults '{"http_delay_ms": 100}'
-    sync_manifest "$ns" $name "$db.src" "${db}_sink.dst" "  snapshot:
-    parallelism: 4" | sed 's/maxRows: 1000/maxRows: 40/' | kubectl apply -f - >/dev/null
+    apply_sharded "$ns" $name "$db"
     wait_for "a shard snapshotting" 60 \
         bash -c "kubectl -n $ns get dcs $name -o json | jq -e '[.status.snapshot.shards[]? | select(.phase == \"Snapshotting\")] | length > 0' >/dev/null"
     [[ "$(jget "$ns" $name .status.snapshot.shardsDone)" != 4/4 ]] || fail "the shards were done before the re-initialisation"
@@ -568,18 +571,10 @@ scenario_sharded_reinit() {
 # then lets go; every object is collected and no transaction is left PRECOMMITTED.
 scenario_sharded_deletion() {
     local ns=$1 db=e2e_shdelete name=s16
-    sql "CREATE DATABASE IF NOT EXISTS $db"
-    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
-    sql "CREATE TABLE $db.src (id INT NOT NULL, name VARCHAR(64), score INT, note STRING)
-        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 PROPERTIES (\"changelog.enable\" = \"true\")"
-    local from
-    for ((from = 1; from <= 4000; from += 500)); do
-        insert_rows "$db.src" "$from" $((from + 499)) before
-    done
+    sharded_source "$db"
     doris_faults '{"http_delay_ms": 100}'
     # A long checkpoint interval keeps each shard's loads pre-committed until the deletion.
-    CHECKPOINT_INTERVAL=60s sync_manifest "$ns" $name "$db.src" "${db}_sink.dst" "  snapshot:
-    parallelism: 4" | sed 's/maxRows: 1000/maxRows: 40/' | kubectl apply -f - >/dev/null
+    CHECKPOINT_INTERVAL=60s apply_sharded "$ns" $name "$db"
     wait_for "pre-committed loads of two shards or more" 60 bash -c "(( \$(curl -fsS http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/txns |
         jq '[.[] | select(.db == \"${db}_sink\" and .state == \"PRECOMMITTED\") | .label | capture(\"-(?<s>s[0-9]+-of-4)-\").s] | unique | length') >= 2 ))"
     local cms
