@@ -198,9 +198,8 @@ fn fe_refusal(fe: &str, body: &str) -> LoadOutcome {
 #[derive(Clone)]
 pub struct StreamLoadClient {
     http: reqwest::Client,
-    fe_nodes: Vec<String>,
-    be_nodes: Vec<String>,
-    /// The hosts credentials may be re-sent to after a redirect.
+    /// The FEs and BEs given, which are also the hosts credentials may be re-sent to after a
+    /// redirect (with the BEs the FE lists).
     cluster: crate::cluster::ClusterHosts,
     user: String,
     password: String,
@@ -214,8 +213,8 @@ impl std::fmt::Debug for StreamLoadClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The password never reaches logs.
         f.debug_struct("StreamLoadClient")
-            .field("fe_nodes", &self.fe_nodes)
-            .field("be_nodes", &self.be_nodes)
+            .field("fe_nodes", &self.cluster.fe_nodes())
+            .field("be_nodes", &self.cluster.be_nodes())
             .field("user", &self.user)
             .finish_non_exhaustive()
     }
@@ -249,9 +248,7 @@ impl StreamLoadClient {
         let http = Self::http(&tls, timeout).expect("a plaintext HTTP client builds");
         Self {
             http,
-            cluster: crate::cluster::ClusterHosts::new(fe_nodes.clone(), be_nodes.clone()),
-            fe_nodes,
-            be_nodes,
+            cluster: crate::cluster::ClusterHosts::new(fe_nodes, be_nodes),
             user,
             password,
             timeout,
@@ -289,10 +286,11 @@ impl StreamLoadClient {
         let pick = |nodes: &[String]| {
             nodes[(hash(&req.label) as usize + attempt as usize) % nodes.len()].clone()
         };
-        if !self.be_nodes.is_empty() {
-            return Ok(self.tls.url(&pick(&self.be_nodes), &path));
+        let be_nodes = self.cluster.be_nodes();
+        if !be_nodes.is_empty() {
+            return Ok(self.tls.url(&pick(be_nodes), &path));
         }
-        let fe = pick(&self.fe_nodes);
+        let fe = pick(self.cluster.fe_nodes());
         let fe_url = self.tls.url(&fe, &path);
         let resp = self
             .http
@@ -432,10 +430,10 @@ impl StreamLoadClient {
 
     /// The nodes a 2PC request may go to: the configured BEs, else the FEs (which redirect).
     fn two_phase_nodes(&self) -> &[String] {
-        if self.be_nodes.is_empty() {
-            &self.fe_nodes
+        if self.cluster.be_nodes().is_empty() {
+            self.cluster.fe_nodes()
         } else {
-            &self.be_nodes
+            self.cluster.be_nodes()
         }
     }
 
@@ -470,7 +468,9 @@ impl StreamLoadClient {
             .await
             .map_err(|e| match e {
                 crate::Error::Unreachable { node, message } => {
-                    let role = if self.be_nodes.contains(&node) || !self.fe_nodes.contains(&node) {
+                    let role = if self.cluster.be_nodes().contains(&node)
+                        || !self.cluster.fe_nodes().contains(&node)
+                    {
                         "BE"
                     } else {
                         "FE"
