@@ -30,14 +30,6 @@ const SOURCE_DDL: &str = "CREATE TABLE demo.student (id INT NOT NULL, name VARCH
      PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
      \"changelog.need_historical_value\" = \"true\")";
 
-const UNIQUE_SINK_DDL: &str = "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64), \
-     score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
-     PROPERTIES (\"replication_num\" = \"1\")";
-
-const EVENTS_SINK_DDL: &str = "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64), \
-     score DECIMAL(10,2), updated DATETIME(3), dcs_op VARCHAR(2), dcs_tso BIGINT, dcs_lsn BIGINT) \
-     DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\")";
-
 fn row_values(id: u64, version: u64) -> String {
     let name = if (id + version).is_multiple_of(7) {
         "NULL".to_owned()
@@ -288,7 +280,7 @@ async fn crash_loop(s: &Scenario) -> Crashed {
 async fn two_phase_commit_upsert_sink_equals_the_source_after_sigkills() {
     let c = crash_loop(&Scenario {
         name: "2pc-upsert",
-        sink_ddl: UNIQUE_SINK_DDL,
+        sink_ddl: source_support::STUDENT_UPSERT_SINK_DDL,
         sink_extra: "",
         writer_after_snapshot: false,
         rows: ROWS,
@@ -314,7 +306,7 @@ async fn two_phase_commit_upsert_sink_equals_the_source_after_sigkills() {
 async fn two_phase_commit_changelog_sink_holds_every_event_once_after_sigkills() {
     let c = crash_loop(&Scenario {
         name: "2pc-changelog",
-        sink_ddl: EVENTS_SINK_DDL,
+        sink_ddl: source_support::STUDENT_EVENTS_SINK_DDL,
         sink_extra: "      mode: changelog",
         writer_after_snapshot: true,
         rows: MANY_ROWS,
@@ -343,7 +335,7 @@ async fn two_phase_commit_changelog_sink_holds_every_event_once_after_sigkills()
 async fn without_two_phase_commit_nothing_is_lost_after_sigkills() {
     let c = crash_loop(&Scenario {
         name: "no-2pc-upsert",
-        sink_ddl: UNIQUE_SINK_DDL,
+        sink_ddl: source_support::STUDENT_UPSERT_SINK_DDL,
         sink_extra: "      enable2pc: false",
         writer_after_snapshot: false,
         rows: ROWS,

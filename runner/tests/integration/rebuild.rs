@@ -28,10 +28,6 @@ const ROWS: u32 = 3000;
 const STALE_ROWS: u32 = 2000;
 const STALE_EXTRA: u32 = 100;
 
-const UNIQUE_SINK_DDL: &str = "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64), \
-     score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
-     PROPERTIES (\"replication_num\" = \"1\")";
-
 fn manifest(emu: &RunningEmulator, sink_extra: &str) -> String {
     let fe = emu.fe_http_addr();
     let qp = emu.ports().query_port;
@@ -294,7 +290,7 @@ async fn an_upsert_rebuild_killed_at_every_step_ends_equal_to_the_source_and_is_
             "CREATE DATABASE demo",
             "CREATE DATABASE sink",
             SOURCE_DDL,
-            UNIQUE_SINK_DDL,
+            source_support::STUDENT_UPSERT_SINK_DDL,
         ],
     )
     .await;
@@ -466,8 +462,6 @@ async fn an_upsert_rebuild_killed_at_every_step_ends_equal_to_the_source_and_is_
     );
 }
 
-const EVENTS_SINK_DDL: &str = source_support::STUDENT_EVENTS_SINK_DDL;
-
 /// A changelog-mode (audit) sink keeps its history through a re-initialisation; the new snapshot
 /// is there exactly once as `+R` at T0 (with 2PC, also across a kill mid-snapshot), then every
 /// change after T0 exactly once.
@@ -480,7 +474,7 @@ async fn a_changelog_sink_keeps_its_history_and_gets_the_new_snapshot_marked() {
             "CREATE DATABASE demo",
             "CREATE DATABASE sink",
             SOURCE_DDL,
-            EVENTS_SINK_DDL,
+            source_support::STUDENT_EVENTS_SINK_DDL,
         ],
     )
     .await;

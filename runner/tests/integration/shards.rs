@@ -39,10 +39,6 @@ const SOURCE_DDL_8: &str = "CREATE TABLE demo.student (id INT NOT NULL, name VAR
      PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
      \"changelog.need_historical_value\" = \"true\")";
 
-const UNIQUE_SINK_DDL: &str = "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64), \
-     score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
-     PROPERTIES (\"replication_num\" = \"1\")";
-
 async fn setup(emu: &RunningEmulator, sink_ddl: &str, rows: u32) {
     exec(
         emu,
@@ -316,7 +312,7 @@ async fn shard_processes_sigkilled_mid_snapshot_restart_alone_and_the_sink_equal
     let seed = seed("shards::sigkilled");
     let mut rng = Rng(seed);
     let emu = Arc::new(source_support::emu().await);
-    setup(&emu, UNIQUE_SINK_DDL, ROWS).await;
+    setup(&emu, source_support::STUDENT_UPSERT_SINK_DDL, ROWS).await;
     let t0 = take_t0(&emu).await;
     let dir = tempfile::tempdir().unwrap();
     let manifest_path = dir.path().join("sync.yaml");
@@ -467,7 +463,7 @@ async fn shards_keep_their_checkpoints_in_configmaps_of_their_own() {
     const ROWS: u32 = 4000;
     let client = source_support::kube_bed().await;
     let emu = source_support::emu().await;
-    setup(&emu, UNIQUE_SINK_DDL, ROWS).await;
+    setup(&emu, source_support::STUDENT_UPSERT_SINK_DDL, ROWS).await;
     let t0 = take_t0(&emu).await;
     let dir = tempfile::tempdir().unwrap();
     let manifest_path = dir.path().join("sync.yaml");

@@ -299,6 +299,11 @@ pub async fn expected_student_events(
     expected
 }
 
+/// A UNIQUE KEY upsert sink table for `demo.student`.
+pub const STUDENT_UPSERT_SINK_DDL: &str = "CREATE TABLE sink.student (id INT NOT NULL, \
+     name VARCHAR(64), score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) \
+     DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\")";
+
 /// A DUPLICATE KEY changelog-mode sink table for `demo.student`.
 pub const STUDENT_EVENTS_SINK_DDL: &str = "CREATE TABLE sink.student (id INT NOT NULL, \
      name VARCHAR(64), score DECIMAL(10,2), updated DATETIME(3), dcs_op VARCHAR(2), \
