@@ -78,6 +78,12 @@ pub struct Checkpoint {
     /// This consumer re-initialises an earlier one and rebuilds the sink (see [`Rebuild`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rebuild: Option<Rebuild>,
+    /// Every tablet of the table when the snapshot first planned (a shard's too, not only its
+    /// own), kept while the snapshot is read and after it: a later plan that lacks one of them
+    /// means the tablets moved under the snapshot (`crate::tablets`). Absent outside a snapshot
+    /// and in checkpoints of older runners.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_tablets: Option<crate::tablets::TabletSet>,
 }
 
 fn label_scheme_v1() -> u32 {
@@ -88,6 +94,12 @@ fn label_scheme_v1() -> u32 {
 /// pod that keeps exiting with it needs a re-initialisation, not a restart. The stop record's
 /// reason is then [`crate::conditions::reasons::OFFSET_EXPIRED`].
 pub const OFFSET_EXPIRED_EXIT_CODE: u8 = 3;
+
+/// The process exit code of a runner whose snapshot's tablets changed under it (`dcs-runner`'s
+/// code 5): the snapshot must be read again under a new consumer, whatever `onOffsetExpired`
+/// says (nothing expired; what was read cannot be trusted). The stop record's reason is then
+/// [`crate::conditions::reasons::SNAPSHOT_TABLETS_CHANGED`].
+pub const TABLETS_CHANGED_EXIT_CODE: u8 = 5;
 
 /// Doris's own words when a minDelta read starts before the changelog's TTL (`Changelog offset
 /// has expired according to changelog.ttl_seconds`, `Row binlog offset has expired according to

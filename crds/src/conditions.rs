@@ -64,6 +64,9 @@ pub mod reasons {
     pub const REINITIALIZING: &str = "Reinitializing";
     /// The reinit nonce changed.
     pub const NONCE_CHANGED: &str = "NonceChanged";
+    /// The table's tablets changed under the snapshot (TRUNCATE, INSERT OVERWRITE, a partition
+    /// replaced): it is read again under a new consumer (`crate::tablets`).
+    pub const SNAPSHOT_TABLETS_CHANGED: &str = "SnapshotTabletsChanged";
     /// spec.suspend is true.
     pub const SUSPENDED: &str = "Suspended";
     /// A Stream Load failed.

@@ -27,6 +27,7 @@ pub mod quantity;
 pub mod shard;
 pub mod spec;
 pub mod status;
+pub mod tablets;
 pub mod validate;
 
 pub use error::{Error, Result};

@@ -63,7 +63,17 @@ pub enum ShardState {
         /// The shard's tablets.
         tablets_total: u64,
     },
-    /// Every tablet of the shard is in the sink.
+    /// Every tablet of the shard is read and its last checkpoint saved, but that checkpoint's
+    /// loads are not known to be committed yet (the shard commits them, or its restart does), or
+    /// the shard stopped on an error after saving it: not done. Handing over now could leave
+    /// those rows, older than T0, nowhere.
+    Committing {
+        /// Pre-committed loads the `Done` checkpoint still lists.
+        loads: usize,
+        /// The error the shard stopped with, if it recorded one.
+        stopped: Option<String>,
+    },
+    /// Every tablet of the shard is in the sink, committed.
     Done,
     /// The checkpoint is not this shard's: another consumer, or another T0.
     Foreign(String),
@@ -97,8 +107,29 @@ pub fn shard_state(
             show(t0_tso)
         ));
     }
+    let failed = cp
+        .stopped
+        .as_ref()
+        .filter(|s| s.exit_code != 0)
+        .map(|s| format!("{}: {}", s.reason, s.message));
     match &cp.position {
-        Position::Done => ShardState::Done,
+        Position::Done if cp.pending_txns.is_empty() && failed.is_none() => ShardState::Done,
+        Position::Done => ShardState::Committing {
+            loads: cp.pending_txns.len(),
+            stopped: failed,
+        },
+        // Every tablet read, the checkpoint of the last split saved with its loads: committing
+        // them is all that is left.
+        Position::Snapshot { tablets_total, .. }
+            if *tablets_total > 0
+                && cp.tablets_done_count() >= *tablets_total
+                && !cp.pending_txns.is_empty() =>
+        {
+            ShardState::Committing {
+                loads: cp.pending_txns.len(),
+                stopped: failed,
+            }
+        }
         Position::Snapshot { tablets_total, .. } => ShardState::Reading {
             tablets_done: cp.tablets_done_count(),
             tablets_total: *tablets_total,
@@ -131,15 +162,49 @@ pub fn handover(
                 tablets_done,
                 tablets_total,
             } => format!("reading, {tablets_done} of {tablets_total} tablets done"),
+            ShardState::Committing { loads, stopped } => committing(loads, stopped.as_deref()),
             ShardState::Foreign(why) => why,
         };
         missing.push(format!("shard {index} of {count}: {what}"));
     }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(missing.join("; "))
+    if !missing.is_empty() {
+        return Err(missing.join("; "));
     }
+    match tablets_moved(checkpoints, count) {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
+}
+
+/// Whether the shards planned different tablet sets (each records every tablet of the table at
+/// its first plan, `Checkpoint::snapshot_tablets`): the table's tablets changed between two
+/// shards' plans, so some tablets were read by no shard or by two, and the snapshot must be read
+/// again (`crate::tablets::moved_message`). Shards without a record (older runners) are not
+/// compared.
+pub fn tablets_moved(checkpoints: &[Option<Checkpoint>], count: u32) -> Option<String> {
+    let sets: Vec<(usize, &crate::tablets::TabletSet)> = checkpoints
+        .iter()
+        .take(count as usize)
+        .enumerate()
+        .filter_map(|(i, cp)| Some((i, cp.as_ref()?.snapshot_tablets.as_ref()?)))
+        .collect();
+    let (first, first_set) = sets.first()?;
+    sets.iter().skip(1).find_map(|(i, set)| {
+        crate::tablets::differ(first_set, set).map(|what| {
+            crate::tablets::moved_message(&format!("shards {first} and {i} of {count}: {what}"))
+        })
+    })
+}
+
+/// How a shard whose last checkpoint is not committed yet is described, e.g. `every tablet read,
+/// 3 loads of its last checkpoint not committed yet`.
+pub fn committing(loads: usize, stopped: Option<&str>) -> String {
+    let mut s =
+        format!("every tablet read, {loads} load(s) of its last checkpoint not committed yet");
+    if let Some(why) = stopped {
+        s += &format!(" (it stopped: {why})");
+    }
+    s
 }
 
 #[cfg(test)]
@@ -171,6 +236,7 @@ mod tests {
             loads_source: None,
             label_scheme: 2,
             rebuild: None,
+            snapshot_tablets: None,
         }
     }
 
@@ -248,5 +314,110 @@ mod tests {
             handover(&[done_of_2], "c", 2, 100),
             Err("shard 1 of 2: not started".into())
         );
+    }
+
+    #[test]
+    fn a_shard_is_done_only_once_its_last_loads_are_committed() {
+        let id = shard_consumer_id("c", 1, 2);
+        let done = Some(cp(&shard_consumer_id("c", 0, 2), Position::Done, 100));
+        // Saved `Done` with its last loads, killed (or refused by the sink) before committing
+        // them: not done, and the hand-over waits.
+        let mut saved = cp(&id, Position::Done, 100);
+        saved.pending_txns = vec![
+            crate::checkpoint::PendingTxn {
+                db: "sink".into(),
+                label: "l-7".into(),
+                txn_id: 7,
+                rows: None,
+            };
+            3
+        ];
+        assert_eq!(
+            shard_state(Some(&saved), "c", 1, 2, Some(100)),
+            ShardState::Committing {
+                loads: 3,
+                stopped: None
+            }
+        );
+        assert_eq!(
+            handover(&[done.clone(), Some(saved.clone())], "c", 2, 100),
+            Err("shard 1 of 2: every tablet read, 3 load(s) of its last checkpoint not committed yet".into())
+        );
+        // It stopped on the commit's error: the stop record says why.
+        let mut failed = saved.clone();
+        failed.stopped = Some(crate::checkpoint::Stopped {
+            at: "2026-12-07T06:01:00Z".into(),
+            reason: "StreamLoadFailed".into(),
+            exit_code: 1,
+            message: "the sink FE is down".into(),
+        });
+        assert_eq!(
+            handover(&[done.clone(), Some(failed.clone())], "c", 2, 100),
+            Err("shard 1 of 2: every tablet read, 3 load(s) of its last checkpoint not committed yet (it stopped: StreamLoadFailed: the sink FE is down)".into())
+        );
+        // The checkpoint of the last split, every tablet read, its loads not committed yet.
+        let mut last_split = saved.clone();
+        last_split.position = Position::Snapshot {
+            tablets_done: vec![5, 6],
+            tablets_done_ranges: vec![],
+            tablets_done_count: None,
+            tablets_total: 2,
+            rows_total: None,
+        };
+        assert_eq!(
+            shard_state(Some(&last_split), "c", 1, 2, Some(100)),
+            ShardState::Committing {
+                loads: 3,
+                stopped: None
+            }
+        );
+        last_split.pending_txns.clear();
+        assert_eq!(
+            shard_state(Some(&last_split), "c", 1, 2, Some(100)),
+            ShardState::Reading {
+                tablets_done: 2,
+                tablets_total: 2
+            }
+        );
+        // A stop record with an error counts even once the loads are off the checkpoint.
+        failed.pending_txns.clear();
+        assert!(matches!(
+            shard_state(Some(&failed), "c", 1, 2, Some(100)),
+            ShardState::Committing { loads: 0, .. }
+        ));
+        // Committed, the checkpoint saved again without them (and the run's own `Done` stop):
+        // done.
+        let mut settled = cp(&id, Position::Done, 100);
+        settled.stopped = Some(crate::checkpoint::Stopped {
+            at: "2026-12-07T06:02:00Z".into(),
+            reason: "Done".into(),
+            exit_code: 0,
+            message: "the snapshot is complete".into(),
+        });
+        assert_eq!(handover(&[done, Some(settled)], "c", 2, 100), Ok(()));
+    }
+
+    #[test]
+    fn shards_that_planned_different_tablets_never_hand_over() {
+        let done = |i: u32, tablets: &[i64]| {
+            let mut c = cp(&shard_consumer_id("c", i, 2), Position::Done, 100);
+            c.snapshot_tablets = Some(crate::tablets::tablet_set(tablets));
+            Some(c)
+        };
+        let same = [done(0, &[1, 2, 3, 4]), done(1, &[4, 3, 2, 1])];
+        assert_eq!(handover(&same, "c", 2, 100), Ok(()));
+        assert_eq!(tablets_moved(&same, 2), None);
+        // Shard 1 planned after a TRUNCATE gave the table new tablets.
+        let moved = [done(0, &[1, 2, 3, 4]), done(1, &[5, 6, 7, 8])];
+        let why = handover(&moved, "c", 2, 100).unwrap_err();
+        assert_eq!(
+            why,
+            "the table's tablets changed during the snapshot (shards 0 and 1 of 2: they planned 4 and 4 tablets; tablet 1 is in the first only): a TRUNCATE, INSERT OVERWRITE or partition replace gave it new tablets, and a snapshot that planned the old ones cannot say what it read; the snapshot is read again under a new consumer"
+        );
+        assert_eq!(tablets_moved(&moved, 2), Some(why));
+        // A shard of an older runner, without a record, is not compared.
+        let mut old = done(1, &[]);
+        old.as_mut().unwrap().snapshot_tablets = None;
+        assert_eq!(tablets_moved(&[done(0, &[1, 2]), old], 2), None);
     }
 }

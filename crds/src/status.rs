@@ -211,8 +211,9 @@ pub struct SnapshotStatus {
 pub struct ShardStatus {
     /// The shard's index (its Indexed Job pod's JOB_COMPLETION_INDEX).
     pub index: i64,
-    /// Pending (no checkpoint yet), Snapshotting, Done, or Failed (its checkpoint is another
-    /// consumer's or T0's, or it stopped with an error; see message).
+    /// Pending (no checkpoint yet), Snapshotting, Committing (every tablet read, the last
+    /// checkpoint's loads not committed yet; see message), Done (committed), or Failed (its
+    /// checkpoint is another consumer's or T0's, or it stopped with an error; see message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// Its tablets whose rows are all in the sink.

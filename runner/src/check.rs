@@ -635,6 +635,7 @@ mod tests {
             loads_source: None,
             label_scheme: 2,
             rebuild: None,
+            snapshot_tablets: None,
         }));
         assert!(
             check_report(&i)
@@ -688,6 +689,7 @@ mod tests {
             loads_source: None,
             label_scheme: 1,
             rebuild: None,
+            snapshot_tablets: None,
         }));
         let text = check_report(&i).render();
         assert!(

@@ -24,6 +24,18 @@ pub enum Error {
         /// The revision in the store now, e.g. `resourceVersion 57`.
         found: String,
     },
+    /// A save whose answer was lost, then the store found changed by someone else (another
+    /// runner's claim, the operator's `dcs.dev/fenced`): this runner lost the checkpoint, and
+    /// whether its save is what the new owner loaded is unknown, so the loads it lists are neither
+    /// committed nor aborted here; the new owner commits them, or the operator's cleanup aborts
+    /// them.
+    #[error(
+        "checkpoint was changed by another runner or the operator after a save whose answer was lost (found {found}); this runner stops without committing or aborting that checkpoint's loads"
+    )]
+    FencedAfterUnclearSave {
+        /// The revision in the store now, and what changed, e.g. `resourceVersion 57 (annotation dcs.dev/fenced)`.
+        found: String,
+    },
     /// A label this run sends for the first time is already pre-committed: another runner of the
     /// same consumer is still loading (one the store has fenced, or one that has not noticed yet).
     #[error(
@@ -235,6 +247,14 @@ pub enum Error {
         /// Which shards are not done, and why.
         reason: String,
     },
+    /// The table's tablets changed under the snapshot (`dcs_crds::tablets`): what was read
+    /// cannot be trusted, so the snapshot is read again under a new consumer (exit 5, which the
+    /// operator answers with a re-initialisation).
+    #[error("{reason}")]
+    SnapshotTabletsChanged {
+        /// What changed, and what happens now.
+        reason: String,
+    },
     /// A test hook stopped the pipeline at a chosen point (tests only).
     #[error("stopped by a test hook: {point}")]
     Injected {
@@ -265,6 +285,9 @@ pub mod exit_code {
     pub const OFFSET_EXPIRED: u8 = dcs_crds::checkpoint::OFFSET_EXPIRED_EXIT_CODE;
     /// Another runner owns the checkpoint.
     pub const FENCED: u8 = 4;
+    /// The table's tablets changed under the snapshot: it must be read again under a new
+    /// consumer.
+    pub const TABLETS_CHANGED: u8 = dcs_crds::checkpoint::TABLETS_CHANGED_EXIT_CODE;
 }
 
 impl Error {
@@ -286,9 +309,11 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Config { .. } | Self::SourceConfig { .. } => exit_code::CONFIG,
-            Self::Fenced { .. } | Self::CheckpointLocked { .. } | Self::LabelInUse { .. } => {
-                exit_code::FENCED
-            }
+            Self::Fenced { .. }
+            | Self::FencedAfterUnclearSave { .. }
+            | Self::CheckpointLocked { .. }
+            | Self::LabelInUse { .. } => exit_code::FENCED,
+            Self::SnapshotTabletsChanged { .. } => exit_code::TABLETS_CHANGED,
             e if e.is_offset_expired() => exit_code::OFFSET_EXPIRED,
             _ => exit_code::FAILURE,
         }
@@ -298,9 +323,10 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Config { .. } | Self::SourceConfig { .. } => "InvalidConfiguration",
-            Self::Fenced { .. } | Self::CheckpointLocked { .. } | Self::LabelInUse { .. } => {
-                "Fenced"
-            }
+            Self::Fenced { .. }
+            | Self::FencedAfterUnclearSave { .. }
+            | Self::CheckpointLocked { .. }
+            | Self::LabelInUse { .. } => "Fenced",
             e if e.is_offset_expired() => dcs_crds::conditions::reasons::OFFSET_EXPIRED,
             Self::Sink { .. } => "StreamLoadFailed",
             Self::CheckpointStore { .. } | Self::CheckpointSaveUnknown { .. } => {
@@ -309,6 +335,9 @@ impl Error {
             Self::OffsetTable { .. } => "OffsetTableInvalid",
             Self::SourceCredentials { .. } => "SourceCredentials",
             Self::ShardsNotDone { .. } => "SnapshotShardsNotDone",
+            Self::SnapshotTabletsChanged { .. } => {
+                dcs_crds::conditions::reasons::SNAPSHOT_TABLETS_CHANGED
+            }
             _ => "SourceFailed",
         }
     }

@@ -250,6 +250,9 @@ struct Flow<'a, S, K> {
     snapshot_tablets: Vec<i64>,
     /// The sink rebuild of a re-initialised consumer ([`rebuilding`]), if it rebuilds.
     rebuild: Rebuild,
+    /// Every tablet of the table at the snapshot's first plan (from the stored checkpoint, or
+    /// this run's plan), kept in the checkpoints of the snapshot and of its end.
+    tablet_set: Option<dcs_crds::tablets::TabletSet>,
 }
 
 impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
@@ -280,6 +283,7 @@ impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
             in_window: None,
             snapshot_tablets: Vec::new(),
             rebuild: Rebuild::default(),
+            tablet_set: None,
         }
     }
 

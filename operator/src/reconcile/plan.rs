@@ -315,6 +315,17 @@ pub fn plan(observed: &Observed) -> Plan {
     {
         return on_expired(spec, &base, generation, current_id, why);
     }
+    // The table's tablets changed under the snapshot: what was read cannot be trusted, so it is
+    // read again under a new consumer (nothing expired: `onOffsetExpired` has no say).
+    if let Some(why) = tablets_moved(observed) {
+        return reinit(
+            &base,
+            generation,
+            current_id,
+            reasons::SNAPSHOT_TABLETS_CHANGED,
+            why,
+        );
+    }
     // A sharded snapshot without T0 and without Doris's clock (a failed probe says more below).
     if observed.probe.is_ok()
         && let super::shards::Decision::Block(blocked) = super::shards::decide(observed)
@@ -455,6 +466,45 @@ fn runner_reports_expiry(observed: &Observed) -> Option<String> {
             exit.pod, exit.code, exit.message
         )
     })
+}
+
+/// Why the snapshot must be read again, if it must: the runner (or a shard) stopped because the
+/// table's tablets changed under it (its stop record, or a container's exit code 5), or the
+/// shards of a sharded snapshot planned different tablet sets (`dcs_crds::shard::tablets_moved`).
+fn tablets_moved(observed: &Observed) -> Option<String> {
+    if let Some(stopped) = observed
+        .checkpoint
+        .as_ref()
+        .and_then(|c| c.stopped.as_ref())
+        .filter(|s| s.reason == reasons::SNAPSHOT_TABLETS_CHANGED)
+    {
+        return Some(stopped.message.clone());
+    }
+    if let Some(exit) = observed
+        .runner_exit
+        .as_ref()
+        .filter(|e| e.code == i32::from(dcs_crds::checkpoint::TABLETS_CHANGED_EXIT_CODE))
+    {
+        return Some(format!(
+            "the runner reports the table's tablets changed under the snapshot: pod {} exited with code {} ({})",
+            exit.pod, exit.code, exit.message
+        ));
+    }
+    let shards = observed.shards.as_ref()?;
+    let consumer = consumer_id_for(&base_consumer_id(observed), consumer_generation(observed));
+    let mine: Vec<Option<crate::checkpoint::Checkpoint>> = shards
+        .checkpoints
+        .iter()
+        .enumerate()
+        .map(|(i, cp)| {
+            cp.clone().filter(|c| {
+                u32::try_from(i).is_ok_and(|i| {
+                    c.consumer_id == dcs_crds::shard::shard_consumer_id(&consumer, i, shards.count)
+                })
+            })
+        })
+        .collect();
+    dcs_crds::shard::tablets_moved(&mine, shards.count)
 }
 
 /// Why the offset counts as expired by Doris's clock, if it does (also while no runner runs).
@@ -849,6 +899,29 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_pod_exiting_with_code_5_reads_the_snapshot_again_even_with_on_offset_expired_fail() {
+        let mut o = observed();
+        o.spec.on_offset_expired = OnOffsetExpired::Fail;
+        o.runner = RunnerState::CrashLooping {
+            restarts: 2,
+            message: "tablets changed".into(),
+        };
+        o.runner_exit = Some(RunnerExit {
+            pod: "orders-runner-abc".into(),
+            code: 5,
+            message: "Error".into(),
+        });
+        let Plan::Reinitialize(r) = plan(&o) else {
+            panic!("expected a reinit")
+        };
+        assert_eq!(r.reason, reasons::SNAPSHOT_TABLETS_CHANGED);
+        assert_eq!(
+            r.message,
+            "the runner reports the table's tablets changed under the snapshot: pod orders-runner-abc exited with code 5 (Error)"
+        );
     }
 
     #[test]

@@ -375,8 +375,11 @@ pub fn aggregate(
         })
         .collect();
     let first = mine.first()?;
-    let all_done =
-        mine.len() == count as usize && mine.iter().all(|c| c.position == Position::Done);
+    // Done means committed: a `Done` checkpoint still listing loads is not (dcs_crds::shard).
+    let all_done = mine.len() == count as usize
+        && mine
+            .iter()
+            .all(|c| c.position == Position::Done && c.pending_txns.is_empty());
     let (mut done, mut total) = (0, 0);
     let mut counters = Counters::default();
     for cp in &mine {
@@ -427,6 +430,7 @@ pub fn aggregate(
         loads_source: None,
         label_scheme: first.label_scheme,
         rebuild: None,
+        snapshot_tablets: None,
     })
 }
 
@@ -488,6 +492,10 @@ pub fn status(snapshot: &mut dcs_crds::SnapshotStatus, observed: &Observed) {
             ShardState::Done => {
                 done += 1;
                 "Done".to_owned()
+            }
+            ShardState::Committing { loads, stopped } => {
+                s.message = Some(dcs_crds::shard::committing(loads, stopped.as_deref()));
+                "Committing".to_owned()
             }
             ShardState::Foreign(why) => {
                 s.message = Some(why);
@@ -808,6 +816,51 @@ mod tests {
     }
 
     #[test]
+    fn a_shard_whose_last_loads_are_not_committed_keeps_the_job_and_shows_committing() {
+        let done = |i| Some(shard_cp(i, Position::Done));
+        // The last shard saved `Done` with its last loads and is committing them (a slow sink),
+        // or was killed before, or stopped on the commit's error: the Job stays, no hand-over.
+        let mut committing = shard_cp(3, Position::Done);
+        committing.pending_txns = vec![
+            dcs_crds::checkpoint::PendingTxn {
+                db: "sink".into(),
+                label: "dcs-orders-s3-of-4-x-5-0".into(),
+                txn_id: 41,
+                rows: None,
+            };
+            2
+        ];
+        let mut o = sharded(
+            vec![done(0), done(1), done(2), Some(committing.clone())],
+            Some(T0),
+        );
+        o.runner = RunnerState::Running;
+        let run = run_of(&o);
+        assert!(run.bounded, "the shards' Job is kept");
+        assert!(!run.shards.unwrap().handed_over);
+        let mut status = dcs_crds::SnapshotStatus::default();
+        super::status(&mut status, &o);
+        assert_eq!(status.shards_done.as_deref(), Some("3/4"));
+        let last = &status.shards.unwrap()[3];
+        assert_eq!(last.phase.as_deref(), Some("Committing"));
+        assert_eq!(
+            last.message.as_deref(),
+            Some("every tablet read, 2 load(s) of its last checkpoint not committed yet")
+        );
+        // A snapshot-mode sync is not complete either.
+        let mut spec = o.spec.clone();
+        spec.startup.mode = StartupMode::Snapshot;
+        let shards = o.shards.clone().unwrap();
+        assert_ne!(
+            aggregate(&spec, "orders", &shards).map(|c| c.position),
+            Some(Position::Done)
+        );
+        // Committed and saved again without them: handed over.
+        let o = sharded(vec![done(0), done(1), done(2), done(3)], Some(T0));
+        assert!(run_of(&o).shards.unwrap().handed_over);
+    }
+
+    #[test]
     fn a_reinitialised_consumer_and_a_streaming_sync_without_t0_run_one_runner() {
         let mut o = sharded(vec![None, None, None, None], None);
         o.status.consumer_generation = Some(1);
@@ -893,6 +946,64 @@ mod tests {
         });
         let o = sharded(vec![None, Some(expired), None, None], Some(T0));
         assert!(matches!(plan(&o), Plan::Reinitialize(r) if r.reason == "OffsetExpired"));
+    }
+
+    #[test]
+    fn tablets_that_moved_under_the_snapshot_reinitialise_the_sync_whatever_on_offset_expired_says()
+    {
+        let with_tablets = |i: u32, position: Position, ids: &[i64]| {
+            let mut c = shard_cp(i, position);
+            c.snapshot_tablets = Some(dcs_crds::tablets::tablet_set(ids));
+            Some(c)
+        };
+        // Shards that planned different sets (a TRUNCATE between their plans).
+        let mut o = sharded(
+            vec![
+                with_tablets(0, Position::Done, &[1, 2, 3, 4]),
+                with_tablets(1, reading(1), &[5, 6, 7, 8]),
+                None,
+                None,
+            ],
+            Some(T0),
+        );
+        o.spec.on_offset_expired = dcs_crds::OnOffsetExpired::Fail;
+        match plan(&o) {
+            Plan::Reinitialize(r) => {
+                assert_eq!(r.reason, reasons::SNAPSHOT_TABLETS_CHANGED);
+                assert!(
+                    r.message.starts_with(
+                        "the table's tablets changed during the snapshot (shards 0 and 1 of 4"
+                    ),
+                    "{}",
+                    r.message
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // A shard that found its planned tablets gone (its stop record).
+        let mut moved = shard_cp(2, reading(1));
+        moved.stopped = Some(Stopped {
+            at: "2026-11-29T13:59:00Z".into(),
+            reason: reasons::SNAPSHOT_TABLETS_CHANGED.into(),
+            exit_code: 5,
+            message: "the table's tablets changed during the snapshot (2 of the 8 tablets the snapshot planned are gone (7, 8)): …".into(),
+        });
+        let o = sharded(vec![None, None, Some(moved), None], Some(T0));
+        assert!(matches!(
+            plan(&o),
+            Plan::Reinitialize(r) if r.reason == reasons::SNAPSHOT_TABLETS_CHANGED
+        ));
+        // The same sets: nothing to do.
+        let o = sharded(
+            vec![
+                with_tablets(0, Position::Done, &[1, 2, 3, 4]),
+                with_tablets(1, reading(1), &[4, 3, 2, 1]),
+                None,
+                None,
+            ],
+            Some(T0),
+        );
+        assert!(matches!(plan(&o), Plan::Run(_)));
     }
 
     #[test]

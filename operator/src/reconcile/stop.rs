@@ -87,6 +87,9 @@ impl StopMark {
             Purpose::Reinit { reason, .. } if reason == reasons::NONCE_CHANGED => {
                 Some(reasons::NONCE_CHANGED)
             }
+            Purpose::Reinit { reason, .. } if reason == reasons::SNAPSHOT_TABLETS_CHANGED => {
+                Some(reasons::SNAPSHOT_TABLETS_CHANGED)
+            }
             Purpose::Reinit { .. } => Some(reasons::OFFSET_EXPIRED),
             Purpose::Deletion => None,
         }

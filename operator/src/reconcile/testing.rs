@@ -120,6 +120,7 @@ pub fn streaming_checkpoint(consumer: &str, age_s: i64) -> Checkpoint {
         loads_source: None,
         label_scheme: 1,
         rebuild: None,
+        snapshot_tablets: None,
     }
 }
 

@@ -201,11 +201,15 @@ impl ConfigMapStore {
     ///
     /// An answer that says nothing about the outcome (a timeout, a reset connection, a 5xx: the
     /// API server may have applied the write and the answer got lost) is never taken for a
-    /// failure: the ConfigMap is read back. Holding this write, it was applied; unchanged since
-    /// the write's precondition, it was not, and the write is tried again (the precondition keeps
-    /// a retry from overwriting anyone); changed by someone else, the store is fenced. When even
-    /// the read-back gets no answer, the result is [`Error::CheckpointSaveUnknown`]: the caller
-    /// must then neither commit nor abort what this checkpoint lists (a restart finds out).
+    /// failure: the ConfigMap is read back. Holding exactly this write (data, labels and every
+    /// annotation), it was applied; unchanged since the write's precondition, it was not, and the
+    /// write is tried again (the precondition keeps a retry from overwriting anyone); changed by
+    /// someone else in any way, the store is lost: [`Error::FencedAfterUnclearSave`]. That
+    /// includes an object holding this write *and* the operator's `dcs.dev/fenced` (or another
+    /// runner's claim) written after it: a fenced checkpoint is a lost claim, whatever else it
+    /// holds, and the caller then neither commits nor aborts what this checkpoint lists (the new
+    /// owner, or the operator's cleanup, settles it). When even the read-back gets no answer, the
+    /// result is [`Error::CheckpointSaveUnknown`], with the same rule for the caller.
     async fn write(&mut self, change: impl Fn(&mut ConfigMap)) -> Result<()> {
         // Whether an earlier attempt may have been applied: a 409 may then be that attempt's own
         // write having moved the resourceVersion, so it is read back too.
@@ -235,7 +239,9 @@ impl ConfigMapStore {
                 }
                 // Not applied: try again under the same precondition.
                 ReadBack::NotApplied => {}
-                ReadBack::Overwritten => return Err(self.fenced().await),
+                ReadBack::Overwritten(what) => {
+                    return Err(Error::FencedAfterUnclearSave { found: what });
+                }
                 ReadBack::Unreadable => break,
             }
         }
@@ -254,11 +260,16 @@ impl ConfigMapStore {
                 tokio::time::sleep(std::time::Duration::from_millis(100 << attempt.min(5))).await;
             }
             match self.api.get_opt(&self.name).await {
-                Ok(Some(stored)) if holds(&stored, wanted) => {
-                    return ReadBack::Applied(Box::new(stored));
-                }
                 Ok(stored) if self.unchanged(stored.as_ref()) => return ReadBack::NotApplied,
-                Ok(_) => return ReadBack::Overwritten,
+                Ok(Some(stored)) => {
+                    return match changed_by_others(&stored, wanted) {
+                        None => ReadBack::Applied(Box::new(stored)),
+                        Some(what) => {
+                            ReadBack::Overwritten(format!("{} ({what})", revision(&stored)))
+                        }
+                    };
+                }
+                Ok(None) => return ReadBack::Overwritten("no ConfigMap (deleted)".to_owned()),
                 Err(e) => *last = format!("{last}; reading it back: {e}"),
             }
         }
@@ -332,8 +343,8 @@ enum ReadBack {
     Applied(Box<ConfigMap>),
     /// Nothing changed since the store last saw it.
     NotApplied,
-    /// Someone else wrote (or deleted) it.
-    Overwritten,
+    /// Someone else wrote (or deleted) it, maybe after this store's write: what is there now.
+    Overwritten(String),
     /// No answer.
     Unreadable,
 }
@@ -354,16 +365,40 @@ fn is_clear_refusal(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 408 && s.code != 429)
 }
 
-/// Whether `stored` carries the checkpoint and claim of `wanted` (this store's write).
-fn holds(stored: &ConfigMap, wanted: &ConfigMap) -> bool {
-    let claim = |cm: &ConfigMap| {
-        cm.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(CLAIM_ANNOTATION))
-            .cloned()
-    };
-    stored_json(stored) == stored_json(wanted) && claim(stored) == claim(wanted)
+/// What in `stored` is not this store's write `wanted` (pure): `None` when the object is exactly
+/// what the write made of it (the checkpoint and every other key, labels, annotations: the
+/// claim, and no fence), else what differs, e.g. `annotation dcs.dev/fenced`. Server-managed
+/// fields (resourceVersion, managedFields, ...) are not compared.
+fn changed_by_others(stored: &ConfigMap, wanted: &ConfigMap) -> Option<String> {
+    if stored.data != wanted.data || stored.binary_data != wanted.binary_data {
+        return Some(if stored_json(stored) == stored_json(wanted) {
+            "other data keys".to_owned()
+        } else {
+            "another checkpoint".to_owned()
+        });
+    }
+    let (a, b) = (&stored.metadata, &wanted.metadata);
+    let empty = BTreeMap::new();
+    let (sa, wa) = (
+        a.annotations.as_ref().unwrap_or(&empty),
+        b.annotations.as_ref().unwrap_or(&empty),
+    );
+    let annotation = sa
+        .iter()
+        .filter(|(k, v)| wa.get(*k) != Some(*v))
+        .map(|(k, _)| k)
+        .chain(wa.keys().filter(|k| !sa.contains_key(*k)))
+        .next();
+    if let Some(key) = annotation {
+        return Some(format!("annotation {key}"));
+    }
+    if a.labels.as_ref().unwrap_or(&empty) != b.labels.as_ref().unwrap_or(&empty) {
+        return Some("labels".to_owned());
+    }
+    if a.owner_references != b.owner_references || a.deletion_timestamp.is_some() {
+        return Some("owner references or deletion".to_owned());
+    }
+    None
 }
 
 #[cfg(test)]
@@ -377,5 +412,58 @@ mod tests {
         assert_eq!(resolve_namespace(None, s("team-a\n")), "team-a");
         assert_eq!(resolve_namespace(s(""), s(" ")), "default");
         assert_eq!(resolve_namespace(None, None), "default");
+    }
+
+    fn cm(checkpoint: &str, annotations: &[(&str, &str)]) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("s-checkpoint".into()),
+                resource_version: Some("7".into()),
+                annotations: Some(
+                    annotations
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([(
+                CHECKPOINT_KEY.to_owned(),
+                checkpoint.to_owned(),
+            )])),
+            ..ConfigMap::default()
+        }
+    }
+
+    #[test]
+    fn a_write_read_back_is_ours_only_when_nobody_else_changed_anything() {
+        let claim = (CLAIM_ANNOTATION, "pod-a at t1");
+        let wanted = cm("{cp 2}", &[claim]);
+        let mut stored = cm("{cp 2}", &[claim]);
+        stored.metadata.resource_version = Some("9".into());
+        assert_eq!(changed_by_others(&stored, &wanted), None);
+        // The operator fenced the store after the write was applied: the write is there, the
+        // claim too, and it is still lost.
+        let fenced = cm("{cp 2}", &[claim, ("dcs.dev/fenced", "deleted at t2")]);
+        assert_eq!(
+            changed_by_others(&fenced, &wanted).as_deref(),
+            Some("annotation dcs.dev/fenced")
+        );
+        // Another runner's claim over this write.
+        let claimed = cm("{cp 2}", &[(CLAIM_ANNOTATION, "pod-b at t3")]);
+        assert_eq!(
+            changed_by_others(&claimed, &wanted).as_deref(),
+            Some("annotation dcs.dev/claimed-by")
+        );
+        // An annotation removed counts too.
+        let unclaimed = cm("{cp 2}", &[]);
+        assert_eq!(
+            changed_by_others(&unclaimed, &wanted).as_deref(),
+            Some("annotation dcs.dev/claimed-by")
+        );
+        assert_eq!(
+            changed_by_others(&cm("{cp 3}", &[claim]), &wanted).as_deref(),
+            Some("another checkpoint")
+        );
     }
 }

@@ -101,6 +101,7 @@ mod tests {
             loads_source: None,
             label_scheme: 1,
             rebuild: None,
+            snapshot_tablets: None,
         }
     }
 

@@ -65,6 +65,10 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             loads_source,
             label_scheme: LabelScheme::V2.number(),
             rebuild: self.rebuild.record.clone(),
+            snapshot_tablets: match self.position {
+                Position::Snapshot { .. } | Position::Done => self.tablet_set.clone(),
+                Position::Changelog { .. } => None,
+            },
         }
     }
 
@@ -107,7 +111,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             }
             let lost = self.loads.sink.commit(&pending).await?;
             if lost.is_empty() {
-                return Ok(());
+                return self.settle_done().await;
             }
             if attempt >= 3 {
                 return Err(lost_error(
@@ -121,6 +125,34 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             }
         }
         unreachable!("the loop returns")
+    }
+
+    /// A `Done` checkpoint whose loads are committed is saved again without them, so that `Done`
+    /// with pending loads always means "not committed yet" (a shard's hand-over waits for it,
+    /// `dcs_crds::shard::shard_state`): called once the saved checkpoint's loads are committed,
+    /// at the snapshot's end and by a run that starts on such a checkpoint. A kill before this
+    /// save leaves `Done` with the loads listed; the restart commits them again ("already
+    /// committed" is success) and saves this.
+    pub(super) async fn settle_done(&mut self) -> Result<()> {
+        let Some(saved) = self.saved.as_ref() else {
+            return Ok(());
+        };
+        if saved.position != Position::Done || saved.pending_txns.is_empty() {
+            return Ok(());
+        }
+        let cp = Checkpoint {
+            saved_at: jiff::Timestamp::now().to_string(),
+            pending_txns: Vec::new(),
+            loads_source: None,
+            ..saved.clone()
+        };
+        self.store.save(&cp).await?;
+        tracing::info!(
+            checkpoint_id = cp.checkpoint_id,
+            "the snapshot's last loads are committed: done"
+        );
+        self.saved = Some(cp);
+        Ok(())
     }
 
     /// The sink's mode (a sink other than Doris takes every row as an upsert).
@@ -197,6 +229,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         if matches!(
             error,
             Error::Fenced { .. }
+                | Error::FencedAfterUnclearSave { .. }
                 | Error::CheckpointLocked { .. }
                 | Error::LabelInUse { .. }
                 | Error::Injected { .. }
@@ -375,6 +408,8 @@ mod tests {
             }),
             label_scheme: 2,
             rebuild: None,
+            // Every tablet, as the snapshot records them (a range per partition).
+            snapshot_tablets: Some(dcs_crds::tablets::tablet_set(&tablets)),
         };
         let stored = checkpoint(compact(&position, &tablets)).to_json();
         let listed = checkpoint(position).to_json();

@@ -107,6 +107,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             self.position = cp.position.clone();
             self.in_window = cp.in_window.clone();
             self.start_point = cp.start_point.clone();
+            self.tablet_set = cp.snapshot_tablets.clone();
             self.progress.checkpoint_id = cp.checkpoint_id;
             self.progress.last_checkpoint_ms = cp
                 .saved_at
@@ -146,6 +147,9 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         );
         self.begin_rebuild(snapshot_first).await?;
         if plan == StartPlan::Done {
+            // Loads a kill left listed in the `Done` checkpoint were committed by `recover`
+            // above; the checkpoint says so before anything else.
+            self.settle_done().await?;
             // A rebuild whose swap a kill interrupted is finished first.
             self.finish_rebuild().await?;
             self.progress.phase = Phase::Done;

@@ -51,7 +51,16 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             shard: self.config.sharding.shard(),
         };
         let guard = RetentionGuard::new(http.clone());
-        let (plan, mut rx, handle) = snapshot::read(http, &options).await?;
+        // The tablets this snapshot planned first are recorded; a later plan (a restart) that
+        // lacks one means they moved under it (docs/ARCHITECTURE.md §3.2).
+        let recorded = self.tablet_set.clone();
+        let (plan, mut rx, handle) = snapshot::read_checked(http, &options, |plan| {
+            tablets_still_there(recorded.as_deref(), &plan.table_tablets)
+        })
+        .await?;
+        if self.tablet_set.is_none() {
+            self.tablet_set = Some(dcs_crds::tablets::tablet_set(&plan.table_tablets));
+        }
         let tablets_total = plan.tablets_total.len();
         // The done tablets as a list of the snapshot's tablets (compacted again at each save).
         let listed: std::collections::HashSet<i64> = tablets_done.iter().copied().collect();
@@ -141,6 +150,11 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             context: "snapshot reader".into(),
             reason: e.to_string(),
         })??;
+        // Every split is read; a tablet id the table no longer holds reads as no rows, without
+        // an error (docs/doris-protocols.md §2.4), so the planned tablets must all still be
+        // there now for what was read to be the table (tablet ids are never reused).
+        let now = snapshot::fetch_tablets(http, &http.settings().table, &plan.columns).await?;
+        tablets_still_there(self.tablet_set.as_deref(), &now)?;
         tracing::info!(rows = self.progress.snapshot_rows_read, "snapshot finished");
         // A shard's part ends here whatever follows: the changelog starts from T0 once every shard
         // is done, in a run of its own.
@@ -201,5 +215,16 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             }
             BoundaryAction::Nothing => Ok(()),
         }
+    }
+}
+
+/// Whether every tablet `recorded` (the snapshot's first plan) is among `planned` (the table's
+/// tablets now); [`Error::SnapshotTabletsChanged`] naming the missing ones otherwise.
+fn tablets_still_there(recorded: Option<&[[i64; 2]]>, planned: &[i64]) -> Result<()> {
+    match recorded.and_then(|r| dcs_crds::tablets::gone(r, planned)) {
+        Some(what) => Err(Error::SnapshotTabletsChanged {
+            reason: dcs_crds::tablets::moved_message(&what),
+        }),
+        None => Ok(()),
     }
 }

@@ -340,6 +340,9 @@ pub struct SnapshotPlan {
     pub columns: Vec<String>,
     /// Every tablet of the table (of the shard, when reading one).
     pub tablets_total: Vec<i64>,
+    /// Every tablet of the table, a shard's plan too (what a snapshot records, and compares
+    /// later plans with: `dcs_crds::tablets`).
+    pub table_tablets: Vec<i64>,
     /// The splits still to read.
     pub splits: Vec<SnapshotSplit>,
 }
@@ -352,7 +355,8 @@ pub async fn plan(http: &FeHttpClient, options: &SnapshotOptions) -> Result<Snap
     let table = &http.settings().table;
     let schema = fetch_schema(http, table).await?;
     let columns = projection(&schema, options.columns.as_deref())?;
-    let mut tablets_total = fetch_tablets(http, table, &columns).await?;
+    let table_tablets = fetch_tablets(http, table, &columns).await?;
+    let mut tablets_total = table_tablets.clone();
     if let Some((index, count)) = options.shard {
         tablets_total.retain(|t| dcs_crds::shard::shard_of_tablet(*t, count) == index);
     }
@@ -369,6 +373,7 @@ pub async fn plan(http: &FeHttpClient, options: &SnapshotOptions) -> Result<Snap
         schema,
         columns,
         tablets_total,
+        table_tablets,
         splits,
     })
 }
@@ -444,7 +449,25 @@ pub async fn read(
     mpsc::Receiver<SnapshotEvent>,
     tokio::task::JoinHandle<Result<()>>,
 )> {
+    read_checked(http, options, |_| Ok(())).await
+}
+
+/// [`read`], with `check` deciding on the plan before any split is read (the pipeline compares
+/// the plan's tablets with those its snapshot recorded).
+///
+/// # Errors
+/// As [`read`], and `check`'s.
+pub async fn read_checked(
+    http: &FeHttpClient,
+    options: &SnapshotOptions,
+    check: impl FnOnce(&SnapshotPlan) -> Result<()>,
+) -> Result<(
+    SnapshotPlan,
+    mpsc::Receiver<SnapshotEvent>,
+    tokio::task::JoinHandle<Result<()>>,
+)> {
     let plan = plan(http, options).await?;
+    check(&plan)?;
     let port = resolve_flight_port(http).await?;
     let (rx, handle) = start(http.settings().clone(), port, &plan, options);
     Ok((plan, rx, handle))

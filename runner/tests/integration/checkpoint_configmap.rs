@@ -38,6 +38,7 @@ pub(crate) fn cp(id: u64) -> Checkpoint {
         loads_source: None,
         label_scheme: 1,
         rebuild: None,
+        snapshot_tablets: None,
     }
 }
 
@@ -349,7 +350,64 @@ async fn a_lost_save_that_someone_else_overwrote_is_fenced() {
     other.claim().await.unwrap();
     plan.arm(http::Method::PUT, CM_PATH, Fault::Drop);
     let err = s.save(&cp(2)).await.unwrap_err();
-    assert!(matches!(err, Error::Fenced { .. }), "{err}");
+    // Whether the lost save was applied before the other runner's claim is unknown to this one,
+    // so it neither commits nor aborts what it listed (exit 4 all the same).
+    assert!(matches!(err, Error::FencedAfterUnclearSave { .. }), "{err}");
+    assert_eq!(err.exit_code(), 4);
+}
+
+#[tokio::test]
+async fn a_save_applied_then_fenced_before_its_lost_answer_is_a_lost_claim() {
+    let ns = dcs_kube_bed::namespace("runner").await.unwrap();
+    let client = ns.client.clone();
+    let proxy = dcs_kube_bed::FaultProxy::start(ns.cp.address)
+        .await
+        .unwrap();
+    let proxied = dcs_kube_bed::control_plane::client_from_kubeconfig(
+        &ns.cp.kubeconfig_via(&ns.name, proxy.address),
+    )
+    .await
+    .unwrap();
+    let mut s = store(&proxied);
+    s.load().await.unwrap();
+    s.claim().await.unwrap();
+    s.save(&cp(1)).await.unwrap();
+    let mut held = proxy.hold_next_response();
+    let save = tokio::spawn(async move {
+        let result = s.save(&cp(2)).await;
+        (s, result)
+    });
+    assert!(held.applied().await);
+    assert_eq!(stored_checkpoint(&client).await, cp(2));
+    let fenced = Api::<ConfigMap>::default_namespaced(client.clone())
+        .patch(
+            "student-sync-checkpoint",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                serde_json::json!({"metadata": {"annotations": {"dcs.dev/fenced": "reinitialize at t"}}}),
+            ),
+        )
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    held.release();
+    let (mut s, result) = save.await.unwrap();
+    let err = result.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "checkpoint was changed by another runner or the operator after a save whose answer was lost (found resourceVersion {fenced} (annotation dcs.dev/fenced)); this runner stops without committing or aborting that checkpoint's loads"
+        )
+    );
+    // Fenced for good: no later save goes through either.
+    assert!(matches!(
+        s.save(&cp(3)).await.unwrap_err(),
+        Error::Fenced { .. }
+    ));
+    assert_eq!(resource_version(&client).await, fenced);
+    assert_eq!(stored_checkpoint(&client).await, cp(2));
 }
 
 #[tokio::test]
@@ -464,6 +522,146 @@ async fn an_unknown_checkpoint_save_never_aborts_the_loads_it_may_hold() {
         assert_ne!(t["state"], "ABORTED", "{t}");
     }
     // The restart commits them and goes on.
+    let (control, mut handle) = Control::new();
+    let mut s = store(&client);
+    let task = tokio::spawn(async move { pipeline::run(cfg, &mut s, control).await });
+    let now = doris.doris.clock.now_ms();
+    assert!(
+        source_support::window_past(&mut handle, now, std::time::Duration::from_secs(60)).await
+    );
+    handle.shutdown.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    assert_eq!(
+        source_support::mysql_rows(&doris, "SELECT * FROM sink.student ORDER BY id").await,
+        source_support::mysql_rows(&doris, "SELECT * FROM demo.student ORDER BY id").await
+    );
+}
+
+/// The ordering of docs/ARCHITECTURE.md §7 "One writer per checkpoint" that a read-back alone
+/// would get wrong: a 2PC checkpoint save is applied by the API server, the operator fences the
+/// store (`dcs.dev/fenced`, as it does for a deletion or a re-initialisation) before the runner
+/// hears anything, and then the save's answer is lost. Reading the store back finds the runner's
+/// checkpoint and claim there; the fence is there too, so the claim is lost: the run stops with
+/// exit 4 and writes, commits and aborts nothing more. The loads that checkpoint lists stay
+/// pre-committed for the next owner, which commits them: the sink equals the source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_written_while_a_save_is_unanswered_stops_the_run_without_committing() {
+    use dcs_runner::pipeline::{self, Control};
+    let ns = dcs_kube_bed::namespace("runner").await.unwrap();
+    let client = ns.client.clone();
+    let proxy = dcs_kube_bed::FaultProxy::start(ns.cp.address)
+        .await
+        .unwrap();
+    let proxied = dcs_kube_bed::control_plane::client_from_kubeconfig(
+        &ns.cp.kubeconfig_via(&ns.name, proxy.address),
+    )
+    .await
+    .unwrap();
+    let api = Api::<ConfigMap>::default_namespaced(client.clone());
+    let doris = source_support::emu().await;
+    source_support::exec(
+        &doris,
+        &[
+            "CREATE DATABASE demo",
+            "CREATE DATABASE sink",
+            source_support::SOURCE_DDL,
+        ],
+    )
+    .await;
+    let values: Vec<String> = (1..=200).map(source_support::row_values).collect();
+    source_support::exec(
+        &doris,
+        &[&format!(
+            "INSERT INTO demo.student VALUES {}",
+            values.join(", ")
+        )],
+    )
+    .await;
+    let mut cfg = source_support::config(&source_support::manifest(&doris, "initial", ""));
+    cfg.checkpoint_interval = std::time::Duration::from_secs(2);
+    let (control, mut handle) = Control::new();
+    let run_cfg = cfg.clone();
+    let mut s = store(&proxied);
+    let task = tokio::spawn(async move { pipeline::run(run_cfg, &mut s, control).await });
+    let now = doris.doris.clock.now_ms();
+    assert!(
+        source_support::window_past(&mut handle, now, std::time::Duration::from_secs(60)).await
+    );
+    // The runner's only requests now are checkpoint saves. Hold the next one once applied; fence
+    // only a save that lists pre-committed loads (an empty one is let through and the next
+    // change tried).
+    let mut fence_rv = None;
+    for attempt in 0..10u32 {
+        source_support::exec(
+            &doris,
+            &[&format!(
+                "INSERT INTO demo.student VALUES {}",
+                (0..150)
+                    .map(|i| source_support::row_values(1000 + 150 * attempt + i))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )],
+        )
+        .await;
+        let before = handle.progress.borrow_and_update().counters.loads;
+        while handle.progress.borrow_and_update().counters.loads == before {
+            handle.progress.changed().await.unwrap();
+        }
+        let mut held = proxy.hold_next_response();
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_secs(30), held.applied())
+                .await
+                .expect("a checkpoint save within 30 s"),
+        );
+        if stored_checkpoint(&client).await.pending_txns.is_empty() {
+            held.release();
+            continue;
+        }
+        let fenced = api
+            .patch(
+                "student-sync-checkpoint",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(
+                    serde_json::json!({"metadata": {"annotations": {"dcs.dev/fenced": "deleted at t"}}}),
+                ),
+            )
+            .await
+            .unwrap();
+        fence_rv = fenced.metadata.resource_version;
+        held.release();
+        break;
+    }
+    assert!(
+        fence_rv.is_some(),
+        "no save with pre-committed loads to fence"
+    );
+    let err = tokio::time::timeout(std::time::Duration::from_secs(60), task)
+        .await
+        .expect("the fenced run stops")
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, Error::FencedAfterUnclearSave { .. }), "{err}");
+    assert_eq!(err.exit_code(), 4);
+    assert!(
+        err.to_string()
+            .contains("after a save whose answer was lost (found resourceVersion")
+            && err.to_string().contains("(annotation dcs.dev/fenced)"),
+        "{err}"
+    );
+    // Nothing written past the fence; the loads the fenced save lists are neither committed nor
+    // aborted.
+    assert_eq!(resource_version(&client).await, fence_rv.unwrap());
+    let saved = stored_checkpoint(&client).await;
+    assert!(!saved.pending_txns.is_empty(), "{saved:?}");
+    let txns: Vec<serde_json::Value> = source_support::emu_txns(&doris).await;
+    for pending in &saved.pending_txns {
+        let t = txns
+            .iter()
+            .find(|t| t["txn_id"] == pending.txn_id)
+            .expect("a known txn");
+        assert_eq!(t["state"], "PRECOMMITTED", "{t}");
+    }
+    // The next owner claims the store, commits them and goes on.
     let (control, mut handle) = Control::new();
     let mut s = store(&client);
     let task = tokio::spawn(async move { pipeline::run(cfg, &mut s, control).await });

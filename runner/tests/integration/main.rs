@@ -27,6 +27,7 @@ mod source_changelog;
 mod source_snapshot;
 mod source_support;
 mod stream_load;
+mod tablets_moved;
 mod tls;
 mod two_runners;
 mod whole_splits;

@@ -270,6 +270,203 @@ async fn four_shards_killed_and_restarted_alone_load_every_row_once_and_the_chan
     );
 }
 
+/// `demo.student` with 4 tablets: one per shard, so each shard reads one split and the
+/// checkpoint at its end holds every load the shard made.
+const SOURCE_DDL_4: &str = "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64), \
+     score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4 \
+     PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
+     \"changelog.need_historical_value\" = \"true\")";
+
+/// The configuration of shard `index` checkpointing only when its split is done, with the sink's
+/// retries as given.
+fn one_checkpoint(yaml: &str, index: u32, max_retries: u32) -> PipelineConfig {
+    let mut c = shard_config(yaml, index);
+    c.checkpoint_interval = Duration::from_secs(3600);
+    if let dcs_runner::settings::SinkConfig::Doris(d) = &mut c.sink {
+        d.max_retries = max_retries;
+    }
+    c
+}
+
+/// The 2PC commits the emulator refuses from now on (503), until cleared.
+fn refuse_commits(emu: &RunningEmulator, refuse: bool) {
+    emu.doris.faults.update(|f| {
+        f.commit = refuse.then(|| dcs_doris_emu::faults::StreamLoadFault {
+            count: u32::MAX,
+            http_status: Some(503),
+            status: None,
+            message: Some("injected: the sink FE is down".into()),
+        });
+    });
+}
+
+/// Shard `index`'s saved checkpoint, read as the changelog run reads it.
+async fn shard_checkpoint(root: &Path, index: u32) -> Option<Checkpoint> {
+    dcs_runner::check::ReadOnlyDir::new(&shard_dir(root, index))
+        .load()
+        .await
+        .unwrap()
+}
+
+/// "Done" means committed (docs/ARCHITECTURE.md §3.13): a shard's last loads are saved in its
+/// checkpoint, then committed, and until they are the shard is not done and nothing hands over.
+/// Three shards play the orderings that used to lose those rows (older than T0, so the changelog
+/// never brings them back): killed between the save and the commit (also as a runner before
+/// this rule left it: `Done` with the loads listed), the last commit slow (the sink refusing, then
+/// recovering while the shard retries), and the commit refused past the retries. Each restarted
+/// shard commits first; the sink then equals the source, and again after the changelog from T0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_is_done_only_when_its_last_loads_are_committed() {
+    const ROWS: u32 = 4_000;
+    let emu = source_support::emu().await;
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE demo",
+            "CREATE DATABASE sink",
+            SOURCE_DDL_4,
+            source_support::STUDENT_UPSERT_SINK_DDL,
+        ],
+    )
+    .await;
+    let values: Vec<String> = (1..=ROWS).map(row_values).collect();
+    for chunk in values.chunks(2000) {
+        exec(
+            &emu,
+            &[&format!(
+                "INSERT INTO demo.student VALUES {}",
+                chunk.join(", ")
+            )],
+        )
+        .await;
+    }
+    let t0 = take_t0(&emu).await;
+    let yaml = sharded_manifest(&emu, &t0, "");
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let not_committed = |index: u32| format!("shard {index} of 4: every tablet read, ");
+    assert_eq!(run_shard(&yaml, root, 0).await.unwrap(), Outcome::Done);
+
+    // Shard 1: killed between saving its last checkpoint and committing its loads.
+    let (mut control, _handle) = Control::new();
+    control.hooks.stop_after_saving_pending = true;
+    let task = spawn_pipeline_with(one_checkpoint(&yaml, 1, 3), &shard_dir(root, 1), control);
+    assert!(matches!(
+        task.await.unwrap().unwrap_err(),
+        dcs_runner::Error::Injected { .. }
+    ));
+    let mut saved = stored_checkpoint(&shard_dir(root, 1)).await;
+    assert!(!saved.pending_txns.is_empty());
+    let waiting = shards_done(root, &t0).await.unwrap_err();
+    assert!(waiting.starts_with(&not_committed(1)), "{waiting}");
+    // As a runner before "done means committed" left it: `Done`, the loads listed.
+    saved.position = Position::Done;
+    std::fs::write(shard_dir(root, 1).join("checkpoint.json"), saved.to_json()).unwrap();
+    let waiting = shards_done(root, &t0).await.unwrap_err();
+    assert!(
+        waiting.starts_with(&format!(
+            "shard 1 of 4: every tablet read, {} load(s) of its last checkpoint not committed yet",
+            saved.pending_txns.len()
+        )),
+        "{waiting}"
+    );
+
+    // Shard 2: the sink refuses its last commit for a while; the shard retries, and while it
+    // does, it is not done.
+    refuse_commits(&emu, true);
+    let (task, _handle) = spawn_pipeline(one_checkpoint(&yaml, 2, 10_000), &shard_dir(root, 2));
+    tokio::time::timeout(Duration::from_secs(120), async {
+        while shard_checkpoint(root, 2)
+            .await
+            .is_none_or(|c| c.pending_txns.is_empty())
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("shard 2 saves its last checkpoint");
+    let waiting = shards_done(root, &t0).await.unwrap_err();
+    assert!(waiting.contains(&not_committed(2)), "{waiting}");
+    assert!(!task.is_finished(), "shard 2 is still committing");
+    refuse_commits(&emu, false);
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(120), task)
+            .await
+            .expect("shard 2 ends")
+            .unwrap()
+            .unwrap(),
+        Outcome::Done
+    );
+    let settled = stored_checkpoint(&shard_dir(root, 2)).await;
+    assert_eq!(settled.position, Position::Done);
+    assert!(settled.pending_txns.is_empty(), "{settled:?}");
+
+    // Shard 3: its last commit refused past the retries: it stops with the error recorded.
+    refuse_commits(&emu, true);
+    let failed = spawn_pipeline(one_checkpoint(&yaml, 3, 1), &shard_dir(root, 3))
+        .0
+        .await
+        .unwrap()
+        .unwrap_err();
+    refuse_commits(&emu, false);
+    assert!(
+        failed.to_string().contains("the sink FE is down"),
+        "{failed}"
+    );
+    let waiting = shards_done(root, &t0).await.unwrap_err();
+    assert!(
+        waiting.contains(&not_committed(3)) && waiting.contains("(it stopped: StreamLoadFailed"),
+        "{waiting}"
+    );
+    // The changelog run refuses to start from T0 meanwhile.
+    let (mut control, _handle) = Control::new();
+    control.shards_done = Some(Err(waiting.clone()));
+    let early = tempfile::tempdir().unwrap();
+    let refused = spawn_pipeline_with(config(&yaml), early.path(), control)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(refused.reason(), "SnapshotShardsNotDone");
+    // The rows those loads hold are nowhere yet.
+    let in_sink = mysql_rows(&emu, "SELECT * FROM sink.student").await.len();
+    assert!(in_sink < ROWS as usize, "{in_sink}");
+
+    // Restarted, shards 1 and 3 commit their last loads first, then are done.
+    for index in [1, 3] {
+        assert_eq!(run_shard(&yaml, root, index).await.unwrap(), Outcome::Done);
+        let cp = stored_checkpoint(&shard_dir(root, index)).await;
+        assert!(cp.pending_txns.is_empty(), "shard {index}: {cp:?}");
+    }
+    assert_eq!(shards_done(root, &t0).await, Ok(()));
+    let source_rows = || mysql_rows(&emu, "SELECT * FROM demo.student ORDER BY id");
+    let sink_rows = || mysql_rows(&emu, "SELECT * FROM sink.student ORDER BY id");
+    let (source, sink) = (source_rows().await, sink_rows().await);
+    assert!(source == sink, "{}", row_diff(&source, &sink));
+
+    // The hand-over: the changelog from T0 follows.
+    exec(
+        &emu,
+        &["UPDATE demo.student SET name = 'after' WHERE id = 9"],
+    )
+    .await;
+    let last_write = emu.doris.clock.now_ms();
+    let changelog_dir = tempfile::tempdir().unwrap();
+    let (mut control, mut handle) = Control::new();
+    control.shards_done = Some(shards_done(root, &t0).await);
+    let task = spawn_pipeline_with(config(&yaml), changelog_dir.path(), control);
+    assert!(window_past(&mut handle, last_write, Duration::from_secs(60)).await);
+    handle.shutdown.send(true).unwrap();
+    assert_eq!(task.await.unwrap().unwrap(), Outcome::Stopped);
+    let (source, sink) = (source_rows().await, sink_rows().await);
+    assert!(source == sink, "{}", row_diff(&source, &sink));
+    let txns: Vec<serde_json::Value> = source_support::emu_txns(&emu).await;
+    assert!(
+        txns.iter()
+            .all(|t| t["state"] == "VISIBLE" || t["state"] == "ABORTED"),
+        "{txns:?}"
+    );
+}
+
 /// Inserts, updates and deletes until `stop`; returns the emulator time of the last write.
 async fn writer(emu: Arc<RunningEmulator>, stop: Arc<AtomicBool>, seed: u64, rows: u32) -> i64 {
     let mut rng = Rng(seed ^ 0x5EED);

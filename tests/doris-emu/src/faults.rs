@@ -38,6 +38,11 @@ pub struct Faults {
 pub struct FaultState {
     /// Pending Stream Load failures.
     pub stream_load: Option<StreamLoadFault>,
+    /// Pending failures of 2PC commits (BE `_stream_load_2pc` with `txn_operation: commit`;
+    /// aborts are not affected): `count` commits answer `http_status`, or 200 with `status`
+    /// (default `Fail`) and `message`, without committing.
+    #[serde(default)]
+    pub commit: Option<StreamLoadFault>,
     /// Delay every HTTP response (FE and BE) by this many milliseconds.
     pub http_delay_ms: u64,
     /// Cut the next Flight DoGet stream after this many batches (then the fault disarms).
@@ -131,6 +136,22 @@ impl Faults {
         let out = fault.clone();
         if fault.count == 0 {
             s.stream_load = None;
+        }
+        Some(out)
+    }
+
+    /// Called by the BE for every 2PC commit: the fault to apply to this one, if any.
+    pub fn take_commit(&self) -> Option<StreamLoadFault> {
+        let mut s = self.inner.lock();
+        let fault = s.commit.as_mut()?;
+        if fault.count == 0 {
+            s.commit = None;
+            return None;
+        }
+        fault.count -= 1;
+        let out = fault.clone();
+        if fault.count == 0 {
+            s.commit = None;
         }
         Some(out)
     }

@@ -30,7 +30,7 @@ use kube::api::PostParams;
 
 pub use control_plane::ControlPlane;
 pub use kubelet::{Kubelet, KubeletConfig};
-pub use proxy::FaultProxy;
+pub use proxy::{FaultProxy, HeldResponse};
 
 /// Errors of the test bed.
 #[derive(Debug, thiserror::Error)]

@@ -8,6 +8,10 @@
 //! it), discards the answer and resets the client's connection. [`FaultProxy::set_delay`]
 //! holds every answer back for a while (a slow network; client timeouts fire while the server
 //! has done the work). A client sees a connection reset or a timeout, never the server's answer.
+//! [`FaultProxy::hold_next_response`] does what `drop_next_response` does, but holds the lost
+//! answer until the test has acted: the test learns when the server applied the request, does
+//! something in between (the operator's fence, another runner's claim), then lets the client see
+//! the reset. An ordering a test plays exactly, not a race it hopes to win.
 //!
 //! ```no_run
 //! # async fn f() -> Result<(), dcs_kube_bed::Error> {
@@ -37,6 +41,45 @@ struct State {
     drop_next: AtomicBool,
     delay: Mutex<Duration>,
     dropped: AtomicU64,
+    /// An armed hold: the next request's answer is held back until released, then lost.
+    hold_next: Mutex<Option<Hold>>,
+}
+
+/// The proxy's side of a held answer.
+#[derive(Debug)]
+struct Hold {
+    applied: tokio::sync::oneshot::Sender<()>,
+    release: tokio::sync::oneshot::Receiver<()>,
+}
+
+/// The test's side of [`FaultProxy::hold_next_response`].
+#[derive(Debug)]
+pub struct HeldResponse {
+    applied: tokio::sync::oneshot::Receiver<()>,
+    release: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl HeldResponse {
+    /// Resolves once the server has answered the held request (it has applied it); the client
+    /// has not seen anything yet. `false` if the proxy went away first.
+    pub async fn applied(&mut self) -> bool {
+        (&mut self.applied).await.is_ok()
+    }
+
+    /// Lets the client see its connection reset (the answer is lost).
+    pub fn release(mut self) {
+        if let Some(tx) = self.release.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl Drop for HeldResponse {
+    fn drop(&mut self) {
+        if let Some(tx) = self.release.take() {
+            let _ = tx.send(());
+        }
+    }
 }
 
 /// A running proxy; dropping it stops accepting (open connections end with their peers).
@@ -77,10 +120,34 @@ impl FaultProxy {
         self.state.drop_next.store(true, Ordering::SeqCst);
     }
 
-    /// Whether an armed [`drop_next_response`](Self::drop_next_response) is still waiting for
-    /// its request.
+    /// The next request is applied by the server and its response lost, as with
+    /// [`drop_next_response`](Self::drop_next_response), but the loss waits for
+    /// [`HeldResponse::release`] (or the handle's drop): between [`HeldResponse::applied`] and the
+    /// release the test acts while the client still waits for its answer.
+    pub fn hold_next_response(&self) -> HeldResponse {
+        let (applied_tx, applied_rx) = tokio::sync::oneshot::channel();
+        let (release_tx, release_rx) = tokio::sync::oneshot::channel();
+        *self.state.hold_next.lock() = Some(Hold {
+            applied: applied_tx,
+            release: release_rx,
+        });
+        HeldResponse {
+            applied: applied_rx,
+            release: Some(release_tx),
+        }
+    }
+
+    /// Whether an armed [`drop_next_response`](Self::drop_next_response) (or
+    /// [`hold_next_response`](Self::hold_next_response)) is still waiting for its request.
     pub fn armed(&self) -> bool {
-        self.state.drop_next.load(Ordering::SeqCst)
+        self.state.drop_next.load(Ordering::SeqCst) || self.state.hold_next.lock().is_some()
+    }
+
+    /// Disarms [`drop_next_response`](Self::drop_next_response) and
+    /// [`hold_next_response`](Self::hold_next_response) that are still waiting for a request.
+    pub fn disarm(&self) {
+        self.state.drop_next.store(false, Ordering::SeqCst);
+        self.state.hold_next.lock().take();
     }
 
     /// Holds every chunk of every answer back by `delay` (zero: no delay).
@@ -104,13 +171,19 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, st: Arc<State>) {
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let mut doomed = false;
+    let mut held: Option<Hold> = None;
     let (mut up, mut down) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
     loop {
         tokio::select! {
             r = client.read(&mut up) => {
                 let n = match r { Ok(0) | Err(_) => return, Ok(n) => n };
-                if !doomed && st.drop_next.swap(false, Ordering::SeqCst) {
-                    doomed = true;
+                if !doomed {
+                    if let Some(hold) = st.hold_next.lock().take() {
+                        held = Some(hold);
+                        doomed = true;
+                    } else if st.drop_next.swap(false, Ordering::SeqCst) {
+                        doomed = true;
+                    }
                 }
                 if server.write_all(&up[..n]).await.is_err() {
                     return;
@@ -120,7 +193,12 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, st: Arc<State>) {
                 let n = match r { Ok(0) | Err(_) => return, Ok(n) => n };
                 if doomed {
                     // The server answers the doomed request: it has been applied. Lose the
-                    // answer and reset the client's connection (RST, not FIN).
+                    // answer and reset the client's connection (RST, not FIN) — once the test
+                    // let go of a held one.
+                    if let Some(hold) = held.take() {
+                        let _ = hold.applied.send(());
+                        let _ = hold.release.await;
+                    }
                     st.dropped.fetch_add(1, Ordering::SeqCst);
                     let _ = client.set_zero_linger();
                     return;

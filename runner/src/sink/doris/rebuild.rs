@@ -359,6 +359,7 @@ mod tests {
             loads_source: None,
             label_scheme: 2,
             rebuild,
+            snapshot_tablets: None,
         }
     }
 

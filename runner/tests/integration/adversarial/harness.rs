@@ -21,6 +21,8 @@
 //! | `doris-stalls` | every Doris HTTP answer is held 0.5–3 s (long runs: also 65 s, past the sink's 60 s client timeout) |
 //! | `fe-down` | one of the two FEs is down for the step |
 //! | `ambiguous-save` | the next checkpoint save is applied by the API server and its answer lost (ConfigMap store) |
+//! | `tablets-replaced` | a re-initialisation (a new consumer) whose snapshot is caught mid-read (its first splits held) by a TRUNCATE and new rows: the runner must stop with exit 5 (`SnapshotTabletsChanged`) within a bound, answered with another new consumer |
+//! | `fence-ambiguous-save` | the next checkpoint save is applied, then the store is fenced as the operator fences it (`dcs.dev/fenced`), then the save's answer is lost: the runner must stop with exit 4 within a bound, committing and aborting nothing (ConfigMap store) |
 //!
 //! An exit 3 (OffsetExpired) is answered as the operator would: a new consumer id (`adv-r<n>`),
 //! a fresh checkpoint, a fresh sink table, the TTL back at 600 s. Any other exit is a crash the
@@ -61,6 +63,10 @@ const MARGIN_S: i64 = 30;
 const ROWS: u32 = 1_500;
 /// How long an expiry may take to end in exit 3 (a poll, a snapshot checkpoint, a loaded machine).
 const EXPIRY_BOUND: Duration = Duration::from_secs(120);
+/// How long a runner fenced during an unclear save may take to stop with exit 4.
+const FENCE_BOUND: Duration = Duration::from_secs(60);
+/// How long a held checkpoint save may take to come (a checkpoint every second).
+const SAVE_BOUND: Duration = Duration::from_secs(10);
 /// How long the last consumer may take to catch up with the last write.
 const CATCH_UP_BOUND: Duration = Duration::from_secs(240);
 
@@ -110,6 +116,10 @@ pub struct Report {
     pub checks: u32,
     /// Exits 3 after an expiring fault, each answered with a new consumer.
     pub expiries: u32,
+    /// Exits 4 after a fence during an unclear save.
+    pub fenced_exits: u32,
+    /// Exits 5 after a TRUNCATE mid-snapshot, each answered with a new consumer.
+    pub tablets_replaced: u32,
     /// Other exits of the runner (restarted on the same checkpoint), by exit code and the
     /// reason the runner logged.
     pub error_exits: BTreeMap<String, u32>,
@@ -123,10 +133,12 @@ impl Report {
     /// A table for a person (and BENCHMARKS/RELIABILITY records).
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "runs {}, invariant checks {}, expiries answered {}, failures {}\n",
+            "runs {}, invariant checks {}, expiries answered {}, fenced saves stopped {}, snapshots with moved tablets re-read {}, failures {}\n",
             self.runs,
             self.checks,
             self.expiries,
+            self.fenced_exits,
+            self.tablets_replaced,
             self.failures.len()
         );
         s += &format!("runs by kind: {:?}\n", self.kinds);
@@ -144,7 +156,7 @@ impl Report {
 }
 
 /// The fault classes, in the table's order.
-const CLASSES: [&str; 10] = [
+const CLASSES: [&str; 12] = [
     "kill",
     "kill-after-save",
     "clock-short",
@@ -155,6 +167,8 @@ const CLASSES: [&str; 10] = [
     "doris-stalls",
     "fe-down",
     "ambiguous-save",
+    "fence-ambiguous-save",
+    "tablets-replaced",
 ];
 
 /// Where the runner keeps its checkpoint.
@@ -172,6 +186,11 @@ struct Consumer {
     n: u32,
     /// An expiring fault was injected: exit 3 is due.
     expiry_due: bool,
+    /// The table was truncated during this consumer's snapshot: exit 5 is due.
+    tablets_due: bool,
+    /// The store was fenced during an unclear save, leaving this resourceVersion: the runner must
+    /// stop without writing the store again.
+    fence_due: Option<String>,
     /// Doris's clock moved on by this much since the consumer started (ms).
     advanced_ms: i64,
     /// The TTL now (s).
@@ -296,6 +315,8 @@ impl Consumer {
         Self {
             n,
             expiry_due: false,
+            fence_due: None,
+            tablets_due: false,
             advanced_ms: 0,
             ttl_s: TTL_S,
             snapshot: None,
@@ -583,6 +604,43 @@ spec:
                 self.begin_consumer().await;
             }
             Some(2) => return Err("exit 2: the runner found its configuration invalid".into()),
+            Some(5) => {
+                if !self.consumer.tablets_due {
+                    return Err(format!(
+                        "exit 5 (SnapshotTabletsChanged) for {} without a TRUNCATE in its snapshot",
+                        self.consumer.name()
+                    ));
+                }
+                report.tablets_replaced += 1;
+                let next = self.consumer.n + 1;
+                self.consumer = Consumer::new(next);
+                self.begin_consumer().await;
+            }
+            Some(code) if code != 101 && self.consumer.fence_due.is_some() => {
+                // Whatever it was doing, the fenced runner must not have written its store since
+                // the fence (a save there would be followed by commits past it).
+                let fence = self.consumer.fence_due.take();
+                if let Store::ConfigMap { ns, .. } = &self.store {
+                    let api: Api<ConfigMap> = Api::namespaced(ns.client.clone(), &ns.name);
+                    let now = api
+                        .get_opt(&self.consumer.name())
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .and_then(|c| c.metadata.resource_version);
+                    if now != fence {
+                        return Err(format!(
+                            "the runner wrote its store after the operator's fence (resourceVersion {fence:?} became {now:?}), then exited {code}"
+                        ));
+                    }
+                }
+                if code == 4 {
+                    report.fenced_exits += 1;
+                }
+                // The operator would start a new runner; it claims the store and settles the
+                // fenced save's loads.
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                self.start_runner();
+            }
             Some(101) | None => {
                 return Err(format!("the runner died: {status}"));
             }
@@ -628,7 +686,9 @@ spec:
             let class = CLASSES[self.rng.range(0, CLASSES.len() as u64) as usize];
             let ok = match class {
                 "clock-short" | "clock-past-ttl" | "ttl-lowered" => self.rng.range(0, 3) == 0,
-                "ambiguous-save" => matches!(self.store, Store::ConfigMap { .. }),
+                "ambiguous-save" | "fence-ambiguous-save" => {
+                    matches!(self.store, Store::ConfigMap { .. })
+                }
                 _ => true,
             };
             if !ok {
@@ -767,7 +827,135 @@ spec:
                 }
                 self.dwell(dwell * 2, report).await?;
             }
+            "fence-ambiguous-save" => self.fence_during_a_save(report).await?,
+            "tablets-replaced" => self.replace_tablets_mid_snapshot(report).await?,
             other => unreachable!("fault class {other}"),
+        }
+        Ok(())
+    }
+
+    /// The next request of the runner (a checkpoint save) is held once the API server applied
+    /// it; the store is fenced as the operator fences it; then the answer is lost. When the held
+    /// request was a write (the ConfigMap moved), the runner must stop with exit 4 within
+    /// [`FENCE_BOUND`] (a runner that took its own write back and went on would save and commit
+    /// past the fence); a read (a restarting runner's load) is let go unfenced.
+    async fn fence_during_a_save(&mut self, report: &mut Report) -> Result<(), String> {
+        let Store::ConfigMap { ns, .. } = &self.store else {
+            return Ok(());
+        };
+        let api: Api<ConfigMap> = Api::namespaced(ns.client.clone(), &ns.name);
+        let name = self.consumer.name();
+        let revision = |cm: Option<ConfigMap>| cm.and_then(|c| c.metadata.resource_version);
+        let before = revision(api.get_opt(&name).await.map_err(|e| e.to_string())?);
+        let Store::ConfigMap { proxy, .. } = &self.store else {
+            return Ok(());
+        };
+        let mut held = proxy.hold_next_response();
+        let deadline = Instant::now() + SAVE_BOUND;
+        let applied = loop {
+            if let Ok(applied) =
+                tokio::time::timeout(Duration::from_millis(50), held.applied()).await
+            {
+                break applied;
+            }
+            if Instant::now() > deadline {
+                break false;
+            }
+            self.dwell(Duration::from_millis(10), report).await?;
+        };
+        if !applied {
+            if let Store::ConfigMap { proxy, .. } = &self.store {
+                proxy.disarm();
+            }
+            return Ok(());
+        }
+        let now = revision(api.get_opt(&name).await.map_err(|e| e.to_string())?);
+        if now == before {
+            held.release();
+            return Ok(());
+        }
+        let patch = serde_json::json!({"metadata": {"annotations": {"dcs.dev/fenced": format!("adversarial at {}", jiff::Timestamp::now())}}});
+        let fenced = api
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        self.consumer.fence_due = fenced.metadata.resource_version;
+        held.release();
+        let start = Instant::now();
+        while self.consumer.fence_due.is_some() {
+            if start.elapsed() > FENCE_BOUND {
+                return Err(format!(
+                    "{name}'s store was fenced during its unclear save, and the runner went on for {FENCE_BOUND:?} without exit 4 (checkpoint {:?})",
+                    self.checkpoint().await
+                ));
+            }
+            let now = revision(api.get_opt(&name).await.map_err(|e| e.to_string())?);
+            if self.consumer.fence_due.is_some() && now != self.consumer.fence_due {
+                return Err(format!(
+                    "{name}'s runner wrote its store after the operator's fence during its unclear save (resourceVersion {:?} became {now:?})",
+                    self.consumer.fence_due
+                ));
+            }
+            self.dwell(Duration::from_millis(50), report).await?;
+        }
+        Ok(())
+    }
+
+    /// As the operator re-initialises: the runner stopped, a new consumer whose snapshot's first
+    /// splits are held; then the table is truncated (new tablets) and refilled, the splits let
+    /// go. The runner must stop with exit 5 within [`EXPIRY_BOUND`]; another new consumer
+    /// answers it (what the operator does).
+    async fn replace_tablets_mid_snapshot(&mut self, report: &mut Report) -> Result<(), String> {
+        if let Some(mut r) = self.runner.take() {
+            r.sigkill();
+        }
+        let stalled = self.emu.doris.counters.get("sql_stalled");
+        self.emu.doris.faults.update(|f| {
+            f.sql_stall = Some(dcs_doris_emu::faults::SqlStall {
+                contains: " TABLET(".into(),
+                applied: true,
+            });
+        });
+        self.consumer = Consumer::new(self.consumer.n + 1);
+        self.consumer.tablets_due = true;
+        self.begin_consumer().await;
+        let start = Instant::now();
+        while self.emu.doris.counters.get("sql_stalled") == stalled {
+            if start.elapsed() > EXPIRY_BOUND {
+                return Err(format!(
+                    "{} never read a snapshot split",
+                    self.consumer.name()
+                ));
+            }
+            self.dwell(Duration::from_millis(20), report).await?;
+        }
+        let rows: Vec<String> = (0..20).map(|i| row_values(self.next_id + i)).collect();
+        self.next_id += 20;
+        exec(
+            &self.emu,
+            &[
+                "TRUNCATE TABLE demo.student",
+                &format!("INSERT INTO demo.student VALUES {}", rows.join(", ")),
+            ],
+        )
+        .await;
+        self.deleted.clear();
+        self.emu.doris.faults.update(|f| f.sql_stall = None);
+        let n = self.consumer.n;
+        let start = Instant::now();
+        while self.consumer.n == n {
+            if start.elapsed() > EXPIRY_BOUND {
+                return Err(format!(
+                    "the table was truncated during {}'s snapshot, and it went on for {EXPIRY_BOUND:?} without exit 5 (checkpoint {:?})",
+                    self.consumer.name(),
+                    self.checkpoint().await
+                ));
+            }
+            self.dwell(Duration::from_millis(100), report).await?;
         }
         Ok(())
     }

@@ -896,13 +896,18 @@ impl Engine {
 
     /// `TRUNCATE TABLE`.
     ///
-    /// The rows go away without changelog records (Doris replaces the partitions; no row is
-    /// deleted). When the changelog is on, a truncate marker is kept in the history so that
-    /// `FOR VERSION AS OF` before it still sees the old rows, and after it sees none; `@incr`
-    /// never returns anything for it.
+    /// The rows go away without changelog records (Doris replaces the partitions with new ones,
+    /// new ids and new tablets, docs/doris-protocols.md §2.4; no row is deleted). When the
+    /// changelog is on, a truncate marker is kept in the history so that `FOR VERSION AS OF`
+    /// before it still sees the old rows, and after it sees none; `@incr` never returns anything
+    /// for it. The old tablet ids are gone: `_query_plan` lists the new ones, and `TABLET(old)`
+    /// reads no rows, without an error.
     pub fn truncate(&self, db: &str, table: &str) -> Result<()> {
         let mut st = self.state.write();
+        let n = st.table_mut(db, table)?.tablets.len();
+        let ids: Vec<i64> = (0..n).map(|_| st.alloc_id()).collect();
         let t = st.table_mut(db, table)?;
+        t.tablets = ids;
         t.clear();
         let tso = self.clock.next_tso();
         if t.changelog.enabled {

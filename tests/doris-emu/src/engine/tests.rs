@@ -1413,6 +1413,25 @@ fn truncate_is_not_a_changelog_delete() {
     assert_eq!(e.scan("d", "t", None, None).unwrap(), vec![row(1, "b")]);
 }
 
+#[test]
+fn truncate_gives_the_table_new_tablets_and_the_old_ids_read_as_nothing() {
+    let e = setup(KeysType::Unique, CL_HIST);
+    e.write("d", "t", vec![up(1, "a"), up(2, "b"), up(3, "c")])
+        .unwrap();
+    let old = e.table_info("d", "t").unwrap().tablets;
+    e.truncate("d", "t").unwrap();
+    let new = e.table_info("d", "t").unwrap().tablets;
+    assert_eq!(new.len(), old.len());
+    assert!(new.iter().all(|t| !old.contains(t)), "{old:?} {new:?}");
+    e.write("d", "t", vec![up(4, "d")]).unwrap();
+    // The old ids read as no rows, without an error; the new ones hold the table.
+    assert!(e.scan("d", "t", None, Some(&old)).unwrap().is_empty());
+    assert_eq!(
+        e.scan("d", "t", None, Some(&new)).unwrap(),
+        vec![row(4, "d")]
+    );
+}
+
 fn many_rows(n: i64) {
     let e = setup(KeysType::Unique, CL_HIST);
     let chunk = n / 10;

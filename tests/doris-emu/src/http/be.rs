@@ -320,6 +320,19 @@ fn two_phase(ctx: &Ctx, peer: &Peer, db: &str, headers: &HeaderMap) -> Response 
         }
     };
     msg.push_str(&format!("{op_text} successfully."));
+    if op == TxnOperation::Commit
+        && let Some(f) = ctx.doris.faults.take_commit()
+    {
+        if let Some(code) = f.http_status {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return response::text(status, f.message.unwrap_or_default());
+        }
+        return response::two_phase(
+            &f.status.unwrap_or_else(|| "Fail".into()),
+            &f.message
+                .unwrap_or_else(|| "injected 2PC commit failure".into()),
+        );
+    }
     let Some(creds) = parse_basic(headers) else {
         return response::two_phase("Fail", "no valid Basic authorization");
     };
