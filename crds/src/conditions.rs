@@ -38,6 +38,9 @@ pub mod reasons {
     pub const RUNNER_NOT_ALLOWED: &str = "RunnerNotAllowed";
     /// The source table has no changelog enabled.
     pub const CHANGELOG_DISABLED: &str = "ChangelogDisabled";
+    /// The source table deletes with predicates (`enable_mow_light_delete`), which its
+    /// changelog does not record.
+    pub const LIGHT_DELETE_ENABLED: &str = "LightDeleteEnabled";
     /// The sink needs before-images but the table does not keep them.
     pub const HISTORICAL_VALUE_MISSING: &str = "HistoricalValueMissing";
     /// The source table's model cannot be synced.

@@ -236,6 +236,15 @@ pub enum Error {
         reason: String,
     },
     /// A test hook stopped the pipeline at a chosen point (tests only).
+    /// The source table fails a precondition the run cannot go on without (one of
+    /// `dcs_crds::preconditions`, e.g. deletes that never reach the changelog).
+    #[error("{message}")]
+    SourcePrecondition {
+        /// The condition reason the operator reports it with, e.g. `LightDeleteEnabled`.
+        reason: &'static str,
+        /// What is wrong and the fix.
+        message: String,
+    },
     #[error("stopped by a test hook: {point}")]
     Injected {
         /// Where it stopped.
@@ -309,6 +318,7 @@ impl Error {
             Self::OffsetTable { .. } => "OffsetTableInvalid",
             Self::SourceCredentials { .. } => "SourceCredentials",
             Self::ShardsNotDone { .. } => "SnapshotShardsNotDone",
+            Self::SourcePrecondition { reason, .. } => reason,
             _ => "SourceFailed",
         }
     }

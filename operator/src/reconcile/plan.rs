@@ -649,6 +649,23 @@ mod tests {
     }
 
     #[test]
+    fn a_table_whose_deletes_record_nothing_blocks_naming_the_property() {
+        let mut o = observed();
+        o.probe.as_mut().unwrap().table.light_delete = true;
+        let b = blocked_of(plan(&o));
+        assert_eq!(b.reason, "LightDeleteEnabled");
+        assert!(
+            b.message
+                .contains("ALTER TABLE db.src SET (\"enable_mow_light_delete\" = \"false\")"),
+            "{}",
+            b.message
+        );
+        // A snapshot reads no changelog: nothing to lose.
+        o.spec.startup.mode = dcs_crds::spec::StartupMode::Snapshot;
+        run_of(plan(&o));
+    }
+
+    #[test]
     fn a_ca_secret_that_does_not_allow_the_sync_blocks_it_even_while_a_runner_runs() {
         let mut o = observed();
         o.runner = RunnerState::Running;

@@ -282,3 +282,65 @@ async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
     drop(doris);
     Ok(())
 }
+
+/// A source whose DELETE statements write delete predicates (`enable_mow_light_delete`) records
+/// none of them in its changelog: the sync is Blocked naming the property and the ALTER that
+/// fixes it, and no runner is built; once fixed, it runs.
+#[tokio::test]
+async fn a_light_delete_table_is_blocked_naming_the_property() -> Result<()> {
+    let bed = common::bed("lightdel").await?;
+    let client = bed.client.clone();
+    install_crd(&client).await?;
+    let doris = doris_with_tables(&[
+        "CREATE TABLE db.light (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+         PROPERTIES (\"changelog.enable\" = \"true\", \"enable_mow_light_delete\" = \"true\")",
+    ])
+    .await?;
+    let ports = doris.ports();
+    create_doris_secret(&client).await?;
+    let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
+    let ctx = Arc::new(Context::new(client.clone(), Some("dcs-runner:test".into())));
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+    let sync: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
+        "light",
+        ports.fe_http_port,
+        ports.query_port,
+        "db.light",
+    ))?;
+    api.create(&PostParams::default(), &sync).await?;
+    let s = reconcile_a_few(&api, "light", &ctx).await?;
+    let status = s.status.expect("a status");
+    assert_eq!(status.phase, Some(Phase::Blocked));
+    let ready = get_condition(&status.conditions, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "LightDeleteEnabled")
+    );
+    assert!(
+        ready
+            .message
+            .contains("ALTER TABLE db.light SET (\"enable_mow_light_delete\" = \"false\")"),
+        "{}",
+        ready.message
+    );
+    assert!(deployments.get_opt("light-runner").await?.is_none());
+
+    let mut conn = common::mysql(&doris).await?;
+    mysql_async::prelude::Queryable::query_drop(
+        &mut conn,
+        "ALTER TABLE db.light SET (\"enable_mow_light_delete\" = \"false\")",
+    )
+    .await?;
+    // The table facts are cached until the generation changes: a new generation reads them again.
+    api.patch(
+        "light",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"changelog": {"pollInterval": "9s"}}})),
+    )
+    .await?;
+    let s = reconcile_a_few(&api, "light", &ctx).await?;
+    assert_eq!(s.status.and_then(|s| s.phase), Some(Phase::Pending));
+    assert!(deployments.get_opt("light-runner").await?.is_some());
+    drop(doris);
+    Ok(())
+}

@@ -129,6 +129,7 @@ async fn changelog_properties_are_read() {
             keys: KeysModel::Unique {
                 merge_on_write: true
             },
+            light_delete: false,
         }
     );
 }
