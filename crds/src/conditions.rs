@@ -32,6 +32,8 @@ pub mod reasons {
     pub const CREDENTIALS_NOT_ALLOWED: &str = "CredentialsNotAllowed";
     /// A CA bundle Secret does not allow the sync to use it (crate::access).
     pub const CA_BUNDLE_NOT_ALLOWED: &str = "CaBundleNotAllowed";
+    /// A sync names a host its credentials Secret does not let them reach (crate::access).
+    pub const CREDENTIALS_HOST_NOT_ALLOWED: &str = "CredentialsHostNotAllowed";
     /// The CA bundle a `tls.caBundle` names is missing or holds no certificate.
     pub const CA_BUNDLE_UNAVAILABLE: &str = "CaBundleUnavailable";
     /// spec.runner asks for an image or service account the operator does not allow.
