@@ -32,12 +32,17 @@ pub mod reasons {
     pub const CREDENTIALS_NOT_ALLOWED: &str = "CredentialsNotAllowed";
     /// A CA bundle Secret does not allow the sync to use it (crate::access).
     pub const CA_BUNDLE_NOT_ALLOWED: &str = "CaBundleNotAllowed";
+    /// A sync names a host its credentials Secret does not let them reach (crate::access).
+    pub const CREDENTIALS_HOST_NOT_ALLOWED: &str = "CredentialsHostNotAllowed";
     /// The CA bundle a `tls.caBundle` names is missing or holds no certificate.
     pub const CA_BUNDLE_UNAVAILABLE: &str = "CaBundleUnavailable";
     /// spec.runner asks for an image or service account the operator does not allow.
     pub const RUNNER_NOT_ALLOWED: &str = "RunnerNotAllowed";
     /// The source table has no changelog enabled.
     pub const CHANGELOG_DISABLED: &str = "ChangelogDisabled";
+    /// The source table deletes with predicates (`enable_mow_light_delete`), which its
+    /// changelog does not record.
+    pub const LIGHT_DELETE_ENABLED: &str = "LightDeleteEnabled";
     /// The sink needs before-images but the table does not keep them.
     pub const HISTORICAL_VALUE_MISSING: &str = "HistoricalValueMissing";
     /// The source table's model cannot be synced.

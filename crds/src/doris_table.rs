@@ -7,6 +7,10 @@
 
 use std::collections::BTreeMap;
 
+/// The table property that makes a merge-on-write DELETE write a delete predicate, which the
+/// changelog does not record (docs/doris-protocols.md §1.1).
+pub const LIGHT_DELETE_PROPERTY: &str = "enable_mow_light_delete";
+
 /// The default `*.ttl_seconds`.
 pub const DEFAULT_TTL_SECONDS: u64 = 86_400;
 
@@ -90,6 +94,9 @@ pub struct SourceTableInfo {
     pub ttl_seconds: u64,
     /// The key model.
     pub keys: KeysModel,
+    /// [`LIGHT_DELETE_PROPERTY`] is true: a DELETE statement records nothing in the changelog.
+    /// Absent counts as false, Doris's default.
+    pub light_delete: bool,
 }
 
 fn is_true(v: Option<&String>) -> bool {
@@ -130,6 +137,7 @@ pub fn table_info_from(properties: &BTreeMap<String, String>, keys: KeysModel) -
         need_historical_value: is_true(get(&format!("{p}need_historical_value"))),
         ttl_seconds,
         keys,
+        light_delete: is_true(get(LIGHT_DELETE_PROPERTY)),
     }
 }
 

@@ -2,15 +2,16 @@
 //! runner's `check` all show (docs/ARCHITECTURE.md §4.3).
 //!
 //! A sync that reads the changelog needs a table with a changelog (DUPLICATE KEY, or UNIQUE KEY
-//! with merge-on-write), the changelog on, the before-images kept when the sync uses them, and a
-//! TTL long enough for the snapshot and the time between checkpoints. [`preconditions`] lists
+//! with merge-on-write), the changelog on, deletes that reach the changelog (no
+//! `enable_mow_light_delete`), the before-images kept when the sync uses them, and a TTL long
+//! enough for the snapshot and the time between checkpoints. [`preconditions`] lists
 //! every one that fails, each with its fix; the operator blocks on the first, `dcs-runner check`
 //! prints them all. Pure: the callers read the table ([`SourceTableInfo`]) themselves.
 
 use std::time::Duration;
 
 use crate::conditions::reasons;
-use crate::doris_table::{KeysModel, PropertySpelling, SourceTableInfo};
+use crate::doris_table::{KeysModel, LIGHT_DELETE_PROPERTY, PropertySpelling, SourceTableInfo};
 use crate::duration::format_duration;
 use crate::spec::{DorisChangelogSyncSpec, IncrementType};
 
@@ -105,6 +106,8 @@ pub enum Unmet {
     TableModel,
     /// The row changelog is off.
     ChangelogOff,
+    /// DELETE writes a predicate the changelog does not record (`enable_mow_light_delete`).
+    LightDelete,
     /// The sync uses before-images the table does not keep.
     HistoricalValue,
     /// `*.ttl_seconds` shorter than the sync needs.
@@ -117,6 +120,7 @@ impl Unmet {
         match self {
             Self::TableModel => reasons::UNSUPPORTED_TABLE_MODEL,
             Self::ChangelogOff => reasons::CHANGELOG_DISABLED,
+            Self::LightDelete => reasons::LIGHT_DELETE_ENABLED,
             Self::HistoricalValue => reasons::HISTORICAL_VALUE_MISSING,
             Self::Ttl => reasons::TTL_TOO_SHORT,
         }
@@ -141,8 +145,24 @@ impl Problem {
     }
 }
 
+/// The problem of a source table `t` whose DELETE statements record nothing in its changelog
+/// (`enable_mow_light_delete = true`, docs/doris-protocols.md §1.1): a sync of it would lose
+/// every such delete without a word. The one rule for it: [`preconditions`] lists it, and the
+/// runner checks it before and after every changelog window.
+pub fn light_delete_problem(t: &str, table: &SourceTableInfo) -> Option<Problem> {
+    table.light_delete.then(|| Problem {
+        unmet: Unmet::LightDelete,
+        problem: format!(
+            "table {t} has \"{LIGHT_DELETE_PROPERTY}\" = \"true\": its DELETE statements write delete predicates that the changelog does not record, so the sync would lose every delete"
+        ),
+        fix: format!(
+            "ALTER TABLE {t} SET (\"{LIGHT_DELETE_PROPERTY}\" = \"false\") (deletes from then on are recorded; a delete made while it was true is in no changelog: re-initialise the sync if there were any)"
+        ),
+    })
+}
+
 /// Every precondition `table` fails for a sync with `req`, in the order they are fixed in
-/// (model, changelog, before-images, TTL). A snapshot-mode sync reads no changelog and has none.
+/// (model, changelog, light delete, before-images, TTL). A snapshot-mode sync reads no changelog and has none.
 pub fn preconditions(req: &Requirements, table: &SourceTableInfo) -> Vec<Problem> {
     let mut problems = Vec::new();
     if !req.incremental {
@@ -190,6 +210,9 @@ pub fn preconditions(req: &Requirements, table: &SourceTableInfo) -> Vec<Problem
             ),
             fix,
         );
+    }
+    if let Some(light) = light_delete_problem(t, table) {
+        push(light.unmet, light.problem, light.fix);
     }
     // A DUPLICATE KEY table only ever inserts: there is no before-image to keep.
     if req.requires_historical_value
@@ -254,6 +277,7 @@ mod tests {
             keys: KeysModel::Unique {
                 merge_on_write: true,
             },
+            light_delete: false,
         }
     }
 
@@ -350,6 +374,7 @@ mod tests {
             need_historical_value: false,
             ttl_seconds: 60,
             keys: KeysModel::Aggregate,
+            light_delete: true,
         };
         let p = preconditions(&r, &t);
         assert_eq!(
@@ -357,18 +382,40 @@ mod tests {
             [
                 Unmet::TableModel,
                 Unmet::ChangelogOff,
+                Unmet::LightDelete,
                 Unmet::HistoricalValue,
                 Unmet::Ttl
             ]
         );
         assert!(p[0].problem.contains("is AGGREGATE KEY"), "{p:?}");
         assert!(p[1].fix.contains("\"binlog.format\" = \"ROW\""), "{p:?}");
-        assert!(p[2].problem.starts_with("changelog.incrementType minDelta"));
+        assert!(p[3].problem.starts_with("changelog.incrementType minDelta"));
         assert!(
-            p[2].fix
+            p[3].fix
                 .contains("\"binlog.need_historical_value\" = \"true\"")
         );
-        assert!(p[3].problem.starts_with("binlog.ttl_seconds is 60s"));
+        assert!(p[4].problem.starts_with("binlog.ttl_seconds is 60s"));
+    }
+
+    #[test]
+    fn a_table_whose_deletes_record_nothing_is_refused_with_the_alter_that_fixes_it() {
+        let light = SourceTableInfo {
+            light_delete: true,
+            ..table()
+        };
+        let p = preconditions(&req(), &light);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].unmet.reason(), "LightDeleteEnabled");
+        assert_eq!(
+            p[0].message(),
+            "table db.src has \"enable_mow_light_delete\" = \"true\": its DELETE statements write delete predicates that the changelog does not record, so the sync would lose every delete: ALTER TABLE db.src SET (\"enable_mow_light_delete\" = \"false\") (deletes from then on are recorded; a delete made while it was true is in no changelog: re-initialise the sync if there were any)"
+        );
+        assert_eq!(light_delete_problem("db.src", &light), p.into_iter().next());
+        assert_eq!(light_delete_problem("db.src", &table()), None);
+        // A snapshot reads no changelog: nothing to lose.
+        let mut r = req();
+        r.incremental = false;
+        assert!(preconditions(&r, &light).is_empty());
     }
 
     #[test]

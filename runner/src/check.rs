@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use dcs_crds::DorisChangelogSync;
+use dcs_crds::doris_table::{KeysModel, LIGHT_DELETE_PROPERTY};
 use dcs_crds::preconditions::{Requirements, preconditions};
 use dcs_crds::spec::StartupMode;
 
@@ -326,10 +327,22 @@ pub fn plan_check(input: &CheckInput) -> CheckReport {
         Ok(info) => {
             let p = info.spelling.prefix();
             let model = info.keys.describe();
+            // What becomes of a DELETE on the table: the line says so whatever the sync does.
+            let deletes = match info.keys {
+                KeysModel::Duplicate => {
+                    "; DUPLICATE KEY records inserts only: a DELETE on it reaches no sink"
+                        .to_owned()
+                }
+                KeysModel::Unique { .. } => format!(
+                    ", {LIGHT_DELETE_PROPERTY} {}",
+                    if info.light_delete { "true" } else { "false" }
+                ),
+                KeysModel::Aggregate | KeysModel::Unknown => String::new(),
+            };
             lines.push((
                 "source".to_owned(),
                 format!(
-                    "{model}, changelog {} ({p}*), {p}need_historical_value {}",
+                    "{model}, changelog {} ({p}*), {p}need_historical_value {}{deletes}",
                     if info.enabled { "on" } else { "off" },
                     if info.need_historical_value {
                         "true"
@@ -561,6 +574,7 @@ mod tests {
             keys: KeysModel::Unique {
                 merge_on_write: true,
             },
+            light_delete: false,
         }
     }
 
@@ -709,6 +723,7 @@ mod tests {
             need_historical_value: false,
             ttl_seconds: 600,
             keys: KeysModel::Aggregate,
+            light_delete: true,
             ..info()
         });
         i.sink = SinkCheck::Doris {
@@ -728,10 +743,12 @@ mod tests {
             "ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"2120\"), or lower spec.expectedSnapshotDuration",
             "changelog.ttl_seconds 600s does NOT cover",
             "sink table db.dst has no column x\n     fix: add it",
+            "table db.src has \"enable_mow_light_delete\" = \"true\"",
+            "ALTER TABLE db.src SET (\"enable_mow_light_delete\" = \"false\")",
         ] {
             assert!(text.contains(part), "{part} missing in\n{text}");
         }
-        assert_eq!(r.problems.len(), 5, "{text}");
+        assert_eq!(r.problems.len(), 6, "{text}");
         // Snapshot mode needs no changelog at all.
         i.startup_mode = StartupMode::Snapshot;
         i.requirements.incremental = false;

@@ -255,6 +255,15 @@ pub enum Error {
         /// What changed, and what happens now.
         reason: String,
     },
+    /// The source table fails a precondition the run cannot go on without (one of
+    /// `dcs_crds::preconditions`, e.g. deletes that never reach the changelog).
+    #[error("{message}")]
+    SourcePrecondition {
+        /// The condition reason the operator reports it with, e.g. `LightDeleteEnabled`.
+        reason: &'static str,
+        /// What is wrong and the fix.
+        message: String,
+    },
     /// A test hook stopped the pipeline at a chosen point (tests only).
     #[error("stopped by a test hook: {point}")]
     Injected {
@@ -338,6 +347,7 @@ impl Error {
             Self::SnapshotTabletsChanged { .. } => {
                 dcs_crds::conditions::reasons::SNAPSHOT_TABLETS_CHANGED
             }
+            Self::SourcePrecondition { reason, .. } => reason,
             _ => "SourceFailed",
         }
     }

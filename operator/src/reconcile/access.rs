@@ -2,7 +2,9 @@
 //! credentials from the Secret the spec names, and TLS from its `tls` block with the CA bundle
 //! from the Secret or ConfigMap key it names. A Secret is used only when it allows the sync
 //! (`dcs_crds::access`), whether it holds credentials or a CA bundle; a ConfigMap needs no
-//! consent (a CA bundle is public, and nothing of it is sent anywhere).
+//! consent (a CA bundle is public, and nothing of it is sent anywhere). A credentials Secret
+//! that pins its hosts (`dcs.dev/allowed-hosts`) is used only when every host the side names is
+//! one of them, so the probe never sends its password to a host the spec's editor chose.
 //!
 //! The reads only fetch; what the fetched objects mean ([`credentials_from`],
 //! [`ca_bundle_from`], [`access_from`]) is pure and tested here. Every error says too whether
@@ -47,15 +49,36 @@ pub(super) struct Side<'a> {
     pub tls: Option<&'a TlsSpec>,
     /// `spec.source` or `spec.sink.doris`.
     pub field: &'static str,
+    /// `feNodes`.
+    pub fe_nodes: &'a [String],
+    /// `beNodes` (the sink's; the source names none).
+    pub be_nodes: &'a [String],
 }
 
 impl<'a> Side<'a> {
+    /// Every node the side names, with the spec path that names it (`spec.source.feNodes[0]`).
+    pub fn nodes(&self) -> Vec<(String, &'a str)> {
+        let fe = self
+            .fe_nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (format!("{}.feNodes[{i}]", self.field), n.as_str()));
+        let be = self
+            .be_nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (format!("{}.beNodes[{i}]", self.field), n.as_str()));
+        fe.chain(be).collect()
+    }
+
     /// The source side.
     pub fn source(spec: &'a SourceSpec) -> Self {
         Self {
             credentials: &spec.credentials,
             tls: spec.tls.as_ref(),
             field: "spec.source",
+            fe_nodes: &spec.fe_nodes,
+            be_nodes: &[],
         }
     }
 
@@ -65,6 +88,8 @@ impl<'a> Side<'a> {
             credentials: &spec.credentials,
             tls: spec.tls.as_ref(),
             field: "spec.sink.doris",
+            fe_nodes: &spec.fe_nodes,
+            be_nodes: spec.be_nodes.as_deref().unwrap_or_default(),
         }
     }
 }
@@ -89,7 +114,7 @@ pub(super) async fn read_access(
             None,
         )
     })?;
-    let credentials = credentials_from(secret, ns, sync, side.credentials, &field)?;
+    let credentials = credentials_from(secret, ns, sync, side, &field)?;
     let bundle = match side
         .tls
         .filter(|t| t.enabled)
@@ -258,16 +283,17 @@ pub(super) fn access_from(
     Ok(DorisAccess { credentials, tls })
 }
 
-/// The credentials `credentials` names in `secret` (as read from namespace `ns`; `None` when it
-/// does not exist) for sync `sync`, whose field `field` names it (pure). Out of reach for good
-/// when the Secret does not exist or does not allow the sync.
+/// The credentials `side` names in `secret` (as read from namespace `ns`; `None` when it does
+/// not exist) for sync `sync`, whose field `field` names it (pure). Out of reach for good when
+/// the Secret does not exist, does not allow the sync, or pins hosts the side does not keep to.
 pub(super) fn credentials_from(
     secret: Option<Secret>,
     ns: &str,
     sync: &str,
-    credentials: &Credentials,
+    side: Side<'_>,
     field: &str,
 ) -> Result<DorisCredentials, Failure> {
+    let credentials = side.credentials;
     let name = &credentials.secret_name;
     let gone = Some(format!("Secret {ns}/{name}"));
     let Some(secret) = secret else {
@@ -286,6 +312,19 @@ pub(super) fn credentials_from(
         return Err(failure(
             reasons::CREDENTIALS_NOT_ALLOWED,
             dcs_crds::access::secret_not_allowed_message(ns, name, sync, field),
+            gone,
+        ));
+    }
+    // Before any key is read: a host the Secret does not allow gets nothing, not even a probe.
+    if let Err(message) = dcs_crds::access::hosts_allowed(
+        secret.metadata.annotations.as_ref(),
+        ns,
+        name,
+        &side.nodes(),
+    ) {
+        return Err(failure(
+            reasons::CREDENTIALS_HOST_NOT_ALLOWED,
+            message,
             gone,
         ));
     }
@@ -315,8 +354,16 @@ mod tests {
 
     use super::*;
 
-    fn creds() -> Credentials {
-        serde_json::from_value(serde_json::json!({"secretName": "src-creds"})).unwrap()
+    fn source_spec() -> SourceSpec {
+        serde_json::from_value(serde_json::json!({
+            "feNodes": ["fe-0.doris.svc:8030", "10.0.0.5:8030"], "table": "db.t",
+            "credentials": {"secretName": "src-creds"},
+        }))
+        .unwrap()
+    }
+
+    fn creds_from(secret: Option<Secret>) -> Result<DorisCredentials, Failure> {
+        credentials_from(secret, "ns", "orders", Side::source(&source_spec()), FIELD)
     }
 
     fn meta(name: &str, allowed: Option<&str>) -> ObjectMeta {
@@ -344,8 +391,7 @@ mod tests {
 
     #[test]
     fn a_missing_secret_is_gone_for_good_and_says_which_keys_to_create() {
-        let Failure { failure, gone } =
-            credentials_from(None, "ns", "orders", &creds(), FIELD).unwrap_err();
+        let Failure { failure, gone } = creds_from(None).unwrap_err();
         assert_eq!(gone.as_deref(), Some("Secret ns/src-creds"));
         assert_eq!(failure.reason, CREDENTIALS_MISSING);
         assert_eq!(
@@ -357,8 +403,7 @@ mod tests {
     #[test]
     fn a_secret_that_does_not_allow_the_sync_is_not_read_and_counts_as_gone() {
         let s = secret(Some("other"), &[("username", "u"), ("password", "p")]);
-        let Failure { failure, gone } =
-            credentials_from(Some(s), "ns", "orders", &creds(), FIELD).unwrap_err();
+        let Failure { failure, gone } = creds_from(Some(s)).unwrap_err();
         assert_eq!(gone.as_deref(), Some("Secret ns/src-creds"));
         assert_eq!(failure.reason, reasons::CREDENTIALS_NOT_ALLOWED);
         assert_eq!(
@@ -366,14 +411,13 @@ mod tests {
             dcs_crds::access::secret_not_allowed_message("ns", "src-creds", "orders", FIELD)
         );
         let unannotated = secret(None, &[("username", "u"), ("password", "p")]);
-        assert!(credentials_from(Some(unannotated), "ns", "orders", &creds(), FIELD).is_err());
+        assert!(creds_from(Some(unannotated)).is_err());
     }
 
     #[test]
     fn a_missing_key_can_be_fixed_so_it_is_not_gone() {
         let s = secret(Some("orders"), &[("username", "u")]);
-        let Failure { failure, gone } =
-            credentials_from(Some(s), "ns", "orders", &creds(), FIELD).unwrap_err();
+        let Failure { failure, gone } = creds_from(Some(s)).unwrap_err();
         assert_eq!(gone, None);
         assert_eq!(failure.reason, CREDENTIALS_MISSING);
         assert_eq!(
@@ -388,8 +432,54 @@ mod tests {
             Some("a, orders"),
             &[("username", "root"), ("password", "pw")],
         );
-        let c = credentials_from(Some(s), "ns", "orders", &creds(), FIELD).unwrap();
+        let c = creds_from(Some(s)).unwrap();
         assert_eq!((c.username.as_str(), c.password.as_str()), ("root", "pw"));
+    }
+
+    fn pinned(hosts: &str) -> Secret {
+        let mut s = secret(Some("orders"), &[("username", "u"), ("password", "p")]);
+        s.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert("dcs.dev/allowed-hosts".to_owned(), hosts.to_owned());
+        s
+    }
+
+    #[test]
+    fn a_secret_that_pins_its_hosts_is_not_read_for_a_side_naming_another() {
+        let c = creds_from(Some(pinned("*.doris.svc, 10.0.0.5"))).unwrap();
+        assert_eq!(c.username, "u");
+        let Failure { failure, gone } = creds_from(Some(pinned("*.doris.svc"))).unwrap_err();
+        assert_eq!(gone.as_deref(), Some("Secret ns/src-creds"));
+        assert_eq!(failure.reason, "CredentialsHostNotAllowed");
+        assert!(
+            failure.message.starts_with(
+                "spec.source.feNodes[1] names host 10.0.0.5, which Secret ns/src-creds does not let its credentials reach"
+            ),
+            "{}",
+            failure.message
+        );
+        // The sink's beNodes count too.
+        let sink: DorisSink = serde_json::from_value(serde_json::json!({
+            "feNodes": ["fe-0.doris.svc:8030"], "beNodes": ["be-9.elsewhere:8040"],
+            "table": "db.t", "credentials": {"secretName": "src-creds"},
+        }))
+        .unwrap();
+        let Failure { failure, .. } = credentials_from(
+            Some(pinned("*.doris.svc")),
+            "ns",
+            "orders",
+            Side::sink(&sink),
+            "spec.sink.doris.credentials",
+        )
+        .unwrap_err();
+        assert!(
+            failure
+                .message
+                .starts_with("spec.sink.doris.beNodes[0] names host be-9.elsewhere"),
+            "{}",
+            failure.message
+        );
     }
 
     fn bundle_ref(json: serde_json::Value) -> CaBundleRef {

@@ -241,8 +241,9 @@ pub fn plan(observed: &Observed) -> Plan {
             message: message.clone(),
         });
     }
-    // A Secret (credentials or CA bundle) that does not allow the sync blocks it even with a
-    // runner running: that runner's pod refers to the Secret, which it must not.
+    // A Secret (credentials or CA bundle) that does not allow the sync, or pins hosts the sync
+    // does not keep to, blocks it even with a runner running: that runner's pod refers to the
+    // Secret, which it must not.
     if let Some(failure) = [
         observed.probe.as_ref().err(),
         observed.sink_probe.as_ref().err(),
@@ -250,7 +251,12 @@ pub fn plan(observed: &Observed) -> Plan {
     .into_iter()
     .flatten()
     .find(|f| {
-        f.reason == reasons::CREDENTIALS_NOT_ALLOWED || f.reason == reasons::CA_BUNDLE_NOT_ALLOWED
+        [
+            reasons::CREDENTIALS_NOT_ALLOWED,
+            reasons::CA_BUNDLE_NOT_ALLOWED,
+            reasons::CREDENTIALS_HOST_NOT_ALLOWED,
+        ]
+        .contains(&f.reason)
     }) {
         return Plan::Block(Blocked {
             condition: dcs_crds::conditions::types::READY,
@@ -696,6 +702,36 @@ mod tests {
             "{}",
             b.message
         );
+    }
+
+    #[test]
+    fn a_host_the_credentials_may_not_reach_blocks_the_sync_even_while_a_runner_runs() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        o.probe = Err(ProbeFailure {
+            reason: reasons::CREDENTIALS_HOST_NOT_ALLOWED,
+            message: "spec.source.feNodes[0] names host evil.example, which Secret ns/doris does not let its credentials reach".into(),
+        });
+        let b = blocked_of(plan(&o));
+        assert_eq!(b.reason, "CredentialsHostNotAllowed");
+        assert!(b.message.contains("evil.example"), "{}", b.message);
+    }
+
+    #[test]
+    fn a_table_whose_deletes_record_nothing_blocks_naming_the_property() {
+        let mut o = observed();
+        o.probe.as_mut().unwrap().table.light_delete = true;
+        let b = blocked_of(plan(&o));
+        assert_eq!(b.reason, "LightDeleteEnabled");
+        assert!(
+            b.message
+                .contains("ALTER TABLE db.src SET (\"enable_mow_light_delete\" = \"false\")"),
+            "{}",
+            b.message
+        );
+        // A snapshot reads no changelog: nothing to lose.
+        o.spec.startup.mode = dcs_crds::spec::StartupMode::Snapshot;
+        run_of(plan(&o));
     }
 
     #[test]

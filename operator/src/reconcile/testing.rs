@@ -63,6 +63,7 @@ pub fn probe() -> SourceProbe {
             keys: KeysModel::Unique {
                 merge_on_write: true,
             },
+            light_delete: false,
         },
         doris_now_ms: Some(NOW_MS),
     }

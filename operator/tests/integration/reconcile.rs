@@ -282,3 +282,152 @@ async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
     drop(doris);
     Ok(())
 }
+
+/// A source whose DELETE statements write delete predicates (`enable_mow_light_delete`) records
+/// none of them in its changelog: the sync is Blocked naming the property and the ALTER that
+/// fixes it, and no runner is built; once fixed, it runs.
+#[tokio::test]
+async fn a_light_delete_table_is_blocked_naming_the_property() -> Result<()> {
+    let bed = common::bed("lightdel").await?;
+    let client = bed.client.clone();
+    install_crd(&client).await?;
+    let doris = doris_with_tables(&[
+        "CREATE TABLE db.light (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+         PROPERTIES (\"changelog.enable\" = \"true\", \"enable_mow_light_delete\" = \"true\")",
+    ])
+    .await?;
+    let ports = doris.ports();
+    create_doris_secret(&client).await?;
+    let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
+    let ctx = Arc::new(Context::new(client.clone(), Some("dcs-runner:test".into())));
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+    let sync: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
+        "light",
+        ports.fe_http_port,
+        ports.query_port,
+        "db.light",
+    ))?;
+    api.create(&PostParams::default(), &sync).await?;
+    let s = reconcile_a_few(&api, "light", &ctx).await?;
+    let status = s.status.expect("a status");
+    assert_eq!(status.phase, Some(Phase::Blocked));
+    let ready = get_condition(&status.conditions, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "LightDeleteEnabled")
+    );
+    assert!(
+        ready
+            .message
+            .contains("ALTER TABLE db.light SET (\"enable_mow_light_delete\" = \"false\")"),
+        "{}",
+        ready.message
+    );
+    assert!(deployments.get_opt("light-runner").await?.is_none());
+
+    let mut conn = common::mysql(&doris).await?;
+    mysql_async::prelude::Queryable::query_drop(
+        &mut conn,
+        "ALTER TABLE db.light SET (\"enable_mow_light_delete\" = \"false\")",
+    )
+    .await?;
+    // The table facts are cached until the generation changes: a new generation reads them again.
+    api.patch(
+        "light",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"changelog": {"pollInterval": "9s"}}})),
+    )
+    .await?;
+    let s = reconcile_a_few(&api, "light", &ctx).await?;
+    assert_eq!(s.status.and_then(|s| s.phase), Some(Phase::Pending));
+    assert!(deployments.get_opt("light-runner").await?.is_some());
+    drop(doris);
+    Ok(())
+}
+
+/// A listener that counts the connections it accepts, on `host`.
+async fn counting_listener(
+    host: &str,
+) -> Result<(u16, std::sync::Arc<std::sync::atomic::AtomicUsize>)> {
+    let listener = tokio::net::TcpListener::bind((host, 0)).await?;
+    let port = listener.local_addr()?.port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+    Ok((port, accepted))
+}
+
+/// A credentials Secret that pins its hosts (`dcs.dev/allowed-hosts`): a sync whose `feNodes`
+/// name another host is Blocked before anything is sent there — the host's HTTP and MySQL
+/// listeners accept no connection — and a sync on an allowed host runs.
+#[tokio::test]
+async fn credentials_reach_only_the_hosts_their_secret_allows() -> Result<()> {
+    let bed = common::bed("pinned").await?;
+    let client = bed.client.clone();
+    install_crd(&client).await?;
+    let doris = doris_with_tables(&[
+        "CREATE TABLE db.good (id INT, v STRING) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+         PROPERTIES (\"changelog.enable\" = \"true\")",
+    ])
+    .await?;
+    let ports = doris.ports();
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "doris", "annotations": {
+            "dcs.dev/allowed-syncs": "*",
+            "dcs.dev/allowed-hosts": "localhost, 127.0.0.1"}},
+        "stringData": {"username": "root", "password": ""},
+    }))?;
+    Api::<k8s_openapi::api::core::v1::Secret>::default_namespaced(client.clone())
+        .create(&PostParams::default(), &secret)
+        .await?;
+    let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
+    let ctx = Arc::new(Context::new(client.clone(), Some("dcs-runner:test".into())));
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+
+    // Another loopback address stands for a host the sync's editor controls.
+    let (http_port, http_accepted) = counting_listener("127.0.0.2").await?;
+    let (query_port, query_accepted) = counting_listener("127.0.0.2").await?;
+    let yaml =
+        sync_yaml("foreign", http_port, query_port, "db.good").replace("127.0.0.1", "127.0.0.2");
+    api.create(&PostParams::default(), &serde_yaml::from_str(&yaml)?)
+        .await?;
+    let s = reconcile_a_few(&api, "foreign", &ctx).await?;
+    let status = s.status.expect("a status");
+    assert_eq!(status.phase, Some(Phase::Blocked));
+    let ready = get_condition(&status.conditions, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "CredentialsHostNotAllowed")
+    );
+    assert!(
+        ready.message.starts_with(&format!(
+            "spec.source.feNodes[0] names host 127.0.0.2, which Secret {}/doris does not let its credentials reach (annotation dcs.dev/allowed-hosts: \"localhost, 127.0.0.1\"); nothing was sent to it",
+            bed.name
+        )),
+        "{}",
+        ready.message
+    );
+    assert!(deployments.get_opt("foreign-runner").await?.is_none());
+    assert_eq!(http_accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(query_accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // The cluster's own host: probed and run.
+    let ok: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
+        "allowed",
+        ports.fe_http_port,
+        ports.query_port,
+        "db.good",
+    ))?;
+    api.create(&PostParams::default(), &ok).await?;
+    let s = reconcile_a_few(&api, "allowed", &ctx).await?;
+    assert_eq!(s.status.and_then(|s| s.phase), Some(Phase::Pending));
+    assert!(deployments.get_opt("allowed-runner").await?.is_some());
+    drop(doris);
+    Ok(())
+}

@@ -87,7 +87,73 @@ impl ClusterHosts {
         scheme: &str,
         credentials: (&str, &str),
     ) -> Result<(), Refusal> {
-        if belongs(target, &self.fe_nodes) || belongs(target, &self.be_nodes) {
+        let matches = |nodes: &[String]| belongs(target, nodes);
+        let target = crate::request::host_port(target);
+        self.admit_where(&matches, http, scheme, credentials)
+            .await
+            .map_err(|unavailable| match unavailable {
+                Some(why) => Refusal::ListUnavailable(format!(
+                    "{from} redirected to {target}, which is neither in feNodes nor in beNodes, and \
+                     the FEs could not list the cluster's BEs ({why}); the credentials were not sent \
+                     there: list the cluster's BEs in beNodes if its FEs do not serve /api/backends"
+                )),
+                None => Refusal::Foreign(format!(
+                    "{from} redirected to {target}, which is not a node of the cluster (neither in \
+                     feNodes nor in beNodes, nor a live BE the FE lists at /api/backends); the \
+                     credentials were not sent there: if it is a BE of this cluster, add it to \
+                     beNodes"
+                )),
+            })
+    }
+
+    /// Whether `host`, the host of an Arrow Flight endpoint location an FE handed out, is a host
+    /// of the cluster: the same FEs and BEs as [`ClusterHosts::admit`], compared by host alone
+    /// (a BE's Flight port is not its HTTP port). Nothing, the Flight bearer token included, is
+    /// to be sent to a location that is not admitted.
+    ///
+    /// # Errors
+    /// As [`ClusterHosts::admit`].
+    pub async fn admit_flight_location(
+        &self,
+        location: &str,
+        host: &str,
+        http: &reqwest::Client,
+        scheme: &str,
+        credentials: (&str, &str),
+    ) -> Result<(), Refusal> {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let matches = |nodes: &[String]| {
+            nodes
+                .iter()
+                .any(|n| crate::host_of(n).eq_ignore_ascii_case(host))
+        };
+        self.admit_where(&matches, http, scheme, credentials)
+            .await
+            .map_err(|unavailable| match unavailable {
+                Some(why) => Refusal::ListUnavailable(format!(
+                    "the FE handed out the Flight endpoint location {location}, whose host {host} \
+                     is not in feNodes, and the FEs could not list the cluster's BEs ({why}); \
+                     nothing was sent there"
+                )),
+                None => Refusal::Foreign(format!(
+                    "the FE handed out the Flight endpoint location {location}, whose host {host} \
+                     is not a node of the cluster (neither in feNodes nor a live BE the FE lists \
+                     at /api/backends); nothing, the Flight bearer token included, was sent there"
+                )),
+            })
+    }
+
+    /// Whether one of the known nodes, or else of the live BEs an FE lists (asked at most once
+    /// per [`LIST_REFRESH`]), `matches`. `Err(None)`: none does; `Err(Some(why))`: not known and
+    /// the FEs could not list their BEs.
+    async fn admit_where(
+        &self,
+        matches: &(dyn Fn(&[String]) -> bool + Sync),
+        http: &reqwest::Client,
+        scheme: &str,
+        credentials: (&str, &str),
+    ) -> Result<(), Option<String>> {
+        if matches(&self.fe_nodes) || matches(&self.be_nodes) {
             return Ok(());
         }
         let ask = {
@@ -95,47 +161,31 @@ impl ClusterHosts {
                 .listed
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if belongs(target, &listed.nodes) {
+            if matches(&listed.nodes) {
                 return Ok(());
             }
             listed
                 .asked_at
                 .is_none_or(|at| at.elapsed() >= LIST_REFRESH)
         };
-        let mut unavailable = None;
-        if ask {
-            match self.read_list(http, scheme, credentials).await {
-                Ok(nodes) => {
-                    let found = belongs(target, &nodes);
-                    let mut listed = self
-                        .listed
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    *listed = Listed {
-                        nodes,
-                        asked_at: Some(Instant::now()),
-                    };
-                    if found {
-                        return Ok(());
-                    }
-                }
-                Err(why) => unavailable = Some(why),
-            }
+        if !ask {
+            return Err(None);
         }
-        let target = crate::request::host_port(target);
-        Err(match unavailable {
-            Some(why) => Refusal::ListUnavailable(format!(
-                "{from} redirected to {target}, which is neither in feNodes nor in beNodes, and \
-                 the FEs could not list the cluster's BEs ({why}); the credentials were not sent \
-                 there: list the cluster's BEs in beNodes if its FEs do not serve /api/backends"
-            )),
-            None => Refusal::Foreign(format!(
-                "{from} redirected to {target}, which is not a node of the cluster (neither in \
-                 feNodes nor in beNodes, nor a live BE the FE lists at /api/backends); the \
-                 credentials were not sent there: if it is a BE of this cluster, add it to \
-                 beNodes"
-            )),
-        })
+        match self.read_list(http, scheme, credentials).await {
+            Ok(nodes) => {
+                let found = matches(&nodes);
+                let mut listed = self
+                    .listed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                *listed = Listed {
+                    nodes,
+                    asked_at: Some(Instant::now()),
+                };
+                if found { Ok(()) } else { Err(None) }
+            }
+            Err(why) => Err(Some(why)),
+        }
     }
 
     /// The live BEs the first FE that answers lists.

@@ -41,6 +41,15 @@ pub(super) enum FirstPhase {
 impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
     /// Open the run; `None` when the sync is done already (a finished snapshot-mode sync).
     pub(super) async fn open(&mut self) -> Result<Option<Opened>> {
+        // A table whose deletes never reach its changelog is refused before anything is claimed
+        // or read: reading it would lose every delete without a word.
+        if self.config.startup_mode.is_incremental() {
+            let info = crate::source::properties::read_table_info(&self.config.source).await?;
+            crate::source::retention::deletes_recorded(
+                &self.config.source.table.to_string(),
+                &info,
+            )?;
+        }
         let loaded = self.store.load().await?;
         if let Some(cp) = &loaded
             && cp.consumer_id != self.config.consumer_id

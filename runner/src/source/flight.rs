@@ -15,6 +15,8 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use tonic::transport::{Channel, Endpoint};
 
+use dcs_doris_client::cluster::Refusal;
+
 use super::fe_http::FeHttpClient;
 use crate::settings::SourceSettings;
 use crate::{Error, Result};
@@ -144,6 +146,11 @@ pub struct FlightSession {
     locations: HashMap<String, Channel>,
     /// TLS towards the source cluster, for the BE channels too.
     tls: dcs_doris_client::tls::Tls,
+    /// The cluster's hosts: an endpoint location elsewhere gets nothing, the token included.
+    cluster: dcs_doris_client::cluster::ClusterHosts,
+    /// For asking an FE which BEs the cluster has (`/api/backends`), with `settings`' credentials.
+    http: reqwest::Client,
+    settings: SourceSettings,
     closed: bool,
 }
 
@@ -155,6 +162,14 @@ impl FlightSession {
     /// [`Error::SourceCredentials`] for a bad user or password, [`Error::SourceUnavailable`] when no
     /// FE can be reached.
     pub async fn connect(settings: &SourceSettings, port: u16) -> Result<Self> {
+        let http = settings
+            .tls
+            .http_client(
+                reqwest::Client::builder()
+                    .timeout(settings.request_timeout)
+                    .connect_timeout(Duration::from_secs(10)),
+            )
+            .map_err(|reason| Error::SourceConfig { reason })?;
         let mut last = None;
         for i in 0..settings.fe_nodes.len() {
             let host = settings.fe_host(i);
@@ -171,6 +186,12 @@ impl FlightSession {
                         idle: stall_deadline(settings),
                         locations: HashMap::new(),
                         tls: settings.tls.clone(),
+                        cluster: dcs_doris_client::cluster::ClusterHosts::new(
+                            settings.fe_nodes.clone(),
+                            Vec::new(),
+                        ),
+                        http: http.clone(),
+                        settings: settings.clone(),
                         closed: false,
                     };
                     if let Err(e) = session.handshake(settings).await {
@@ -242,11 +263,14 @@ impl FlightSession {
             .map_err(|e| map_flight_error("Flight SQL query", e))
     }
 
-    /// Read every endpoint of `info`, one after the other, as one stream of batches.
+    /// Read every endpoint of `info`, one after the other, as one stream of batches. Every
+    /// location must be on a host of the cluster ([`FlightSession::admit`]) before anything is
+    /// sent to any of them.
     ///
     /// # Errors
-    /// When a location is not a URI; fetch errors arrive in the stream.
-    pub fn fetch(&mut self, info: FlightInfo) -> Result<BatchStream> {
+    /// When a location is not a URI or not on a host of the cluster; fetch errors arrive in the
+    /// stream.
+    pub async fn fetch(&mut self, info: FlightInfo) -> Result<BatchStream> {
         let mut targets = Vec::with_capacity(info.endpoint.len());
         for ep in info.endpoint {
             let ticket = ep.ticket.ok_or_else(|| Error::SourceUnavailable {
@@ -254,7 +278,10 @@ impl FlightSession {
                 reason: "an endpoint has no ticket".into(),
             })?;
             let channel = match ep.location.first() {
-                Some(loc) => self.location_channel(&loc.uri)?,
+                Some(loc) => {
+                    self.admit(&loc.uri).await?;
+                    self.location_channel(&loc.uri)?
+                }
                 None => self.fe_channel.clone(),
             };
             targets.push((channel, ticket));
@@ -274,7 +301,7 @@ impl FlightSession {
     /// As [`FlightSession::execute`].
     pub async fn query(&mut self, sql: &str) -> Result<BatchStream> {
         let info = self.execute(sql).await?;
-        self.fetch(info)
+        self.fetch(info).await
     }
 
     /// Run a statement whose result is not needed (e.g. `SET`), reading it to the end.
@@ -285,6 +312,43 @@ impl FlightSession {
         let mut stream = self.query(sql).await?;
         while stream.try_next().await?.is_some() {}
         Ok(())
+    }
+
+    /// Admit an endpoint location the FE handed out: its host must be a host of the cluster
+    /// (`dcs_doris_client::cluster`, the rule a Stream Load redirect follows), or the read fails
+    /// naming it and nothing is sent there: the bearer token goes with every `DoGet`.
+    async fn admit(&mut self, location: &str) -> Result<()> {
+        if self.locations.contains_key(location) {
+            return Ok(());
+        }
+        let uri = location_to_uri(location);
+        let host = reqwest::Url::parse(&uri)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .ok_or_else(|| Error::SourceUnavailable {
+                context: "Flight SQL endpoint".into(),
+                reason: format!("location {location:?} names no host"),
+            })?;
+        let creds = &self.settings.credentials;
+        self.cluster
+            .admit_flight_location(
+                location,
+                &host,
+                &self.http,
+                self.tls.http_scheme(),
+                (&creds.user, &creds.password),
+            )
+            .await
+            .map_err(|refusal| match refusal {
+                Refusal::Foreign(reason) => Error::UnexpectedResult {
+                    context: "Flight SQL endpoint".into(),
+                    reason,
+                },
+                Refusal::ListUnavailable(reason) => Error::SourceUnavailable {
+                    context: "Flight SQL endpoint".into(),
+                    reason,
+                },
+            })
     }
 
     fn location_channel(&mut self, location: &str) -> Result<Channel> {

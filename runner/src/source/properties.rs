@@ -154,6 +154,7 @@ mod tests {
                 keys: KeysModel::Unique {
                     merge_on_write: true
                 },
+                light_delete: false,
             }
         );
     }

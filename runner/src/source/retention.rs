@@ -22,6 +22,11 @@
 //! - while an `initial` snapshot is read, T0 is checked at every snapshot checkpoint, so a
 //!   snapshot that outlives the TTL stops as soon as it does instead of at its end.
 //!
+//! The same reads of the table's properties check that its deletes reach the changelog
+//! (`dcs_crds::preconditions::light_delete_problem`): `enable_mow_light_delete` turned on with an
+//! `ALTER TABLE` while the sync runs stops it with [`Error::SourcePrecondition`] at the next
+//! check, and a window read while it was on is never committed (the check after the read fails).
+//!
 //! The margin covers what happens between the check and the moment Doris fixes the statement's
 //! edge (the Flight round trip and planning, well under a second) plus clock skew between FEs; a
 //! window closer than that to expiry is not worth a read that the second check would throw away.
@@ -119,7 +124,10 @@ impl RetentionGuard {
     /// [`Error::OffsetExpired`] when they are not; the errors of reading `/api/tso` and the table's
     /// properties.
     pub async fn check(&self, start: &Offset, margin: Duration) -> Result<Retention> {
-        let (ttl_seconds, key) = self.ttl().await?;
+        let info = self.table_info().await?;
+        deletes_recorded(&self.settings().table.to_string(), &info)?;
+        let ttl_seconds = info.ttl_seconds;
+        let key = format!("{}ttl_seconds", info.spelling.prefix());
         let now = tso::current(&self.http).await?;
         match judge(start.epoch_ms, now.physical_ms, ttl_seconds, margin) {
             Verdict::Readable { .. } => Ok(Retention {
@@ -240,9 +248,9 @@ impl RetentionGuard {
         }
     }
 
-    /// The table's TTL and the property it is read from, on the kept connection (opened again
-    /// after a failure).
-    async fn ttl(&self) -> Result<(u64, String)> {
+    /// The table's changelog properties (TTL, light delete), on the kept connection (opened
+    /// again after a failure).
+    async fn table_info(&self) -> Result<properties::SourceTableInfo> {
         let mut slot = self.conn.lock().await;
         for attempt in 0..2 {
             if slot.is_none() {
@@ -255,10 +263,7 @@ impl RetentionGuard {
             )
             .await;
             match read {
-                Ok(Ok(info)) => {
-                    let key = format!("{}ttl_seconds", info.spelling.prefix());
-                    return Ok((info.ttl_seconds, key));
-                }
+                Ok(Ok(info)) => return Ok(info),
                 // The table's answer: not worth a new connection.
                 Ok(Err(e @ (Error::Doris { .. } | Error::SourceCredentials { .. }))) => {
                     return Err(e);
@@ -277,6 +282,21 @@ impl RetentionGuard {
             }
         }
         unreachable!("the second attempt returns")
+    }
+}
+
+/// `Err` when table `t`'s deletes do not reach its changelog (`enable_mow_light_delete`): the
+/// run stops rather than lose them without a word.
+///
+/// # Errors
+/// [`Error::SourcePrecondition`] with the problem and the fix.
+pub fn deletes_recorded(t: &str, info: &properties::SourceTableInfo) -> Result<()> {
+    match dcs_crds::preconditions::light_delete_problem(t, info) {
+        None => Ok(()),
+        Some(p) => Err(Error::SourcePrecondition {
+            reason: p.unmet.reason(),
+            message: p.message(),
+        }),
     }
 }
 

@@ -586,3 +586,97 @@ async fn a_failure_after_a_checkpoint_is_kept_as_last_error() {
     assert!(last.message.contains("injected"), "{}", last.message);
     assert!(matches!(cp.position, Position::Changelog { .. }));
 }
+
+/// A source whose DELETE statements write delete predicates (`enable_mow_light_delete`) records
+/// none of them in its changelog: an incremental run refuses it before it claims the checkpoint
+/// store or reads a row, with the ALTER that fixes it. A snapshot loses nothing and runs.
+#[tokio::test]
+async fn a_table_whose_deletes_never_reach_the_changelog_is_refused_before_anything_is_read() {
+    let emu = source_support::emu().await;
+    setup(&emu, 20, 64).await;
+    exec(
+        &emu,
+        &["ALTER TABLE demo.student SET (\"enable_mow_light_delete\" = \"true\")"],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    for mode in ["initial", "latest"] {
+        let e = run(config(&manifest(&emu, mode, "")), dir.path())
+            .await
+            .unwrap_err();
+        let Error::SourcePrecondition { reason, message } = &e else {
+            panic!("{mode}: {e:?}");
+        };
+        assert_eq!(*reason, "LightDeleteEnabled");
+        assert_eq!(e.reason(), "LightDeleteEnabled");
+        assert!(
+            message.starts_with("table demo.student has \"enable_mow_light_delete\" = \"true\""),
+            "{message}"
+        );
+        assert!(
+            message
+                .contains("ALTER TABLE demo.student SET (\"enable_mow_light_delete\" = \"false\")"),
+            "{message}"
+        );
+    }
+    let mut store = FileStore::open(dir.path()).unwrap();
+    assert!(store.load().await.unwrap().is_none(), "no checkpoint saved");
+    assert!(table(&emu, "sink.student").await.is_empty());
+    assert!(txns(&emu).await.is_empty());
+    let snapshot = tempfile::tempdir().unwrap();
+    assert_eq!(
+        run(config(&manifest(&emu, "snapshot", "")), snapshot.path())
+            .await
+            .unwrap(),
+        Outcome::Done
+    );
+    assert_eq!(table(&emu, "sink.student").await.len(), 20);
+}
+
+/// The property turned on while a sync streams: deletes from then on are in no changelog. The
+/// run stops at the next check of the table (before and after every window), and no window read
+/// after the change is committed: a row inserted after it never reaches the sink, and the
+/// stored offset stays at or before the change.
+#[tokio::test]
+async fn light_deletes_turned_on_mid_run_stop_the_run_before_its_window_commits() {
+    let emu = source_support::emu().await;
+    setup(&emu, 20, 64).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = FileStore::open(dir.path()).unwrap();
+    let (control, mut handle) = Control::new();
+    let cfg = config(&manifest(&emu, "initial", ""));
+    let task = tokio::spawn(async move { pipeline::run(cfg, &mut store, control).await });
+    // Streaming: a changelog window has been read.
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while handle.progress.borrow_and_update().window_end.is_none() {
+            handle.progress.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("the changelog is read");
+    let changed_at = emu.doris.clock.now_ms();
+    exec(
+        &emu,
+        &[
+            "ALTER TABLE demo.student SET (\"enable_mow_light_delete\" = \"true\")",
+            "DELETE FROM demo.student WHERE id = 1",
+            &format!("INSERT INTO demo.student VALUES {}", row_values(999)),
+        ],
+    )
+    .await;
+    let e = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the run stops")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.reason(), "LightDeleteEnabled", "{e:?}");
+    let sink = table(&emu, "sink.student").await;
+    assert!(!sink.iter().any(|r| r[0] == "999"), "{sink:?}");
+    let cp = stored(dir.path()).await;
+    match &cp.position {
+        Position::Changelog { offset } => {
+            assert!(offset.epoch_ms <= changed_at, "{cp:?} vs {changed_at}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

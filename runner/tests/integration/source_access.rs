@@ -129,6 +129,7 @@ async fn changelog_properties_are_read() {
             keys: KeysModel::Unique {
                 merge_on_write: true
             },
+            light_delete: false,
         }
     );
 }
@@ -247,4 +248,66 @@ async fn a_statement_the_fe_never_answers_fails_within_the_request_timeout() {
 
     // Once the FE answers again, so does everything.
     read_table_info(&s).await.unwrap();
+}
+
+/// Every batch of `SELECT id FROM src.t` over `session`.
+async fn read_ids(session: &mut FlightSession) -> Result<Vec<arrow_array::RecordBatch>, Error> {
+    let stream = session.query("SELECT id FROM src.t").await?;
+    futures::TryStreamExt::try_collect(stream).await
+}
+
+/// A rogue FE hands out an Arrow Flight endpoint location on a host of its choosing: the read
+/// fails naming the location, and nothing — the bearer token that goes with every `DoGet` least
+/// of all — reaches that host, on this attempt or the next.
+#[tokio::test]
+async fn the_flight_token_goes_only_to_hosts_of_the_cluster() {
+    let emu = emu().await;
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE src",
+            &unique_ddl("src.t", 1),
+            "INSERT INTO src.t VALUES (1, 'a', 20)",
+        ],
+    )
+    .await;
+    // Another loopback address: a host that is not the cluster's (127.0.0.1).
+    let stranger = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let foreign = stranger.local_addr().unwrap().to_string();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = stranger.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+    let s = settings(&emu, "src.t");
+    let mut session = FlightSession::connect(&s, emu.ports().fe_flight_port)
+        .await
+        .unwrap();
+    // The BE's location, on the FE's host, is read.
+    let batches = read_ids(&mut session).await.unwrap();
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+
+    emu.doris
+        .faults
+        .update(|f| f.flight_location_to = Some(foreign.clone()));
+    for attempt in 0..2 {
+        let e = read_ids(&mut session).await.unwrap_err();
+        let message = e.to_string();
+        assert!(
+            message.contains(&format!(
+                "{foreign}, whose host 127.0.0.2 is not a node of the cluster (neither in feNodes \
+                 nor a live BE the FE lists at /api/backends); nothing, the Flight bearer token \
+                 included, was sent there"
+            )),
+            "attempt {attempt}: {message}"
+        );
+        assert!(matches!(e, Error::UnexpectedResult { .. }), "{e:?}");
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // The FE was asked for its BEs once: a stream of foreign locations is not a stream of requests.
+    assert_eq!(emu.doris.counters.get("fe_backends"), 1);
+    session.close().await;
 }

@@ -67,6 +67,10 @@ pub struct FaultState {
     /// with the credentials in the `Location` as always. `/api/backends` still lists the BE.
     #[serde(default)]
     pub redirect_to: Option<String>,
+    /// A rogue FE: the Arrow Flight endpoint locations it hands out point at this `host:port`
+    /// instead of the BE (or itself). A client following them sends its bearer token there.
+    #[serde(default)]
+    pub flight_location_to: Option<String>,
 }
 
 /// SQL statements to hold: a client waits for the answer while the test does something (kills
@@ -159,6 +163,11 @@ impl Faults {
     /// Called by the FE for every 307: where to point it instead of the BE, if armed.
     pub fn redirect_to(&self) -> Option<String> {
         self.inner.lock().redirect_to.clone()
+    }
+
+    /// Called by the Flight FE for every endpoint location: where to point it instead, if armed.
+    pub fn flight_location_to(&self) -> Option<String> {
+        self.inner.lock().flight_location_to.clone()
     }
 
     /// Called by every HTTP handler before answering.

@@ -769,6 +769,7 @@ impl Engine {
             distribution: def.distribution,
             auto_partition: def.auto_partition,
             mow: props.mow,
+            light_delete: props.light_delete,
             props: props.other,
             changelog: props.changelog,
             binlog_max_bytes: props.binlog_max_bytes,
@@ -1034,6 +1035,31 @@ impl Engine {
         let t = st.table(db, table, Lookup::Ddl)?;
         let id = t.id;
         let norm = t.normalize(writes)?;
+        let (tso, affected) = st.commit(&self.clock, db, id, norm, false)?;
+        Ok(WriteOutcome { tso, affected })
+    }
+
+    /// Apply the deletes of a DELETE statement as one auto-committed transaction. On a UNIQUE
+    /// table with `enable_mow_light_delete` they are a delete predicate: the rows go, the
+    /// changelog records nothing (docs/doris-protocols.md §1.1); otherwise as [`Engine::write`].
+    pub fn delete_statement(
+        &self,
+        db: &str,
+        table: &str,
+        writes: Vec<RowWrite>,
+    ) -> Result<WriteOutcome> {
+        let mut st = self.state.write();
+        let t = st.table(db, table, Lookup::Ddl)?;
+        let id = t.id;
+        let predicate = t.is_unique() && t.light_delete;
+        let mut norm = t.normalize(writes)?;
+        if predicate {
+            for w in &mut norm {
+                if let NormWrite::Delete(row) = w {
+                    *w = NormWrite::PredicateDelete(std::mem::take(row));
+                }
+            }
+        }
         let (tso, affected) = st.commit(&self.clock, db, id, norm, false)?;
         Ok(WriteOutcome { tso, affected })
     }

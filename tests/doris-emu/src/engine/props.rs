@@ -55,11 +55,30 @@ fn parse_ttl(sp: ChangelogSpelling, v: &str) -> Result<i64> {
 /// The outcome of validating `PROPERTIES (...)` at CREATE TABLE.
 pub(crate) struct CreateProps {
     pub mow: bool,
+    /// `enable_mow_light_delete`.
+    pub light_delete: bool,
     pub changelog: ChangelogConfig,
     pub binlog_max_bytes: String,
     pub binlog_max_history_nums: String,
     /// Remaining properties in print order.
     pub other: Vec<(String, String)>,
+}
+
+/// The property that makes a merge-on-write DELETE statement a delete predicate.
+const LIGHT_DELETE: &str = "enable_mow_light_delete";
+/// Doris's refusal of [`LIGHT_DELETE`] on another model (`ModifyTablePropertiesClause`).
+const LIGHT_DELETE_MOW_ONLY: &str =
+    "enable_mow_light_delete property is only supported for unique merge-on-write table";
+
+/// [`LIGHT_DELETE`]'s value: `true` or `false` in any case, Doris's text otherwise.
+fn parse_light_delete(v: &str) -> Result<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(bad(format!(
+            "Property {LIGHT_DELETE} should be set to true or false"
+        ))),
+    }
 }
 
 /// Validate CREATE TABLE properties (docs/doris-protocols.md §0, §1.1).
@@ -88,6 +107,17 @@ pub(crate) fn validate_create(
             b
         }
         None => keys_type == KeysType::Unique,
+    };
+
+    let light_delete = match get(LIGHT_DELETE) {
+        Some(v) => {
+            let b = parse_light_delete(v)?;
+            if keys_type != KeysType::Unique || !mow {
+                return Err(bad(LIGHT_DELETE_MOW_ONLY));
+            }
+            b
+        }
+        None => false,
     };
 
     // which spelling
@@ -203,6 +233,7 @@ pub(crate) fn validate_create(
             || k.starts_with("binlog.")
             || k == "replication_num"
             || k == "enable_unique_key_merge_on_write"
+            || k == LIGHT_DELETE
             || other.iter().any(|(n, _)| n == k);
         if !known {
             match other.iter_mut().find(|(n, _)| n == k) {
@@ -226,6 +257,7 @@ pub(crate) fn validate_create(
 
     Ok(CreateProps {
         mow,
+        light_delete,
         changelog: ChangelogConfig {
             enabled,
             spelling,
@@ -250,6 +282,10 @@ pub(crate) fn all_properties(t: &Table) -> Vec<(String, String)> {
         out.push(("enable_unique_key_merge_on_write".into(), mow.to_string()));
     }
     out.extend(rest.cloned());
+    // Doris prints it for every merge-on-write table, its default (false) included.
+    if t.keys_type == KeysType::Unique && t.props_mow() {
+        out.push((LIGHT_DELETE.into(), t.light_delete.to_string()));
+    }
     let cl = &t.changelog;
     if cl.enabled {
         let f = |b: bool| b.to_string();
@@ -294,6 +330,7 @@ pub(crate) fn alter_set(t: &mut Table, props: &[(String, String)]) -> Result<()>
     let cl = t.changelog.clone();
     let mut max_bytes = None;
     let mut max_hist = None;
+    let mut light_delete = None;
     for (k, v) in props {
         let fam = if k.starts_with("changelog.") {
             Some(ChangelogSpelling::Changelog)
@@ -308,6 +345,13 @@ pub(crate) fn alter_set(t: &mut Table, props: &[(String, String)]) -> Result<()>
                     return Err(bad(
                         "enable_unique_key_merge_on_write can only be set at CREATE TABLE",
                     ));
+                }
+                LIGHT_DELETE => {
+                    let b = parse_light_delete(v)?;
+                    if t.keys_type != KeysType::Unique || !t.props_mow() {
+                        return Err(bad(LIGHT_DELETE_MOW_ONLY));
+                    }
+                    light_delete = Some(b);
                 }
                 "replication_num" => {
                     let n: i64 = v
@@ -377,6 +421,9 @@ pub(crate) fn alter_set(t: &mut Table, props: &[(String, String)]) -> Result<()>
     }
     if let Some(ttl) = new_ttl {
         t.changelog.ttl_seconds = ttl;
+    }
+    if let Some(b) = light_delete {
+        t.light_delete = b;
     }
     if let Some(b) = max_bytes {
         t.binlog_max_bytes = b;

@@ -26,7 +26,8 @@ pub(crate) enum ChangeKind {
     Update,
     /// A key deleted (UNIQUE, recorded in the changelog).
     Delete,
-    /// A predicate delete on DUPLICATE: changes the data, never shows in the changelog.
+    /// A predicate delete (DUPLICATE, or a DELETE statement on a table with
+    /// `enable_mow_light_delete`): changes the data, never shows in the changelog.
     SilentDelete,
 }
 
@@ -56,6 +57,9 @@ pub(crate) struct Commit {
 pub(crate) enum NormWrite {
     Upsert(Vec<Value>),
     Delete(Vec<Value>),
+    /// A key a DELETE statement removes with a delete predicate (UNIQUE with
+    /// `enable_mow_light_delete`): not recorded in the changelog.
+    PredicateDelete(Vec<Value>),
     Partial {
         columns: Vec<usize>,
         values: Vec<Value>,
@@ -77,6 +81,9 @@ pub(crate) struct Table {
     pub auto_partition: Option<AutoPartition>,
     /// UNIQUE merge-on-write (false: merge-on-read).
     pub mow: bool,
+    /// `enable_mow_light_delete`: a DELETE statement writes a delete predicate, which the
+    /// changelog does not record (docs/doris-protocols.md §1.1).
+    pub light_delete: bool,
     /// Properties other than the changelog family and the merge-on-write flag, in print order.
     pub props: Vec<(String, String)>,
     pub changelog: ChangelogConfig,
@@ -298,6 +305,18 @@ impl Table {
             }
             match w {
                 NormWrite::Upsert(row) => self.upsert(row, changes),
+                NormWrite::PredicateDelete(row) => {
+                    let key = key_of(&row, &self.key_idx);
+                    if let Rows::Unique(m) = &mut self.rows
+                        && let Some(old) = m.remove(&key)
+                    {
+                        changes.push(Change {
+                            kind: ChangeKind::SilentDelete,
+                            before: Some(old),
+                            after: None,
+                        });
+                    }
+                }
                 NormWrite::Delete(row) => {
                     if self.is_unique() {
                         let key = key_of(&row, &self.key_idx);
@@ -649,6 +668,7 @@ pub(crate) fn remap_write(t: &Table, old_cols: &[String], w: NormWrite) -> Resul
     Ok(match w {
         NormWrite::Upsert(r) => NormWrite::Upsert(map_row(r)?),
         NormWrite::Delete(r) => NormWrite::Delete(map_row(r)?),
+        NormWrite::PredicateDelete(r) => NormWrite::PredicateDelete(map_row(r)?),
         NormWrite::Partial { columns, values } => {
             let mut cs = Vec::new();
             let mut vs = Vec::new();

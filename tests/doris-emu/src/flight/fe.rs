@@ -155,6 +155,9 @@ fn schema_bytes(schema: &Schema) -> Result<bytes::Bytes, Status> {
 
 impl FeService {
     fn location(&self, port: u16) -> String {
+        if let Some(rogue) = self.doris.faults.flight_location_to() {
+            return format!("{}://{rogue}", self.doris.flight_scheme());
+        }
         format!(
             "{}://{}:{}",
             self.doris.flight_scheme(),

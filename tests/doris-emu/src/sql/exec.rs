@@ -777,7 +777,9 @@ fn run_update(
     }
     let n = writes.len() as u64;
     if n > 0 {
-        ctx.doris.engine.write(&db, &table.name, writes)?;
+        ctx.doris
+            .engine
+            .delete_statement(&db, &table.name, writes)?;
     }
     Ok(ok(n))
 }
@@ -851,7 +853,9 @@ fn run_delete(ctx: &EvalCtx<'_>, table: &ObjName, where_: Option<&Expr>) -> Resu
         .collect();
     let n = writes.len() as u64;
     if n > 0 {
-        ctx.doris.engine.write(&db, &table.name, writes)?;
+        ctx.doris
+            .engine
+            .delete_statement(&db, &table.name, writes)?;
     }
     Ok(ok(n))
 }

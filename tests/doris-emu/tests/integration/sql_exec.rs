@@ -1022,3 +1022,83 @@ async fn a_where_that_pins_the_key_answers_what_a_scan_answers() {
     assert_eq!(pinned.to_string(), scanned.to_string());
     assert!(pinned.message.contains("Unknown column 'nope'"), "{pinned}");
 }
+
+/// `enable_mow_light_delete` (docs/doris-protocols.md §1.1): settable at CREATE TABLE and by
+/// ALTER TABLE on merge-on-write tables only, shown for every merge-on-write table; while it is
+/// on, a DELETE statement removes rows but records nothing in the changelog, and a delete-sign
+/// write still does.
+#[tokio::test]
+async fn a_light_delete_removes_rows_the_changelog_never_hears_of() {
+    let emu = emu().await;
+    setup_sql(&emu, &["CREATE DATABASE test"]).await;
+    let mut s = Session::new("root");
+    exec(&emu, &mut s, "USE test").await;
+    exec(
+        &emu,
+        &mut s,
+        "CREATE TABLE t (id INT NOT NULL, v VARCHAR(8)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) \
+         BUCKETS 1 PROPERTIES (\"changelog.enable\" = \"true\", \"enable_mow_light_delete\" = \"TRUE\")",
+    )
+    .await;
+    let props = |rs: ResultSet| text(&rs)[0][1].clone();
+    let ddl = props(q(&emu, &mut s, "SHOW CREATE TABLE t").await);
+    assert!(
+        ddl.contains("\"enable_mow_light_delete\" = \"true\""),
+        "{ddl}"
+    );
+    exec(&emu, &mut s, "INSERT INTO t VALUES (1, 'a'), (2, 'b')").await;
+    assert_eq!(exec(&emu, &mut s, "DELETE FROM t WHERE id = 1").await, 1);
+    exec(
+        &emu,
+        &mut s,
+        "ALTER TABLE t SET (\"enable_mow_light_delete\" = \"false\")",
+    )
+    .await;
+    let ddl = props(q(&emu, &mut s, "SHOW CREATE TABLE t").await);
+    assert!(
+        ddl.contains("\"enable_mow_light_delete\" = \"false\""),
+        "{ddl}"
+    );
+    assert_eq!(exec(&emu, &mut s, "DELETE FROM t WHERE id = 2").await, 1);
+    assert_eq!(
+        text(&q(&emu, &mut s, "SELECT COUNT(*) FROM t").await),
+        [["0"]]
+    );
+    // Two inserts, and only the delete made after the ALTER.
+    let changes = q(
+        &emu,
+        &mut s,
+        "SELECT id, __DORIS_BINLOG_OP__ FROM t@incr('incrementType'='DETAIL') \
+         ORDER BY __DORIS_BINLOG_TSO__, __DORIS_BINLOG_LSN__",
+    )
+    .await;
+    assert_eq!(text(&changes), [["1", "0"], ["2", "0"], ["2", "1"]]);
+    let rows = q(
+        &emu,
+        &mut s,
+        "SELECT PROPERTY_VALUE FROM information_schema.table_properties \
+         WHERE TABLE_NAME = 't' AND PROPERTY_NAME = 'enable_mow_light_delete'",
+    )
+    .await;
+    assert_eq!(text(&rows), [["false"]]);
+
+    for (stmt, message) in [
+        (
+            "ALTER TABLE t SET (\"enable_mow_light_delete\" = \"yes\")",
+            "Property enable_mow_light_delete should be set to true or false",
+        ),
+        (
+            "CREATE TABLE d (id INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+             PROPERTIES (\"enable_mow_light_delete\" = \"true\")",
+            "enable_mow_light_delete property is only supported for unique merge-on-write table",
+        ),
+        (
+            "CREATE TABLE r (id INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+             PROPERTIES (\"enable_unique_key_merge_on_write\" = \"false\", \"enable_mow_light_delete\" = \"false\")",
+            "enable_mow_light_delete property is only supported for unique merge-on-write table",
+        ),
+    ] {
+        let e = err(&emu, &mut s, stmt).await;
+        assert!(e.message.ends_with(message), "{stmt}: {}", e.message);
+    }
+}
