@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // The script Argo CD runs: the one the chart ships.
@@ -180,4 +182,103 @@ func TestTheHarnessKeepsArgoCDsContract(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, &HealthStatus{Status: "Unknown", Message: invalidHealthStatus}) {
 		t.Errorf("an invalid code: %+v, %v", got, err)
 	}
+}
+
+// States no e2e scenario holds long enough to capture, derived from live fixtures by the rule
+// operator/src/reconcile/status.rs applies (kstatus_condition, unit-tested there), and statuses
+// of operators from before the Reconciling and Stalled conditions, which the script still judges
+// by phase and Ready.
+func TestDerivedStates(t *testing.T) {
+	src, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cond := func(typ, status, reason, message string) map[string]any {
+		return map[string]any{"type": typ, "status": status, "reason": reason, "message": message}
+	}
+	crash := "the runner restarted 5 times; last error: Stream Load failed"
+	reinit := "the offset expired; starting again as consumer s1-r1"
+	for _, c := range []struct {
+		name, from, phase string
+		// Conditions replaced or added by type; a nil entry removes that type.
+		set     map[string]map[string]any
+		argo    HealthStatus
+		kstatus string
+	}{
+		{"a crash-looping runner", "testdata/streaming.yaml", "Streaming", map[string]map[string]any{
+			"Ready":   cond("Ready", "False", "RunnerFailed", crash),
+			"Stalled": cond("Stalled", "True", "RunnerFailed", crash),
+		}, HealthStatus{"Degraded", "RunnerFailed: " + crash}, "Failed"},
+		{"a re-initialisation", "testdata/streaming.yaml", "Reinitializing", map[string]map[string]any{
+			"Ready":       cond("Ready", "False", "Reinitializing", reinit),
+			"Reconciling": cond("Reconciling", "True", "Reinitializing", reinit),
+		}, HealthStatus{"Progressing", "Reinitializing: " + reinit}, "InProgress"},
+		{"a runner starting", "testdata/streaming.yaml", "Pending", map[string]map[string]any{
+			"Ready":       cond("Ready", "False", "RunnerStarting", "waiting for the runner's first checkpoint"),
+			"Reconciling": cond("Reconciling", "True", "RunnerStarting", "waiting for the runner's first checkpoint"),
+		}, HealthStatus{"Progressing", "RunnerStarting: waiting for the runner's first checkpoint"}, "InProgress"},
+		{"Blocked from an operator without Stalled", "testdata/blocked.yaml", "Blocked", map[string]map[string]any{
+			"Stalled": nil,
+		}, HealthStatus{"Degraded", "TtlTooShort: " + firstMessage(t, "testdata/blocked.yaml")}, "InProgress"},
+		{"Snapshotting from an operator without Reconciling", "testdata/snapshotting.yaml", "Snapshotting", map[string]map[string]any{
+			"Reconciling": nil,
+		}, HealthStatus{"Progressing", "Snapshotting: reading the snapshot"}, "Current"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			obj, err := ReadObject(c.from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+			out := []any{}
+			for _, raw := range conds {
+				typ := raw.(map[string]any)["type"].(string)
+				if _, replaced := c.set[typ]; !replaced {
+					out = append(out, raw)
+				}
+			}
+			for _, added := range c.set {
+				if added != nil {
+					out = append(out, added)
+				}
+			}
+			if err := unstructured.SetNestedSlice(obj.Object, out, "status", "conditions"); err != nil {
+				t.Fatal(err)
+			}
+			if err := unstructured.SetNestedField(obj.Object, c.phase, "status", "phase"); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ArgoCDHealth(obj, string(src), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *got != c.argo {
+				t.Errorf("health %+v, want %+v", *got, c.argo)
+			}
+			ks, err := Kstatus(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ks.Status != c.kstatus {
+				t.Errorf("kstatus %+v, want %s", *ks, c.kstatus)
+			}
+		})
+	}
+}
+
+// firstMessage is the Ready message of a fixture.
+func firstMessage(t *testing.T, path string) string {
+	t.Helper()
+	obj, err := ReadObject(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, raw := range conds {
+		if m := raw.(map[string]any); m["type"] == "Ready" {
+			return m["message"].(string)
+		}
+	}
+	t.Fatalf("%s has no Ready condition", path)
+	return ""
 }
