@@ -356,6 +356,16 @@ reject "schema rejects a lag threshold that is not a number, naming the key" "/p
 reject "schema rejects an unknown dashboard key, naming it" "/grafanaDashboard.*additional propert.*folder" \
     --set grafanaDashboard.folder=x
 
+# --- Argo CD health check ---------------------------------------------------------------------------------
+render argocd --namespace ops --set argocdHealthCheck.enabled=true
+expect argocd "argocdHealthCheck: a ConfigMap in the release namespace holding only argocd-cm's health key for dcs.dev/DorisChangelogSync" \
+    'one("ConfigMap", name="dcs-operator-argocd-health", namespace="ops") and list(one("ConfigMap")["data"]) == ["resource.customizations.health.dcs.dev_DorisChangelogSync"]'
+expect argocd "argocdHealthCheck: the key holds health.lua (the script tests/gitops-health checks) byte for byte" \
+    'one("ConfigMap")["data"]["resource.customizations.health.dcs.dev_DorisChangelogSync"] == open("dcs-operator/health.lua").read().rstrip("\n")'
+expect default "no Argo CD health ConfigMap by default" 'not find("ConfigMap", name="dcs-operator-argocd-health")'
+reject "schema rejects an unknown argocdHealthCheck key, naming it" "/argocdHealthCheck.*additional propert.*namespace" \
+    --set argocdHealthCheck.namespace=argocd
+
 # --- CRDs and NOTES ------------------------------------------------------------------------------------------
 render crds --include-crds
 expect crds "--include-crds puts the CRD first, parsed equal to crds/dorischangelogsyncs.yaml" \

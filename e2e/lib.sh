@@ -221,6 +221,31 @@ wait_phase() {
     log "sync $1/$2 is $3"
 }
 
+# gitops_check NS NAME STATE: the sync judged by Argo CD's health check (charts/dcs-operator/health.lua)
+# and kstatus, through $GITOPS_HEALTH (tests/gitops-health), is what tests/gitops-health/health_test.yaml
+# expects of testdata/STATE.yaml, and shares that fixture's phase and Ready/Reconciling/Stalled, so
+# the committed fixture stays what the operator writes. Waits up to 30 s for the state (an explaining
+# condition may still be on its way). With E2E_WRITE_GITOPS_FIXTURES=1 it first (re)writes the
+# fixture from the live object, unless a 4th argument `again` says another check writes it.
+gitops_check() {
+    local ns=$1 name=$2 state=$3 live="$WORK/gitops-$1-$2-$3.json"
+    if [[ -n "${E2E_WRITE_GITOPS_FIXTURES:-}" && "${4:-}" != again ]]; then
+        kubectl -n "$ns" get dorischangelogsync "$name" -o json >"$live"
+        "$GITOPS_HEALTH" fixture "$live" "$ROOT/tests/gitops-health/testdata/$state.yaml"
+        log "wrote tests/gitops-health/testdata/$state.yaml from $ns/$name"
+    fi
+    wait_for "$ns/$name judged as tests/gitops-health expects of testdata/$state.yaml" 30 gitops_judged "$ns" "$name" "$state"
+    log "$(gitops_judged "$ns" "$name" "$state")"
+}
+
+# gitops_judged NS NAME STATE: one check of gitops_check.
+gitops_judged() {
+    local live="$WORK/gitops-$1-$2-$3.json"
+    kubectl -n "$1" get dorischangelogsync "$2" -o json >"$live"
+    (cd "$ROOT/tests/gitops-health" && "$GITOPS_HEALTH" check -script ../../charts/dcs-operator/health.lua \
+        -tests health_test.yaml -input "testdata/$3.yaml" "$live")
+}
+
 # runner_pods NS SYNC: names of the sync's runner pods that are not being deleted.
 runner_pods() {
     kubectl -n "$1" get pods -l "dcs.dev/sync=$2" -o json |

@@ -12,7 +12,11 @@
 #   E2E_IMAGE_TAG         tag of the operator and runner images with E2E_KUBECONFIG (default dev)
 #   E2E_OPERATOR_IMAGE    operator image repository (default dcs-operator)
 #   E2E_RUNNER_IMAGE      runner image repository (default dcs-runner)
-#   E2E_SKIP_BUILD=1      do not build (use the binaries in target/)
+#   E2E_SKIP_BUILD=1      do not build (use the binaries in target/: $CARGO_TARGET_DIR/debug and
+#                         $DCS_GO_TOOLS_DIR when set)
+#   E2E_WRITE_GITOPS_FIXTURES=1
+#                         (re)write tests/gitops-health/testdata/ from the live syncs of the
+#                         scenarios that check their GitOps health (gitops_check in e2e/lib.sh)
 #   E2E_KEEP=1            keep the work directory (emulator logs) after the run
 #
 # Prints `N passed, N failed` and exits non-zero when a scenario failed.
@@ -94,12 +98,15 @@ if [[ -z "${E2E_SKIP_BUILD:-}" ]]; then
         -p dcs-operator -p dcs-runner -p dcs-kube-bed -p dcs-doris-emu --bins
     "$ROOT/tests/go-tools/build.sh" all
 fi
-BIN=$ROOT/target/debug
-HELM=${HELM:-$ROOT/target/helm/bin/helm}
+BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug
+GO_TOOLS=${DCS_GO_TOOLS_DIR:-$ROOT/target}
+HELM=${HELM:-$GO_TOOLS/helm/bin/helm}
+GITOPS_HEALTH=${GITOPS_HEALTH:-$GO_TOOLS/gitops-health/bin/gitops-health}
+export GITOPS_HEALTH
 for b in dcs-operator dcs-runner dcs-kube-bed dcs-doris-emu; do
     [[ -x "$BIN/$b" ]] || { log "missing $BIN/$b (run without E2E_SKIP_BUILD)"; exit 2; }
 done
-for tool in kubectl mysql curl jq python3 "$HELM"; do
+for tool in kubectl mysql curl jq python3 "$HELM" "$GITOPS_HEALTH"; do
     command -v "$tool" >/dev/null || { log "missing tool: $tool"; exit 2; }
 done
 
@@ -142,8 +149,8 @@ fi
 # their genuine schemas. On another cluster they are used when it has them, never installed.
 PROMETHEUS_CRDS=""
 if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
-    [[ -d "$ROOT/target/prometheus-crds/crds" ]] || "$ROOT/tests/go-tools/build.sh" prometheus-crds
-    kubectl apply --server-side -f "$ROOT/target/prometheus-crds/crds" >/dev/null
+    [[ -d "$GO_TOOLS/prometheus-crds/crds" ]] || "$ROOT/tests/go-tools/build.sh" prometheus-crds
+    kubectl apply --server-side -f "$GO_TOOLS/prometheus-crds/crds" >/dev/null
     wait_for "the Prometheus Operator's CRDs established" 60 crds_established \
         servicemonitors.monitoring.coreos.com podmonitors.monitoring.coreos.com \
         prometheusrules.monitoring.coreos.com

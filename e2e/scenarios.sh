@@ -73,6 +73,10 @@ $described"
     wait_for "the runner pod Ready (its readiness probe on /readyz)" 60 runner_pod_ready "$ns" s1 True
     runner_serves "$ns" "$(runner_pods "$ns" s1)" s1 || fail "the runner pod's metrics port is not served by the runner of s1"
     [[ "$(restart_count "$ns" s1)" == 0 ]] || fail "the runner container restarted: $(kubectl -n "$ns" get pods -o wide)"
+    # As README ("GitOps") says: kubectl wait on Ready, Argo CD's health check Healthy, kstatus Current.
+    kubectl -n "$ns" wait --for=condition=Ready dorischangelogsync/s1 --timeout=30s >/dev/null ||
+        fail "kubectl wait --for=condition=Ready dorischangelogsync/s1 did not return"
+    gitops_check "$ns" s1 streaming
 }
 
 # 2. A TTL shorter than the sync needs: Blocked, TtlSufficient False with the numbers, no runner.
@@ -98,12 +102,16 @@ scenario_ttl_blocked() {
     no_runner_pods "$ns" s2 || fail "a runner pod exists while Blocked"
     wait_for "a Warning event about the TTL" 30 \
         bash -c "kubectl -n $ns get events -o json | jq -e '[.items[] | select(.type == \"Warning\")] | length > 0' >/dev/null"
+    # Argo CD Degraded, kstatus Failed (the Stalled condition).
+    gitops_check "$ns" s2 blocked
 
     # Fixing the table and touching the spec (a new generation is probed again) lets it run.
     sql "ALTER TABLE $db.src SET (\"changelog.ttl_seconds\" = \"3600\")"
     kubectl -n "$ns" patch dcs s2 --type merge -p '{"spec":{"changelog":{"pollInterval":"2s"}}}' >/dev/null
     wait_phase "$ns" s2 Streaming 60
     wait_for "condition TtlSufficient=True" 30 condition_is "$ns" s2 TtlSufficient True
+    # Stalled went with the block: healthy again for Argo CD and kstatus.
+    gitops_check "$ns" s2 streaming again
 }
 
 # 4. suspend: true removes the runner and keeps the checkpoint; false resumes from it, nothing lost.
@@ -121,6 +129,7 @@ scenario_suspend_resume() {
     wait_for "runner workload removed" 60 bash -c "[[ -z \"\$(kubectl -n $ns get deployments,jobs -o name)\" ]]"
     wait_for "runner pods gone" 60 no_runner_pods "$ns" s4
     checkpoint_streaming "$ns" s4 || fail "the checkpoint was not kept while suspended"
+    gitops_check "$ns" s4 suspended
 
     # Changes while suspended stay out of the sink until the sync resumes.
     some_changes "$db.src" 21 40 suspended
@@ -416,6 +425,7 @@ scenario_expiry_fail_then_nonce() {
     [[ "$(jget "$ns" s9 .status.consumerId)" == "$base" ]] || fail "the consumer id changed although onOffsetExpired is fail"
     [[ -z "$(kubectl -n "$ns" get deployments,jobs -o name)" ]] || fail "a runner workload exists in phase Failed"
     checkpoint_streaming "$ns" s9 || fail "the checkpoint was touched in phase Failed"
+    gitops_check "$ns" s9 failed
 
     kubectl -n "$ns" patch dcs s9 --type merge -p '{"spec":{"reinitNonce":"again-1"}}' >/dev/null
     wait_for "status.consumerId is $base-r<n>" 60 \
@@ -424,6 +434,7 @@ scenario_expiry_fail_then_nonce() {
         fail "lastReinit.reason is '$(jget "$ns" s9 .status.lastReinit.reason)', expected NonceChanged"
     wait_phase "$ns" s9 Streaming 90
     wait_tables_equal "$db.src" "${db}_sink.dst" 60
+    gitops_check "$ns" s9 streaming again
 }
 
 # 10. startup.mode snapshot: a bounded Job (no Deployment) copies the table once, also from a table
@@ -447,6 +458,8 @@ scenario_snapshot_job() {
         bash -c "[[ \$(kubectl -n $ns get dcs s10 -o jsonpath='{.status.snapshot.rowsRead}') == 120 &&
             -n \$(kubectl -n $ns get dcs s10 -o jsonpath='{.status.snapshot.completedAt}') ]]"
     log "phase $(jget "$ns" s10 .status.phase), snapshot $(jget "$ns" s10 .status.snapshot)"
+    # Done: Argo CD Healthy, kstatus Current, though the phase stays Snapshotting.
+    gitops_check "$ns" s10 snapshot-done
 }
 
 # sharded_source DB: DB.src, 4,000 rows in 8 buckets (so 8 tablets for four shards), and DB_sink.
@@ -493,6 +506,8 @@ scenario_sharded_snapshot() {
         bash -c "(( \$(kubectl -n $ns get pods -l dcs.dev/sync=$name -o json | jq '[.items[] | select(.status.phase == \"Running\")] | length') == 4 ))"
     wait_for "a shard snapshotting" 60 \
         bash -c "kubectl -n $ns get dcs $name -o json | jq -e '[.status.snapshot.shards[]? | select(.phase == \"Snapshotting\")] | length > 0' >/dev/null"
+    # Mid-snapshot: Argo CD Progressing, kstatus InProgress (the Reconciling condition).
+    gitops_check "$ns" $name snapshotting
     some_changes "$db.src" 4001 4010 during-snapshot
     local index pod
     for index in 1 2; do

@@ -1,8 +1,10 @@
 //! Standard Kubernetes conditions: the names dcs uses and pure helpers to keep them.
 //!
 //! Conditions follow the kstatus conventions so GitOps tools can judge health: `Ready` summarises,
-//! the others explain. `lastTransitionTime` moves only when a condition's status flips, so writing
-//! the same observation twice changes nothing.
+//! the others explain, and the two abnormal-true conditions kstatus reads before anything else are
+//! present only while they are True: `Reconciling` (the sync works towards streaming: kstatus
+//! InProgress) and `Stalled` (it needs a person: kstatus Failed). `lastTransitionTime` moves only
+//! when a condition's status flips, so writing the same observation twice changes nothing.
 
 use std::fmt;
 
@@ -20,6 +22,12 @@ pub mod types {
     pub const SNAPSHOT_COMPLETE: &str = "SnapshotComplete";
     /// The sink accepts loads.
     pub const SINK_HEALTHY: &str = "SinkHealthy";
+    /// kstatus's abnormal-true condition, present only while True: the sync is on its way to
+    /// streaming (the runner starting, the snapshot being read, a re-initialisation).
+    pub const RECONCILING: &str = "Reconciling";
+    /// kstatus's abnormal-true condition, present only while True: the sync cannot go on without
+    /// a person (Blocked, Failed, a failing runner); reason and message are Ready's.
+    pub const STALLED: &str = "Stalled";
 }
 
 /// Condition reasons (CamelCase, as Kubernetes wants them).

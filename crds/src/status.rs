@@ -16,7 +16,8 @@ pub struct DorisChangelogSyncStatus {
     /// Where the sync is in its life cycle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
-    /// Ready, TtlSufficient, OffsetHealthy, SnapshotComplete and SinkHealthy, in the standard shape.
+    /// Ready, TtlSufficient, OffsetHealthy, SnapshotComplete and SinkHealthy, in the standard shape;
+    /// Reconciling and Stalled (kstatus's) only while True.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Builds the Go programs the tests run (tests/kube-control-plane, tests/helm, tests/prometheus-crds)
-# from their published modules, pinned by each directory's go.mod and go.sum:
+# Builds the Go programs the tests run (tests/kube-control-plane, tests/helm, tests/prometheus-crds,
+# tests/gitops-health) from their published modules, pinned by each directory's go.mod and go.sum:
 #
 #   tests/go-tools/build.sh kube-control-plane   etcd, kube-apiserver, kube-controller-manager, kube-scheduler
 #   tests/go-tools/build.sh helm                 helm
 #   tests/go-tools/build.sh prometheus-crds      controller-gen, and with it the Prometheus Operator's
 #                                                ServiceMonitor, PodMonitor and PrometheusRule CRDs
 #                                                generated from its API module into target/prometheus-crds/crds
+#   tests/go-tools/build.sh gitops-health        gitops-health (Argo CD's Lua health contract on
+#                                                gopher-lua, and kstatus), which e2e runs on live syncs
 #   tests/go-tools/build.sh all
 #
 # The binaries land in target/<name>/bin (DCS_GO_TOOLS_DIR replaces target/). A stamp beside them
-# (a hash of go.mod, go.sum, this script, the link flags and the Go version) makes a second call
-# return at once; otherwise the Go build cache ($GOCACHE) makes a rebuild link-only, and a fresh
-# machine downloads the modules from the Go module proxy and compiles everything (cold). Builds of
-# one directory are serialised with flock, so concurrent test binaries wait for one build.
+# (a hash of go.mod, go.sum, the directory's own .go files, this script, the link flags and the Go
+# version) makes a second call return at once; otherwise the Go build cache ($GOCACHE) makes a
+# rebuild link-only, and a fresh machine downloads the modules from the Go module proxy and
+# compiles everything (cold). Builds of one directory are serialised with flock, so concurrent test
+# binaries wait for one build.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -38,6 +41,8 @@ build() {
     local stamp
     stamp=$( {
         cat "$dir/go.mod" "$dir/go.sum" "${BASH_SOURCE[0]}"
+        # A directory's own Go sources (tests/gitops-health) are part of what is built.
+        find "$dir" -name '*.go' -type f | LC_ALL=C sort | xargs -r cat
         echo "$ldflags $* $(go env GOVERSION GOOS GOARCH)"
     } | sha256sum | cut -d' ' -f1)
     local missing=0 spec
@@ -109,10 +114,15 @@ build_prometheus_crds() {
     rm -rf "$out/crds.tmp"
 }
 
+build_gitops_health() {
+    build gitops-health "" gitops-health=./cmd/gitops-health
+}
+
 case "${1:-all}" in
 kube-control-plane) build_kube_control_plane ;;
 helm) build_helm ;;
 prometheus-crds) build_prometheus_crds ;;
-all) build_kube_control_plane && build_helm && build_prometheus_crds ;;
-*) echo "usage: $0 [kube-control-plane|helm|prometheus-crds|all]" >&2; exit 2 ;;
+gitops-health) build_gitops_health ;;
+all) build_kube_control_plane && build_helm && build_prometheus_crds && build_gitops_health ;;
+*) echo "usage: $0 [kube-control-plane|helm|prometheus-crds|gitops-health|all]" >&2; exit 2 ;;
 esac

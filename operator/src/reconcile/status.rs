@@ -5,7 +5,7 @@ use dcs_crds::status::{MAX_STATUS_MESSAGE, cut_text};
 use dcs_crds::{
     Clock, DorisChangelogSyncStatus, ErrorStatus, OffsetStatus, Phase, ReinitStatus, SinkStatus,
     SnapshotStatus, SourceStatus, StartupMode, TlsMode, TlsStatus,
-    conditions::{ConditionStatus, reasons, set_condition, types},
+    conditions::{ConditionStatus, reasons, remove_condition, set_condition, types},
 };
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 
@@ -116,13 +116,13 @@ pub fn compute_status(
 
     let t = || Time(now);
     let conds = &mut s.conditions;
-    let (status, reason, message) = ready(observed, plan, checkpoint);
+    let (status, ready_reason, ready_message) = ready(observed, plan, checkpoint);
     set_condition(
         conds,
         types::READY,
         status,
-        reason,
-        &message,
+        ready_reason,
+        &ready_message,
         generation,
         t(),
     );
@@ -166,6 +166,24 @@ pub fn compute_status(
         generation,
         t(),
     );
+    // kstatus's abnormal-true conditions: only the one that holds is present.
+    let progress = kstatus_condition(plan, ready_reason);
+    for type_ in [types::RECONCILING, types::STALLED] {
+        if progress != Some(type_) {
+            remove_condition(conds, type_);
+        }
+    }
+    if let Some(type_) = progress {
+        set_condition(
+            conds,
+            type_,
+            ConditionStatus::True,
+            ready_reason,
+            &ready_message,
+            generation,
+            t(),
+        );
+    }
     bound_messages(&mut s);
     s
 }
@@ -353,6 +371,23 @@ fn ready(observed: &Observed, plan: &Plan, checkpoint: Option<&Checkpoint>) -> C
                     (True, reasons::STREAMING, "reading the changelog".into())
                 }
             },
+        },
+    }
+}
+
+/// Which of kstatus's abnormal-true conditions holds, given the plan and Ready's reason: Stalled
+/// when the sync needs a person (kstatus Failed), Reconciling while it works towards streaming or
+/// a finished snapshot (kstatus InProgress), neither when it streams, finished its snapshot or is
+/// suspended (kstatus then reads Ready). Both carry Ready's reason and message.
+fn kstatus_condition(plan: &Plan, ready_reason: &str) -> Option<&'static str> {
+    match plan {
+        Plan::Cleanup | Plan::Suspend => None,
+        Plan::Block(_) | Plan::Fail { .. } => Some(types::STALLED),
+        Plan::Reinitialize(_) => Some(types::RECONCILING),
+        Plan::Run(_) => match ready_reason {
+            reasons::RUNNER_FAILED => Some(types::STALLED),
+            reasons::RUNNER_STARTING | reasons::SNAPSHOTTING => Some(types::RECONCILING),
+            _ => None,
         },
     }
 }
@@ -812,6 +847,13 @@ mod tests {
                         "no load committed yet",
                         100
                     ),
+                    cond(
+                        "Reconciling",
+                        "True",
+                        "RunnerStarting",
+                        "waiting for the runner's first checkpoint",
+                        100
+                    ),
                 ],
                 consumer_id: Some("orders".into()),
                 consumer_generation: Some(0),
@@ -1236,6 +1278,118 @@ mod tests {
         let s = status_of(&o, 1);
         assert_eq!(s.phase, Some(Phase::Suspended));
         assert!(!dcs_crds::conditions::is_true(&s.conditions, types::READY));
+    }
+
+    /// The kstatus conditions present, as (type, status, reason).
+    fn kstatus(s: &DorisChangelogSyncStatus) -> Vec<(String, String, String)> {
+        s.conditions
+            .iter()
+            .filter(|c| c.type_ == types::RECONCILING || c.type_ == types::STALLED)
+            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+            .collect()
+    }
+
+    fn one(type_: &str, reason: &str) -> Vec<(String, String, String)> {
+        vec![(type_.into(), "True".into(), reason.into())]
+    }
+
+    #[test]
+    fn reconciling_and_stalled_follow_the_life_of_a_sync_and_go_when_it_recovers() {
+        // Each step computes from the previous status, as the operator does: a condition left
+        // over from an earlier state would keep kstatus at InProgress or Failed for ever.
+        let mut o = observed();
+        let pending = status_of(&o, 1);
+        assert_eq!(kstatus(&pending), one("Reconciling", "RunnerStarting"));
+
+        o.status = pending;
+        o.runner = RunnerState::Running;
+        let mut cp = streaming_checkpoint("orders", 10);
+        cp.position = Position::Snapshot {
+            tablets_done: vec![],
+            tablets_done_ranges: vec![],
+            tablets_done_count: None,
+            tablets_total: 3,
+            rows_total: None,
+        };
+        o.checkpoint = Some(cp);
+        let snapshotting = status_of(&o, 2);
+        assert_eq!(snapshotting.phase, Some(Phase::Snapshotting));
+        assert_eq!(kstatus(&snapshotting), one("Reconciling", "Snapshotting"));
+
+        o.status = snapshotting;
+        o.checkpoint = Some(streaming_checkpoint("orders", 10));
+        let streaming = status_of(&o, 3);
+        assert_eq!(streaming.phase, Some(Phase::Streaming));
+        assert_eq!(kstatus(&streaming), vec![]);
+
+        // The TTL shrinks: Blocked, Stalled with Ready's reason and message.
+        o.status = streaming.clone();
+        o.probe.as_mut().unwrap().table.ttl_seconds = 600;
+        let blocked = status_of(&o, 4);
+        assert_eq!(blocked.phase, Some(Phase::Blocked));
+        assert_eq!(kstatus(&blocked), one("Stalled", "TtlTooShort"));
+        let stalled = get_condition(&blocked.conditions, types::STALLED).unwrap();
+        let ready = get_condition(&blocked.conditions, types::READY).unwrap();
+        assert_eq!(
+            (&stalled.message, stalled.observed_generation),
+            (&ready.message, Some(1))
+        );
+
+        // Fixed: streaming again, Stalled gone.
+        o.status = blocked;
+        o.probe.as_mut().unwrap().table.ttl_seconds = 86_400;
+        let recovered = status_of(&o, 5);
+        assert_eq!(kstatus(&recovered), vec![]);
+
+        // A crash-looping runner needs a person too.
+        o.status = recovered;
+        o.runner = RunnerState::CrashLooping {
+            restarts: 5,
+            message: "Stream Load failed".into(),
+        };
+        let crashing = status_of(&o, 6);
+        assert_eq!(kstatus(&crashing), one("Stalled", "RunnerFailed"));
+
+        // Suspended: neither (kstatus reads Ready, False).
+        o.status = crashing;
+        o.runner = RunnerState::Absent;
+        o.spec.suspend = true;
+        let suspended = status_of(&o, 7);
+        assert_eq!(suspended.phase, Some(Phase::Suspended));
+        assert_eq!(kstatus(&suspended), vec![]);
+
+        // Resumed after the offset expired, with onOffsetExpired: fail → Failed, Stalled.
+        o.status = suspended;
+        o.spec.suspend = false;
+        o.spec.on_offset_expired = dcs_crds::OnOffsetExpired::Fail;
+        o.checkpoint = Some(streaming_checkpoint("orders", 86_400));
+        let failed = status_of(&o, 8);
+        assert_eq!(failed.phase, Some(Phase::Failed));
+        assert_eq!(kstatus(&failed), one("Stalled", "OffsetExpired"));
+
+        // Re-initialised instead: Reconciling, Stalled gone.
+        o.status = failed;
+        o.spec.on_offset_expired = dcs_crds::OnOffsetExpired::Reinitialize;
+        let reinit = status_of(&o, 9);
+        assert_eq!(reinit.phase, Some(Phase::Reinitializing));
+        assert_eq!(kstatus(&reinit), one("Reconciling", "Reinitializing"));
+    }
+
+    #[test]
+    fn a_finished_snapshot_mode_sync_is_neither_reconciling_nor_stalled() {
+        let mut o = observed();
+        o.spec.startup.mode = StartupMode::Snapshot;
+        o.runner = RunnerState::Succeeded;
+        let mut cp = streaming_checkpoint("orders", 0);
+        cp.position = Position::Done;
+        o.checkpoint = Some(cp);
+        let s = status_of(&o, 100);
+        let ready = get_condition(&s.conditions, types::READY).unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", "SnapshotDone")
+        );
+        assert_eq!(kstatus(&s), vec![]);
     }
 
     fn lagging(lag: i64) -> DorisChangelogSyncStatus {
