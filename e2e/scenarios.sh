@@ -668,7 +668,7 @@ scenario_adversarial() {
     base=$(jget "$ns" s13 .status.consumerId)
     consumer=$base
     local -A faults=()
-    local classes=(pod-delete sigkill operator-delete clock-short clock-past ttl-lower ttl-raise sink-5xx doris-refuses doris-slow)
+    local classes=(pod-delete sigkill operator-delete clock-short clock-past ttl-lower ttl-raise sink-5xx doris-refuses doris-slow tablets-replaced)
     for ((step = 1; step <= steps; step++)); do
         # One or two faults; the step's clock jump must be clearly short of the TTL (by more than
         # the runner's safety margin plus a pod restart's lag) or clearly past it: in between both
@@ -681,13 +681,15 @@ scenario_adversarial() {
                     ttl-lower) ((ttl_after == ttl && ttl == 600)) || continue; ttl_after=$low_ttl ;;
                     ttl-raise) ((ttl_after == ttl && ttl == low_ttl)) || continue; ttl_after=600 ;;
                     clock-short | clock-past) ((jump == 0)) || continue; jump=1 ;;
+                    # Alone in its step: it re-initialises twice on its own.
+                    tablets-replaced) ((n == 1)) || continue ;;
                 esac
                 break
             done
             picked+=("$c")
         done
         local lo=$((ttl_before < ttl_after ? ttl_before : ttl_after)) hi=$((ttl_before > ttl_after ? ttl_before : ttl_after))
-        local expect_reinit=0 jumps=()
+        local expect_reinit=0 expect_moved=0 jumps=()
         for c in "${picked[@]}"; do
             case $c in
                 clock-short) jumps+=($((30 + RANDOM % (lo - 210)))) ;;
@@ -726,6 +728,21 @@ scenario_adversarial() {
                     local ms=$((1000 + RANDOM % 7000))
                     doris_faults "{\"refuse_connections_ms\": $ms}"
                     sleep "$((ms / 1000 + 1))" ;;
+                tablets-replaced)
+                    # A re-initialisation (a new reinitNonce) whose snapshot is caught mid-read (its
+                    # first splits' answers held) by a TRUNCATE and new rows: the runner stops with
+                    # exit 5 and the operator reads the snapshot again under yet another consumer.
+                    local stalled
+                    stalled=$(curl -fsS "http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/counters" | jq '.sql_stalled // 0')
+                    doris_faults '{"sql_stall": {"contains": " TABLET(", "applied": true}}'
+                    kubectl -n "$ns" patch dcs s13 --type merge -p "{\"spec\":{\"reinitNonce\":\"adv-$step\"}}" >/dev/null
+                    wait_for "step $step: the re-initialised snapshot reads a split" 180 bash -c \
+                        "(( \$(curl -fsS http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/counters | jq '.sql_stalled // 0') > $stalled ))"
+                    sql "TRUNCATE TABLE $db.src"
+                    some_changes "$db.src" $((next + 1)) $((next + 10)) "step$step-truncated"
+                    next=$((next + 10))
+                    doris_faults '{}'
+                    expect_moved=1 ;;
                 doris-slow)
                     local ms=$((200 + RANDOM % 2000))
                     doris_faults "{\"http_delay_ms\": $ms}"
@@ -750,6 +767,17 @@ scenario_adversarial() {
             gen=$((gen + 1))
             consumer=$want
             reinits=$((reinits + 1))
+        fi
+        if ((expect_moved)); then
+            # The nonce's consumer, then the one that reads the snapshot again.
+            local want="$base-r$((gen + 2))"
+            wait_for "step $step: the tablets moved under $base-r$((gen + 1))'s snapshot, so consumer $want" 240 \
+                bash -c "[[ \"\$(kubectl -n $ns get dcs s13 -o jsonpath='{.status.consumerId}')\" == '$want' ]]"
+            [[ "$(jget "$ns" s13 .status.lastReinit.reason)" == SnapshotTabletsChanged ]] ||
+                fail "step $step: lastReinit.reason is '$(jget "$ns" s13 .status.lastReinit.reason)', not SnapshotTabletsChanged"
+            gen=$((gen + 2))
+            consumer=$want
+            reinits=$((reinits + 2))
         fi
         wait_phase "$ns" s13 Streaming 180
         wait_tables_equal "$db.src" "${db}_sink.dst" 180

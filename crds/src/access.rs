@@ -59,17 +59,6 @@ pub fn host_matches(entry: &str, host: &str) -> bool {
     }
 }
 
-/// The host of a node as the spec writes it: `host:port`, `[v6]:port`, or a host alone.
-fn node_host(node: &str) -> &str {
-    if let Some(rest) = node.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    match node.rsplit_once(':') {
-        Some((host, _)) if !host.contains(':') => host,
-        _ => node,
-    }
-}
-
 /// `Err` with the message to block the sync with when the credentials Secret `ns/secret` pins
 /// its hosts ([`ALLOWED_HOSTS_ANNOTATION`]) and one of `nodes` — each the spec path that names
 /// it (`spec.source.feNodes[0]`) and the node — is on no allowed host, or an entry of the
@@ -100,7 +89,7 @@ pub fn hosts_allowed(
         ));
     }
     for (field, node) in nodes {
-        let host = node_host(node);
+        let host = crate::node::host_of(node);
         if !entries.iter().any(|e| host_matches(e, host)) {
             return Err(format!(
                 "{field} names host {host}, which Secret {ns}/{secret} does not let its credentials reach (annotation {ALLOWED_HOSTS_ANNOTATION}: {value:?}); nothing was sent to it: point {field} at a host of the cluster, or, if {host} is one, add it to the annotation, e.g. kubectl -n {ns} annotate --overwrite secret {secret} {ALLOWED_HOSTS_ANNOTATION}={:?}",

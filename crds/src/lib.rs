@@ -22,6 +22,7 @@ pub mod duration;
 pub mod error;
 pub mod label;
 pub mod manifest;
+pub mod node;
 pub mod preconditions;
 pub mod quantity;
 pub mod shard;
