@@ -442,8 +442,15 @@ impl LoadPlan {
             Ok(v) => Ok(v),
             Err(e) => {
                 let too_long = matches!(col.ty, DorisType::Char(_) | DorisType::Varchar(_));
-                if self.strict || !col.nullable || too_long {
+                if too_long || !col.nullable && !self.strict {
                     Err(format!("column({}) {e}", col.name))
+                } else if self.strict {
+                    // The scanner's strict check (D be `vec/exec/scan/vfile_scanner.cpp`): a
+                    // non-NULL value the cast turned into NULL.
+                    Err(format!(
+                        "column({}) value is incorrect while strict mode is true, src value is {text}",
+                        col.name
+                    ))
                 } else {
                     Ok(Value::Null)
                 }
@@ -1050,6 +1057,12 @@ mod tests {
         .unwrap()
         .parse(b"1,abc\n");
         assert_eq!(strict.filtered, 1);
+        assert_eq!(
+            strict.errors,
+            [
+                "Reason: column(age) value is incorrect while strict mode is true, src value is abc. src line [1,abc]; "
+            ]
+        );
         // too long strings are filtered even when not strict
         let long = plan(&[("column_separator", ","), ("columns", "id,name")])
             .unwrap()
