@@ -452,7 +452,7 @@ fn doris_sink(errors: &mut Errors, doris: &DorisSink) {
 /// quoting). Headers that only break the body's parsing (e.g. `read_json_by_line: false`) fail
 /// every load loudly and are left to the user.
 pub fn owned_header(name: &str) -> Option<&'static str> {
-    const OWNED: [(&str, &str); 20] = [
+    const OWNED: [(&str, &str); 21] = [
         (
             "label",
             "loads are labelled per checkpoint so retries and restarts are deduplicated",
@@ -503,6 +503,10 @@ pub fn owned_header(name: &str) -> Option<&'static str> {
         (
             "max_filter_ratio",
             "a filtered row would be lost without the sync failing",
+        ),
+        (
+            "strict_mode",
+            "dcs sets it to true, so a value the sink column cannot hold fails the load instead of becoming NULL",
         ),
         ("partial_columns", "every row is written whole"),
         ("unique_key_update_mode", "every row is written whole"),

@@ -413,6 +413,14 @@ fn each_rule_reports_its_path_and_message() {
             set(
                 spec(),
                 "/sink/doris/properties",
+                json!({"strict_mode": "false"}),
+            ),
+            "spec.sink.doris.properties.strict_mode: is a Stream Load header dcs sets itself: dcs sets it to true, so a value the sink column cannot hold fails the load instead of becoming NULL; remove it",
+        ),
+        (
+            set(
+                spec(),
+                "/sink/doris/properties",
                 json!({"function_column.sequence_col": "v"}),
             ),
             "spec.sink.doris.properties.function_column.sequence_col: is a Stream Load header dcs sets itself: it would make Doris skip or change rows dcs counts as written; remove it",

@@ -27,8 +27,10 @@ pub fn label(
 }
 
 /// The Stream Load headers for a sink: JSON lines (or CSV when `properties` ask for it), the
-/// delete sign in upsert mode, 2PC and the load `timeout`, then the user's `properties` (which win
-/// where validation lets them: the headers dcs owns are refused there).
+/// delete sign in upsert mode, 2PC, the load `timeout` and `strict_mode: true` (a value the sink
+/// column cannot hold filters its row, and the load fails, instead of becoming NULL), then the
+/// user's `properties` (which win where validation lets them: the headers dcs owns are refused
+/// there).
 pub fn load_headers(config: &DorisSinkConfig) -> Vec<(String, String)> {
     let mut h: Vec<(String, String)> = match config.format {
         BodyFormat::JsonLines => vec![
@@ -44,6 +46,7 @@ pub fn load_headers(config: &DorisSinkConfig) -> Vec<(String, String)> {
         h.push(("two_phase_commit".into(), "true".into()));
     }
     h.push(("timeout".into(), config.load_timeout.as_secs().to_string()));
+    h.push(("strict_mode".into(), "true".into()));
     for (k, v) in &config.properties {
         h.retain(|(key, _)| !key.eq_ignore_ascii_case(k));
         h.push((k.clone(), v.clone()));
@@ -78,7 +81,7 @@ pub(super) mod tests {
             backoff: Backoff::default(),
             properties: [
                 ("format".to_string(), "json".to_string()),
-                ("strict_mode".into(), "true".into()),
+                ("comment".into(), "nightly".into()),
             ]
             .into_iter()
             .collect(),
@@ -103,11 +106,13 @@ pub(super) mod tests {
             Some(DELETE_SIGN_COLUMN)
         );
         assert_eq!(get(&h, "strict_mode").as_deref(), Some("true"));
+        assert_eq!(get(&h, "comment").as_deref(), Some("nightly"));
         assert_eq!(get(&h, "timeout").as_deref(), Some("3600"));
         assert_eq!(h.iter().filter(|(k, _)| k == "format").count(), 1);
         let h = load_headers(&config(false, SinkMode::Changelog));
         assert_eq!(get(&h, "two_phase_commit"), None);
         assert_eq!(get(&h, "hidden_columns"), None);
+        assert_eq!(get(&h, "strict_mode").as_deref(), Some("true"));
     }
 
     #[test]
