@@ -61,6 +61,113 @@ pub enum LoadOutcome {
     Retry(String),
     /// Retrying cannot help: the sync stops with this message.
     Permanent(String),
+    /// Doris filtered rows of the body (a value the sink column cannot hold under
+    /// `strict_mode`, NULL into NOT NULL, …): permanent, and the rows are not written, whether
+    /// the load failed or (with a `max_filter_ratio` above 0) loaded the rest.
+    /// [`StreamLoadClient::load_once`] reads the ErrorURL and answers [`Self::Permanent`] naming
+    /// the first rejected row instead; [`rejection_message`] words it.
+    Rejected(LoadReport),
+}
+
+/// At most this much of a load's error log is read: its first lines name the first rejected
+/// rows, which is all the message needs.
+pub const MAX_ERROR_LOG_BYTES: usize = 64 << 10;
+
+/// At most this much of the rejected row is quoted in a message.
+const MAX_ROW_CHARS: usize = 512;
+
+/// The first rejected row of a Doris load error log (`Reason: <why>. src line [<row>]; ` per
+/// line; docs/doris-protocols.md §4.2): the column Doris names (`column(<name>)`), the reason and
+/// the row. `None` when the log has no such line. Pure.
+pub fn first_rejected_row(log: &str) -> Option<RejectedRow> {
+    let line = log
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("Reason:"))?;
+    let rest = line["Reason:".len()..].trim_start();
+    let (reason, row) = match rest.find(". src line [") {
+        Some(i) => {
+            let row = &rest[i + ". src line [".len()..];
+            let row = row
+                .strip_suffix(';')
+                .unwrap_or(row)
+                .trim_end()
+                .strip_suffix(']')
+                .unwrap_or(row);
+            (&rest[..i], Some(row))
+        }
+        None => (rest, None),
+    };
+    // Doris names the column three ways: the scanner's `column(<c>) …`, the sink's `null value
+    // for not null column, column=<c>, type=…` and `column_name[<c>], the length of input is too
+    // long than schema`.
+    let column = [("column(", ')'), ("column=", ','), ("column_name[", ']')]
+        .iter()
+        .find_map(|(start, end)| {
+            let rest = &reason[reason.find(start)? + start.len()..];
+            Some(
+                rest[..rest.find(*end).unwrap_or(rest.len())]
+                    .trim()
+                    .to_owned(),
+            )
+        })
+        .filter(|c| !c.is_empty());
+    Some(RejectedRow {
+        column,
+        reason: reason.trim().to_owned(),
+        row: row.map(|r| {
+            let mut r = r.to_owned();
+            if r.chars().count() > MAX_ROW_CHARS {
+                r = r.chars().take(MAX_ROW_CHARS).collect::<String>() + "…";
+            }
+            r
+        }),
+    })
+}
+
+/// A row Doris filtered out of a load, as its error log tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedRow {
+    /// The sink column Doris names, when it names one.
+    pub column: Option<String>,
+    /// Doris's reason.
+    pub reason: String,
+    /// The row as Doris quotes it from the body.
+    pub row: Option<String>,
+}
+
+/// The message for a load whose rows Doris filtered: how many, the column and the first
+/// rejected row when the error log could be read (`log`), else why not. Pure.
+pub fn rejection_message(report: &LoadReport, log: Option<Result<&str, String>>) -> String {
+    let mut msg = format!(
+        "Stream Load of label {} rejected {} of {} rows ({}: {}), so the batch was not written",
+        report.label,
+        report.number_filtered_rows,
+        report.number_total_rows,
+        report.status,
+        report.message
+    );
+    match log {
+        Some(Ok(text)) => match first_rejected_row(text) {
+            Some(first) => {
+                if let Some(c) = &first.column {
+                    msg.push_str(&format!("; column {c}"));
+                }
+                msg.push_str(&format!("; Doris says: {}", first.reason));
+                if let Some(row) = &first.row {
+                    msg.push_str(&format!("; first rejected row: {row}"));
+                }
+            }
+            None => msg.push_str(&format!("; the error log names no row: {}", snippet(text))),
+        },
+        Some(Err(why)) => msg.push_str(&format!("; the error log could not be read: {why}")),
+        None => {}
+    }
+    msg.push_str(
+        "; make the sink column hold the source's values (dcs-runner check compares the types) \
+         and restart; nothing of this batch was counted as written",
+    );
+    msg
 }
 
 /// Decide what an HTTP status and body mean.
@@ -92,6 +199,9 @@ pub fn classify(status: u16, body: &str) -> LoadOutcome {
         }
     };
     match report.status.as_str() {
+        "Success" | "Publish Timeout" if report.number_filtered_rows > 0 => {
+            LoadOutcome::Rejected(report)
+        }
         "Success" | "Publish Timeout" => LoadOutcome::Loaded(report),
         "Label Already Exists" => match report.existing_job_status.as_deref() {
             Some(s @ ("FINISHED" | "VISIBLE" | "PRECOMMITTED")) => LoadOutcome::AlreadyLoaded {
@@ -104,17 +214,14 @@ pub fn classify(status: u16, body: &str) -> LoadOutcome {
                 other.unwrap_or("unknown")
             )),
         },
-        "Fail" if is_transient(&report.message) => LoadOutcome::Retry(report.message),
-        "Fail" => {
-            let mut msg = format!(
-                "Stream Load of label {} failed: {}",
-                report.label, report.message
-            );
-            if let Some(url) = &report.error_url {
-                msg.push_str(&format!("; rejected rows are explained at {url}"));
-            }
-            LoadOutcome::Permanent(msg)
+        "Fail" if report.number_filtered_rows > 0 || report.error_url.is_some() => {
+            LoadOutcome::Rejected(report)
         }
+        "Fail" if is_transient(&report.message) => LoadOutcome::Retry(report.message),
+        "Fail" => LoadOutcome::Permanent(format!(
+            "Stream Load of label {} failed: {}",
+            report.label, report.message
+        )),
         other => LoadOutcome::Retry(format!(
             "Stream Load answered an unknown status {other:?}: {}",
             report.message
@@ -354,6 +461,51 @@ impl StreamLoadClient {
         )
     }
 
+    /// The first [`MAX_ERROR_LOG_BYTES`] of a load's error log (its `ErrorURL`); `None` when the
+    /// report has none. The URL is followed only to a node of the cluster over the client's own
+    /// scheme, as a redirect is: the credentials are sent along (Doris asks for them when
+    /// `enable_all_http_auth` is set) and must reach no other host.
+    async fn error_log(&self, report: &LoadReport) -> Option<Result<String, String>> {
+        let raw = report.error_url.as_deref()?;
+        Some(self.read_error_log(raw).await)
+    }
+
+    async fn read_error_log(&self, raw: &str) -> Result<String, String> {
+        let url = reqwest::Url::parse(raw).map_err(|e| format!("the ErrorURL is no URL ({e})"))?;
+        let scheme = self.tls.http_scheme();
+        if url.scheme() != scheme {
+            return Err(format!(
+                "the ErrorURL on {} is {}, not {scheme} like the loads; it was not read",
+                host_port(&url),
+                url.scheme()
+            ));
+        }
+        let credentials = (self.user.as_str(), self.password.as_str());
+        self.cluster
+            .admit("the load's ErrorURL", &url, &self.http, scheme, credentials)
+            .await
+            .map_err(|refusal| refusal.to_string())?;
+        let resp = self
+            .http
+            .get(url.clone())
+            .basic_auth(&self.user, Some(&self.password))
+            .send()
+            .await
+            .map_err(|e| without_url(&e))?;
+        let status = resp.status().as_u16();
+        let text = crate::read_capped(resp, MAX_ERROR_LOG_BYTES)
+            .await
+            .map_err(|e| without_url(&e))?;
+        if status != 200 {
+            return Err(format!(
+                "{} answered HTTP {status}: {}",
+                host_port(&url),
+                snippet(&text)
+            ));
+        }
+        Ok(text)
+    }
+
     /// One attempt of one load.
     pub async fn load_once(&self, req: &LoadRequest, attempt: u32) -> LoadOutcome {
         let url = match self.be_url(req, attempt).await {
@@ -373,7 +525,16 @@ impl StreamLoadClient {
             Ok(resp) => {
                 let status = resp.status().as_u16();
                 match crate::read_answer(resp).await {
-                    Ok(body) => classify(status, &body),
+                    Ok(body) => match classify(status, &body) {
+                        LoadOutcome::Rejected(report) => {
+                            let log = self.error_log(&report).await;
+                            LoadOutcome::Permanent(rejection_message(
+                                &report,
+                                log.as_ref().map(|r| r.as_deref().map_err(Clone::clone)),
+                            ))
+                        }
+                        other => other,
+                    },
                     Err(e) if e.is_timeout() => LoadOutcome::Retry(self.timed_out()),
                     Err(e) => LoadOutcome::Retry(format!(
                         "reading the Stream Load answer failed: {}",
@@ -689,13 +850,77 @@ mod tests {
     }
 
     #[test]
-    fn data_errors_are_permanent_and_name_the_error_url() {
-        let fail = r#"{"TxnId":3,"Label":"l9","Status":"Fail","Message":"[DATA_QUALITY_ERROR]too many filtered rows","NumberFilteredRows":2,"ErrorURL":"http://be:8040/api/_load_error_log?file=x"}"#;
+    fn filtered_rows_are_rejected_whether_the_load_failed_or_succeeded() {
+        let fail = r#"{"TxnId":3,"Label":"l9","Status":"Fail","Message":"[DATA_QUALITY_ERROR]too many filtered rows","NumberTotalRows":3,"NumberFilteredRows":2,"ErrorURL":"http://be:8040/api/_load_error_log?file=x"}"#;
+        let LoadOutcome::Rejected(report) = classify(200, fail) else {
+            panic!("{:?}", classify(200, fail));
+        };
         assert_eq!(
-            classify(200, fail),
-            LoadOutcome::Permanent(
-                "Stream Load of label l9 failed: [DATA_QUALITY_ERROR]too many filtered rows; rejected rows are explained at http://be:8040/api/_load_error_log?file=x".into()
+            report.error_url.as_deref(),
+            Some("http://be:8040/api/_load_error_log?file=x")
+        );
+        // A ratio above 0 lets Doris load the rest and answer Success: the filtered rows are
+        // lost all the same.
+        let partial = r#"{"TxnId":4,"Label":"l9","Status":"Success","Message":"OK","NumberTotalRows":3,"NumberLoadedRows":2,"NumberFilteredRows":1,"ErrorURL":"http://be:8040/api/_load_error_log?file=y"}"#;
+        assert!(
+            matches!(classify(200, partial), LoadOutcome::Rejected(r) if r.number_filtered_rows == 1)
+        );
+        // A timeout is no rejection, even when worded like one.
+        let other = r#"{"TxnId":5,"Label":"l9","Status":"Fail","Message":"[CANCELLED]timeout"}"#;
+        assert!(matches!(classify(200, other), LoadOutcome::Retry(_)));
+    }
+
+    #[test]
+    fn a_rejection_names_the_column_and_the_first_rejected_row() {
+        let log = "Reason: column(age) value is incorrect while strict mode is true, src value is 5000000000. src line [{\"id\":1,\"age\":5000000000}]; \nReason: column(age) value is incorrect while strict mode is true, src value is 6000000000. src line [{\"id\":2,\"age\":6000000000}]; \n";
+        assert_eq!(
+            first_rejected_row(log),
+            Some(RejectedRow {
+                column: Some("age".into()),
+                reason: "column(age) value is incorrect while strict mode is true, src value is 5000000000".into(),
+                row: Some("{\"id\":1,\"age\":5000000000}".into()),
+            })
+        );
+        let report = LoadReport {
+            label: "l9".into(),
+            status: "Fail".into(),
+            message: "[DATA_QUALITY_ERROR]too many filtered rows".into(),
+            number_total_rows: 2,
+            number_filtered_rows: 2,
+            ..LoadReport::default()
+        };
+        assert_eq!(
+            rejection_message(&report, Some(Ok(log))),
+            "Stream Load of label l9 rejected 2 of 2 rows (Fail: [DATA_QUALITY_ERROR]too many filtered rows), so the batch was not written; column age; Doris says: column(age) value is incorrect while strict mode is true, src value is 5000000000; first rejected row: {\"id\":1,\"age\":5000000000}; make the sink column hold the source's values (dcs-runner check compares the types) and restart; nothing of this batch was counted as written"
+        );
+        assert!(
+            rejection_message(
+                &report,
+                Some(Err("be:8040 answered HTTP 404: File not exist".into()))
             )
+            .contains(
+                "; the error log could not be read: be:8040 answered HTTP 404: File not exist; "
+            )
+        );
+        assert_eq!(first_rejected_row("<html>"), None);
+        let not_null = "Reason: null value for not null column, column=name, type=VARCHAR(48). src line [{\"id\":2,\"name\":null}]; ";
+        assert_eq!(
+            first_rejected_row(not_null).unwrap().column.as_deref(),
+            Some("name")
+        );
+        let too_long = "Reason: column_name[name], the length of input is too long than schema. first 32 bytes of input str: [abcd] schema length: 3; actual length: 4; . src line [{\"id\":3,\"name\":\"abcd\"}]; ";
+        let row = first_rejected_row(too_long).unwrap();
+        assert_eq!(row.column.as_deref(), Some("name"));
+        assert_eq!(row.row.as_deref(), Some("{\"id\":3,\"name\":\"abcd\"}"));
+        let long = format!("Reason: too long. src line [{}]; ", "x".repeat(2000));
+        assert_eq!(
+            first_rejected_row(&long)
+                .unwrap()
+                .row
+                .unwrap()
+                .chars()
+                .count(),
+            MAX_ROW_CHARS + 1
         );
     }
 

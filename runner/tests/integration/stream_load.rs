@@ -194,7 +194,7 @@ async fn server_errors_are_retryable_and_bad_credentials_are_not() {
 }
 
 #[tokio::test]
-async fn data_errors_are_permanent_with_the_error_url() {
+async fn data_errors_are_permanent_naming_the_rejected_row() {
     let (emu, _c) = emu_with_table().await;
     let sl = client(&emu, "");
     let outcome = sl
@@ -204,7 +204,15 @@ async fn data_errors_are_permanent_with_the_error_url() {
         )
         .await;
     match outcome {
-        LoadOutcome::Permanent(m) => assert!(m.contains("_load_error_log"), "{m}"),
+        LoadOutcome::Permanent(m) => {
+            assert!(m.contains("rejected 1 of 1 rows"), "{m}");
+            assert!(m.contains("; column id;"), "{m}");
+            assert!(
+                m.contains("first rejected row: {\"id\":null,\"name\":\"x\"}"),
+                "{m}"
+            );
+            assert!(!m.contains("_load_error_log"), "no URL in errors: {m}");
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -350,4 +358,55 @@ async fn credentials_follow_a_redirect_only_to_a_node_of_the_cluster() {
         LoadOutcome::Retry(_)
     ));
     assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+}
+
+/// A value an INT column cannot hold, sent with strict mode as the runner sends every load:
+/// Doris filters the row and fails the load; the client reads the ErrorURL and names the
+/// column, Doris's reason and the row. With `max_filter_ratio` 0.5 Doris loads the rest and
+/// answers `Success`, which is refused all the same: the filtered row would be lost.
+#[tokio::test]
+async fn strict_mode_rejections_name_the_column_and_the_row() {
+    let (emu, mut c) = emu_with_table().await;
+    c.query_drop(
+        "CREATE TABLE sink.n (id INT NOT NULL, big INT) UNIQUE KEY(id) \
+         DISTRIBUTED BY HASH(id) BUCKETS 1 PROPERTIES ('replication_num' = '1')",
+    )
+    .await
+    .unwrap();
+    let sl = client(&emu, "");
+    let load = |label: &str, extra: &[(&str, &str)]| {
+        let mut req = json_load(
+            label,
+            "{\"id\":1,\"big\":7}\n{\"id\":2,\"big\":5000000000}\n",
+            false,
+        );
+        req.table = "n".into();
+        req.headers.push(("strict_mode".into(), "true".into()));
+        for (k, v) in extra {
+            req.headers.push(((*k).into(), (*v).into()));
+        }
+        req
+    };
+    let failed = sl.load_once(&load("dcs-n-1-0", &[]), 0).await;
+    let LoadOutcome::Permanent(m) = failed else {
+        panic!("{failed:?}");
+    };
+    assert_eq!(
+        m,
+        "Stream Load of label dcs-n-1-0 rejected 1 of 2 rows (Fail: [DATA_QUALITY_ERROR]too many \
+         filtered rows), so the batch was not written; column big; Doris says: column(big) value \
+         is incorrect while strict mode is true, src value is 5000000000; first rejected row: \
+         {\"id\":2,\"big\":5000000000}; make the sink column hold the source's values (dcs-runner \
+         check compares the types) and restart; nothing of this batch was counted as written"
+    );
+    let partial = sl
+        .load_once(&load("dcs-n-2-0", &[("max_filter_ratio", "0.5")]), 0)
+        .await;
+    assert!(
+        matches!(&partial, LoadOutcome::Permanent(m)
+            if m.starts_with("Stream Load of label dcs-n-2-0 rejected 1 of 2 rows (Success: OK)")
+                && m.contains("first rejected row: {\"id\":2,\"big\":5000000000}")),
+        "{partial:?}"
+    );
+    assert_eq!(emu.doris.counters.get("be_load_error_log"), 2);
 }

@@ -32,7 +32,9 @@ use super::{Encoding, LoadResult, LostLoad, Sink};
 use crate::checkpoint::{Checkpoint, PendingTxn};
 use crate::settings::{BatchLimits, DorisSinkConfig};
 use crate::{Error, Result};
-use dcs_doris_client::stream_load::{LoadOutcome, LoadRequest, StreamLoadClient, Sweep};
+use dcs_doris_client::stream_load::{
+    LoadOutcome, LoadRequest, StreamLoadClient, Sweep, rejection_message,
+};
 use dcs_doris_client::{TxnOperation, TxnOutcome};
 
 /// How a 2PC commit or abort ended.
@@ -281,6 +283,11 @@ impl Sink for DorisSink {
                     });
                 }
                 LoadOutcome::Permanent(message) => return Err(Error::Sink { message }),
+                LoadOutcome::Rejected(report) => {
+                    return Err(Error::Sink {
+                        message: rejection_message(&report, None),
+                    });
+                }
             }
         }
     }
