@@ -22,6 +22,7 @@ mod retention;
 mod seam;
 mod shards;
 mod sink_table;
+mod sink_types;
 mod source_access;
 mod source_changelog;
 mod source_snapshot;

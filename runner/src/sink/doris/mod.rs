@@ -20,6 +20,7 @@ pub mod rebuild;
 mod request;
 mod retry;
 pub mod schema;
+pub mod type_fit;
 
 use bytes::Bytes;
 use dcs_crds::SinkMode;

@@ -25,6 +25,7 @@ use super::create_table::{
     CreateTableInput, ExistingSink, SinkColumn, TableColumn, changelog_columns, check_existing,
     column_definition, create_table_ddl, sink_type,
 };
+use super::type_fit::type_problems;
 use crate::settings::{BodyFormat, DorisSinkConfig, PipelineConfig, SourceSettings};
 use crate::{Error, Result};
 use dcs_crds::doris_table::{KeysModel, keys_model_of_ddl};
@@ -334,7 +335,13 @@ pub fn plan_sink_table(
                 .collect();
             let written = written_columns(&present, mode);
             let positional = matches!(sink.format, BodyFormat::Csv { .. });
-            let problems = check_existing(&sink.table, e, &written, mode, positional);
+            let mut problems = check_existing(&sink.table, e, &written, mode, positional);
+            problems.extend(type_problems(
+                &sink.table,
+                source_columns,
+                e.columns,
+                &present,
+            ));
             if !problems.is_empty() {
                 SinkTablePlan::Unusable { problems }
             } else if missing.is_empty() {
@@ -576,9 +583,27 @@ pub async fn apply_schema_change(
         let _ = conn.disconnect().await;
         cols?
     };
+    // A column the sink already has (added there by hand before the source's) is not added
+    // again, but its type must hold the source's.
+    let existing = if change.added.is_empty() {
+        Vec::new()
+    } else {
+        let dst = MysqlTarget::sink(sink);
+        let mut conn = dst.connect().await?;
+        let cols = dst.columns(&mut conn, &sink.table).await;
+        let _ = conn.disconnect().await;
+        cols?
+    };
+    let problems = type_problems(&sink.table, &source_columns, &existing, &change.added);
+    if !problems.is_empty() {
+        return Err(Error::Config {
+            reason: problems.join("; "),
+        });
+    }
     let added: Vec<SinkColumn> = change
         .added
         .iter()
+        .filter(|name| !existing.iter().any(|c| c.name.eq_ignore_ascii_case(name)))
         .map(|name| {
             let doris_type = source_columns
                 .iter()
