@@ -654,7 +654,7 @@ scenario_probes() {
 # panicked. E2E_SEED picks the sequence (printed; the same seed replays the same steps),
 # E2E_ADVERSARIAL_STEPS how many (default 10).
 scenario_adversarial() {
-    local ns=$1 db=e2e_adv seed=${E2E_SEED:-20261202} steps=${E2E_ADVERSARIAL_STEPS:-10}
+    local ns=$1 db=e2e_adv seed=${E2E_SEED:-20261229} steps=${E2E_ADVERSARIAL_STEPS:-10}
     RANDOM=$seed
     log "adversarial: seed $seed, $steps steps (E2E_SEED=$seed E2E_ADVERSARIAL_STEPS=$steps e2e/run.sh adversarial replays them)"
     local ttl=600 low_ttl=400
