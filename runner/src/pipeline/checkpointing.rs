@@ -140,10 +140,12 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         if saved.position != Position::Done || saved.pending_txns.is_empty() {
             return Ok(());
         }
+        // A stop recorded when the commit failed is settled too: the loads are in.
         let cp = Checkpoint {
             saved_at: jiff::Timestamp::now().to_string(),
             pending_txns: Vec::new(),
             loads_source: None,
+            stopped: None,
             ..saved.clone()
         };
         self.store.save(&cp).await?;

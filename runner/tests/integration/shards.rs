@@ -8,8 +8,14 @@
 //!   holds every source row exactly once, and the changelog run from T0 adds exactly the changes
 //!   made after T0 (during the snapshot and the hand-over).
 //! - The `dcs-runner run --shard i` processes, SIGKILLed at seeded random points and restarted
-//!   alone while a writer changes the source, into a UNIQUE KEY upsert sink; then `run` without
-//!   `--shard` reads the changelog from T0: the sink equals the source row for row.
+//!   alone while a writer changes the source, into a UNIQUE KEY upsert sink, one shard's last
+//!   commit refused past its retries (doris-emu refusing that shard's commits once its last split
+//!   is read: it is not done, and the changelog run refuses to start, until its restart commits);
+//!   then `run` without `--shard` reads the changelog from T0: the sink equals the source row for
+//!   row.
+//! - "Done means committed", each ordering alone: a shard killed between saving its last loads and
+//!   committing them, a slow sink, a commit refused past the retries.
+//! - Tablets moved under the shards: `tablets_moved.rs`.
 
 use crate::source_support;
 
@@ -18,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use dcs_crds::shard::{handover, shard_dir_name};
+use dcs_crds::shard::{ShardState, handover, shard_dir_name};
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::checkpoint::{Checkpoint, CheckpointStore, Offset, Position};
 use dcs_runner::pipeline::{Control, Outcome, Phase};
@@ -290,7 +296,15 @@ fn one_checkpoint(yaml: &str, index: u32, max_retries: u32) -> PipelineConfig {
 
 /// The 2PC commits the emulator refuses from now on (503), until cleared.
 fn refuse_commits(emu: &RunningEmulator, refuse: bool) {
+    refuse_commits_of(emu, refuse.then_some(""));
+}
+
+/// The 2PC commits of loads whose label contains `label_part` the emulator refuses from now on
+/// (503); `None` clears the fault.
+fn refuse_commits_of(emu: &RunningEmulator, label_part: Option<&str>) {
+    let refuse = label_part.is_some();
     emu.doris.faults.update(|f| {
+        f.commit_label_contains = label_part.filter(|p| !p.is_empty()).map(str::to_owned);
         f.commit = refuse.then(|| dcs_doris_emu::faults::StreamLoadFault {
             count: u32::MAX,
             http_status: Some(503),
@@ -535,10 +549,26 @@ async fn shard_processes_sigkilled_mid_snapshot_restart_alone_and_the_sink_equal
                 .join("checkpoint.json"),
         )
     };
+    // Shard 0's last commit is refused (its sink FE down past the retries, below): its last split
+    // is held in doris-emu while the other shards are killed and restarted.
+    let info = emu.doris.engine.table_info("demo", "student").unwrap();
+    let last = *info
+        .tablets
+        .iter()
+        .filter(|t| dcs_crds::shard::shard_of_tablet(**t, SHARDS) == 0)
+        .max()
+        .unwrap();
+    emu.doris.faults.update(|f| {
+        f.sql_stall = Some(dcs_doris_emu::faults::SqlStall {
+            contains: format!("TABLET({last})"),
+            applied: true,
+        });
+    });
     let mut shards: Vec<Runner> = (0..SHARDS).map(|i| start(Some(i))).collect();
     let mut mid_snapshot = 0;
     for _ in 0..KILLS {
-        let index = rng.range(0, u64::from(SHARDS)) as usize;
+        // Shard 0 is held at its last split meanwhile (below).
+        let index = rng.range(1, u64::from(SHARDS)) as usize;
         // Once the shard has checkpointed inside its snapshot (or has ended), at a random point.
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         while shards[index].exited().is_none()
@@ -562,6 +592,58 @@ async fn shard_processes_sigkilled_mid_snapshot_restart_alone_and_the_sink_equal
         shards[index] = start(Some(index as u32));
     }
     println!("seed {seed}: {mid_snapshot} of {KILLS} kills mid-snapshot");
+    // Once shard 0's first split is committed, its commits are refused and its last split let
+    // go: it reads every tablet, saves, cannot commit, and stops. Until its restart commits those
+    // loads it is not done, and the changelog run refuses to start from T0.
+    let state = |cp: Option<serde_json::Value>| {
+        let cp = cp.and_then(|c| dcs_runner::checkpoint::parse("shard", &c.to_string()).ok());
+        dcs_crds::shard::shard_state(cp.as_ref(), "student-sync", 0, SHARDS, Some(t0.tso))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !matches!(
+        state(shard_checkpoint(0)),
+        ShardState::Reading {
+            tablets_done: 1,
+            ..
+        }
+    ) {
+        assert!(std::time::Instant::now() < deadline, "{}", logs());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Nothing else of shard 0 commits while its last split is held (no new rows, no checkpoint).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    refuse_commits_of(&emu, Some("-student-sync-s0-of-4-"));
+    emu.doris.faults.update(|f| f.sql_stall = None);
+    assert_eq!(
+        shards[0].wait_exit(Duration::from_secs(120)).await,
+        Some(1),
+        "{}",
+        logs()
+    );
+    assert!(
+        matches!(state(shard_checkpoint(0)), ShardState::Committing { .. }),
+        "{:?}",
+        shard_checkpoint(0)
+    );
+    let waiting = shards_done(&checkpoints, &t0).await.unwrap_err();
+    assert!(
+        waiting.starts_with("shard 0 of 4: every tablet read, "),
+        "{waiting}"
+    );
+    let mut early = start(None);
+    assert_eq!(
+        early.wait_exit(Duration::from_secs(60)).await,
+        Some(1),
+        "the changelog run starts only once every shard is done:\n{}",
+        logs()
+    );
+    assert!(
+        read_json(&checkpoints.join("checkpoint.json")).is_none(),
+        "the refused changelog run saved nothing"
+    );
+    refuse_commits_of(&emu, None);
+    shards[0] = start(Some(0));
+
     // SIGTERM: a shard stopped before it is done exits 1 (exit 0 would complete its Indexed Job
     // index with tablets unread); one done already exits 0. Restarted, it goes on.
     if let Some(index) = (0..shards.len()).find(|i| shards[*i].exited().is_none()) {

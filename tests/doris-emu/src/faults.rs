@@ -43,6 +43,10 @@ pub struct FaultState {
     /// (default `Fail`) and `message`, without committing.
     #[serde(default)]
     pub commit: Option<StreamLoadFault>,
+    /// Only commits of transactions whose label contains this text meet [`FaultState::commit`]
+    /// (one writer's loads, e.g. one shard's `-s3-of-4-`); all of them when unset.
+    #[serde(default)]
+    pub commit_label_contains: Option<String>,
     /// Delay every HTTP response (FE and BE) by this many milliseconds.
     pub http_delay_ms: u64,
     /// Cut the next Flight DoGet stream after this many batches (then the fault disarms).
@@ -144,9 +148,15 @@ impl Faults {
         Some(out)
     }
 
-    /// Called by the BE for every 2PC commit: the fault to apply to this one, if any.
-    pub fn take_commit(&self) -> Option<StreamLoadFault> {
+    /// Called by the BE for every 2PC commit of a transaction labelled `label`: the fault to
+    /// apply to this one, if any.
+    pub fn take_commit(&self, label: Option<&str>) -> Option<StreamLoadFault> {
         let mut s = self.inner.lock();
+        if let Some(part) = &s.commit_label_contains
+            && !label.is_some_and(|l| l.contains(part.as_str()))
+        {
+            return None;
+        }
         let fault = s.commit.as_mut()?;
         if fault.count == 0 {
             s.commit = None;

@@ -320,8 +320,12 @@ fn two_phase(ctx: &Ctx, peer: &Peer, db: &str, headers: &HeaderMap) -> Response 
         }
     };
     msg.push_str(&format!("{op_text} successfully."));
+    let txn_label = || match (txn_id, &label) {
+        (Some(id), _) => ctx.doris.engine.txn_label(id),
+        (None, l) => l.clone(),
+    };
     if op == TxnOperation::Commit
-        && let Some(f) = ctx.doris.faults.take_commit()
+        && let Some(f) = ctx.doris.faults.take_commit(txn_label().as_deref())
     {
         if let Some(code) = f.http_status {
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
