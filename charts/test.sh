@@ -199,6 +199,10 @@ expect monitor "ServiceMonitor when enabled, scraping the metrics Service" \
     'one("ServiceMonitor")["apiVersion"] == "monitoring.coreos.com/v1" and one("ServiceMonitor")["spec"]["endpoints"][0] == {"port": "metrics", "path": "/metrics", "interval": "15s", "honorLabels": True} and one("ServiceMonitor")["metadata"]["labels"]["release"] == "prom" and all(one("Service")["metadata"]["labels"].get(k) == v for k, v in one("ServiceMonitor")["spec"]["selector"]["matchLabels"].items())'
 expect monitor "metrics.port reaches the flag, the container port and the Service" \
     '"--metrics-addr=0.0.0.0:9100" in args() and container()["ports"][0]["containerPort"] == 9100 and one("Service")["spec"]["ports"][0]["port"] == 9100'
+render ownip --set 'metrics.address=$(POD_IP)' --set metrics.port=9100
+expect ownip "metrics.address \$(POD_IP) binds the operator to its pod's address (expanded by Kubernetes from POD_IP)" \
+    '"--metrics-addr=$(POD_IP):9100" in args() and {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in container()["env"]'
+reject "a metrics.address with a port is refused" "address" --set 'metrics.address=0.0.0.0:80'
 render nosvc --set metrics.service.enabled=false
 expect nosvc "no Service when metrics.service.enabled=false" 'not find("Service") and not find("ServiceMonitor")'
 reject "ServiceMonitor without the Service is refused" "needs metrics.service.enabled" \
@@ -322,7 +326,7 @@ render custom --release my-dcs --namespace team --set image.repository=reg.examp
 expect custom "image, pull policy and runner image overrides" \
     'container()["image"] == "reg.example/dcs-operator:1.2.3" and container()["imagePullPolicy"] == "Always" and "--runner-image=reg.example/dcs-runner:9.9.9" in args() and "--log-format=text" in args()'
 expect custom "extraArgs appended after the chart's flags, extraEnv after POD_*" \
-    'args()[-1] == "--foo=bar" and [e["name"] for e in container()["env"]] == ["POD_NAME", "POD_NAMESPACE", "RUST_LOG"]'
+    'args()[-1] == "--foo=bar" and [e["name"] for e in container()["env"]] == ["POD_NAME", "POD_NAMESPACE", "POD_IP", "RUST_LOG"]'
 expect custom "release name and namespace used for names and namespaces" \
     'one("Deployment")["metadata"]["name"] == "my-dcs-dcs-operator" and one("Deployment")["metadata"]["namespace"] == "team" and one("ClusterRoleBinding")["subjects"][0]["namespace"] == "team"'
 expect custom "pod labels/annotations, pull secrets, nodeSelector, tolerations, SA annotations" \

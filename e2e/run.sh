@@ -171,7 +171,9 @@ if ! kubectl get namespace "$OPERATOR_NAMESPACE" >/dev/null 2>&1; then
 fi
 # On the process kubelet pods share the host's network: a free port for the operator's metrics, not
 # 8080, and one for the runners' (each runner on its pod's address), not 9464, which any process of
-# the host (a test's runner) may hold on every address.
+# the host (a test's runner) may hold on every address. The operator binds its pod's address too:
+# two replicas (ha_namespaced) would otherwise contend for one port on every address, and the
+# leader's /metrics could be served by the other replica.
 METRICS_PORT=8080
 RUNNER_METRICS_PORT=9464
 runner_metrics=()
@@ -179,7 +181,7 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
     METRICS_PORT=$(free_port)
     RUNNER_METRICS_PORT=$(free_port)
-    runner_metrics=(--set "runner.metricsAddr=\$(POD_IP):$RUNNER_METRICS_PORT")
+    runner_metrics=(--set "runner.metricsAddr=\$(POD_IP):$RUNNER_METRICS_PORT" --set "metrics.address=\$(POD_IP)")
 fi
 export RUNNER_METRICS_PORT
 # helm_operator VERB [HELM ARGS...]: `helm VERB` (install, upgrade) of the chart as release
