@@ -39,28 +39,9 @@ use source_support::{
 
 const SHARDS: u32 = 4;
 
-/// `demo.student` with 8 tablets: two per shard.
-const SOURCE_DDL_8: &str = "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64), \
-     score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 \
-     PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
-     \"changelog.need_historical_value\" = \"true\")";
-
+/// `demo.student` with 8 tablets (two per shard), `rows` rows, and the sink table `sink_ddl`.
 async fn setup(emu: &RunningEmulator, sink_ddl: &str, rows: u32) {
-    exec(
-        emu,
-        &[
-            "CREATE DATABASE demo",
-            "CREATE DATABASE sink",
-            SOURCE_DDL_8,
-            sink_ddl,
-        ],
-    )
-    .await;
-    let values: Vec<String> = (1..=rows).map(row_values).collect();
-    for chunk in values.chunks(2000) {
-        let sql = format!("INSERT INTO demo.student VALUES {}", chunk.join(", "));
-        exec(emu, &[&sql]).await;
-    }
+    source_support::student_tables(emu, 8, sink_ddl, rows).await;
 }
 
 /// T0 as the operator takes it: Doris's TSO now.
@@ -276,13 +257,6 @@ async fn four_shards_killed_and_restarted_alone_load_every_row_once_and_the_chan
     );
 }
 
-/// `demo.student` with 4 tablets: one per shard, so each shard reads one split and the
-/// checkpoint at its end holds every load the shard made.
-const SOURCE_DDL_4: &str = "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64), \
-     score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4 \
-     PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
-     \"changelog.need_historical_value\" = \"true\")";
-
 /// The configuration of shard `index` checkpointing only when its split is done, with the sink's
 /// retries as given.
 fn one_checkpoint(yaml: &str, index: u32, max_retries: u32) -> PipelineConfig {
@@ -333,27 +307,9 @@ async fn shard_checkpoint(root: &Path, index: u32) -> Option<Checkpoint> {
 async fn a_shard_is_done_only_when_its_last_loads_are_committed() {
     const ROWS: u32 = 4_000;
     let emu = source_support::emu().await;
-    exec(
-        &emu,
-        &[
-            "CREATE DATABASE demo",
-            "CREATE DATABASE sink",
-            SOURCE_DDL_4,
-            source_support::STUDENT_UPSERT_SINK_DDL,
-        ],
-    )
-    .await;
-    let values: Vec<String> = (1..=ROWS).map(row_values).collect();
-    for chunk in values.chunks(2000) {
-        exec(
-            &emu,
-            &[&format!(
-                "INSERT INTO demo.student VALUES {}",
-                chunk.join(", ")
-            )],
-        )
-        .await;
-    }
+    // 4 tablets: one per shard, so each shard reads one split and the checkpoint at its end
+    // holds every load the shard made.
+    source_support::student_tables(&emu, 4, source_support::STUDENT_UPSERT_SINK_DDL, ROWS).await;
     let t0 = take_t0(&emu).await;
     let yaml = sharded_manifest(&emu, &t0, "");
     let root = tempfile::tempdir().unwrap();

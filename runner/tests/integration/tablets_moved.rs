@@ -27,34 +27,9 @@ use source_support::{
     spawn_pipeline_with, stored_checkpoint,
 };
 
-/// `demo.student` with 8 tablets.
-const SOURCE_DDL_8: &str = "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64), \
-     score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 \
-     PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
-     \"changelog.need_historical_value\" = \"true\")";
-
+/// `demo.student` with 8 tablets and `rows` rows, and an upsert sink.
 async fn setup(emu: &RunningEmulator, rows: u32) {
-    exec(
-        emu,
-        &[
-            "CREATE DATABASE demo",
-            "CREATE DATABASE sink",
-            SOURCE_DDL_8,
-            STUDENT_UPSERT_SINK_DDL,
-        ],
-    )
-    .await;
-    let values: Vec<String> = (1..=rows).map(row_values).collect();
-    for chunk in values.chunks(2000) {
-        exec(
-            emu,
-            &[&format!(
-                "INSERT INTO demo.student VALUES {}",
-                chunk.join(", ")
-            )],
-        )
-        .await;
-    }
+    source_support::student_tables(emu, 8, STUDENT_UPSERT_SINK_DDL, rows).await;
 }
 
 /// TRUNCATE, then a few rows into the new tablets.

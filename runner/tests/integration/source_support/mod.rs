@@ -142,6 +142,32 @@ pub fn unique_ddl(table: &str, buckets: u32) -> String {
     )
 }
 
+/// Databases `demo` and `sink`, `demo.student` (as [`SOURCE_DDL`], with `buckets` tablets, the
+/// changelog and before-images on) holding rows 1..=`rows`, and the sink table `sink_ddl`.
+pub async fn student_tables(emu: &RunningEmulator, buckets: u32, sink_ddl: &str, rows: u32) {
+    let source = format!(
+        "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64), score DECIMAL(10,2), \
+         updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS {buckets} \
+         PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\", \
+         \"changelog.need_historical_value\" = \"true\")"
+    );
+    exec(
+        emu,
+        &[
+            "CREATE DATABASE demo",
+            "CREATE DATABASE sink",
+            &source,
+            sink_ddl,
+        ],
+    )
+    .await;
+    let values: Vec<String> = (1..=rows).map(row_values).collect();
+    for chunk in values.chunks(2000) {
+        let sql = format!("INSERT INTO demo.student VALUES {}", chunk.join(", "));
+        exec(emu, &[&sql]).await;
+    }
+}
+
 /// Rows from the MySQL port, every value as text (`NULL` for NULL).
 pub async fn mysql_rows(emu: &RunningEmulator, query: &str) -> Vec<Vec<String>> {
     let opts = mysql_async::OptsBuilder::default()
