@@ -10,7 +10,11 @@
 //!   in the smoke run), so the runner holds its batch through retries backing off towards 10 s
 //!   while the source side fills up;
 //! - `big_batches`: the snapshot with `batch: {maxRows: 1000000, maxBytes: 64Mi}` instead of the
-//!   default 50 000 rows / 10 MiB, to see what the batch limit costs.
+//!   default 50 000 rows / 10 MiB, to see what the batch limit costs;
+//! - `audit_snapshot` and `audit_initial`: the snapshot of a source with the changelog and
+//!   before-images on into a changelog-mode (audit) sink, in `snapshot` mode (the current data) and
+//!   in `initial` mode (T0 taken, the visibility barrier, every split read `FOR VERSION AS OF` T0),
+//!   both timed until the sink holds every row: what the exact seam costs.
 //!
 //! Each prints rows/s, the runner's peak RSS (VmHWM from /proc, sampled every 10 ms while it runs)
 //! and the emulator's memory (this process). `cargo bench -p dcs-runner --bench e2e` measures;
@@ -58,22 +62,35 @@ enum Scenario {
     Changelog,
     Outage,
     BigBatches,
+    AuditSnapshot,
+    AuditInitial,
+}
+
+impl Scenario {
+    fn audit(self) -> bool {
+        matches!(self, Self::AuditSnapshot | Self::AuditInitial)
+    }
 }
 
 fn main() {
     let measuring = std::env::args().any(|a| a == "--bench");
     let rows = bench_rows(measuring);
     let scenarios: Vec<Scenario> = std::env::var("DCS_BENCH_SCENARIOS")
-        .unwrap_or_else(|_| "snapshot,changelog,outage,big_batches".into())
+        .unwrap_or_else(|_| {
+            "snapshot,changelog,outage,big_batches,audit_snapshot,audit_initial".into()
+        })
         .split(',')
         .map(|s| match s.trim() {
             "snapshot" => Scenario::Snapshot,
             "changelog" => Scenario::Changelog,
             "outage" => Scenario::Outage,
             "big_batches" => Scenario::BigBatches,
-            other => {
-                panic!("unknown scenario {other:?}: snapshot, changelog, outage or big_batches")
-            }
+            "audit_snapshot" => Scenario::AuditSnapshot,
+            "audit_initial" => Scenario::AuditInitial,
+            other => panic!(
+                "unknown scenario {other:?}: snapshot, changelog, outage, big_batches, \
+                 audit_snapshot or audit_initial"
+            ),
         })
         .collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -92,8 +109,22 @@ async fn bench(scenario: Scenario, rows: u64, refused: u32) {
     let emu = dcs_doris_emu::start(EmuConfig::ephemeral()).await.unwrap();
     let changelog = if scenario == Scenario::Changelog {
         ", \"changelog.enable\" = \"true\""
+    } else if scenario.audit() {
+        ", \"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\""
     } else {
         ""
+    };
+    let sink_ddl = if scenario.audit() {
+        format!(
+            "CREATE TABLE bench.dst ({TABLE_COLUMNS}, dcs_op VARCHAR(2), dcs_tso BIGINT, \
+             dcs_lsn BIGINT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 \
+             PROPERTIES (\"replication_num\" = \"1\")"
+        )
+    } else {
+        format!(
+            "CREATE TABLE bench.dst ({TABLE_COLUMNS}) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) \
+             BUCKETS 8 PROPERTIES (\"replication_num\" = \"1\")"
+        )
     };
     exec(
         &emu,
@@ -103,10 +134,7 @@ async fn bench(scenario: Scenario, rows: u64, refused: u32) {
                 "CREATE TABLE bench.src ({TABLE_COLUMNS}) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) \
                  BUCKETS 8 PROPERTIES (\"replication_num\" = \"1\"{changelog})"
             ),
-            &format!(
-                "CREATE TABLE bench.dst ({TABLE_COLUMNS}) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) \
-                 BUCKETS 8 PROPERTIES (\"replication_num\" = \"1\")"
-            ),
+            &sink_ddl,
         ],
     )
     .await;
@@ -115,7 +143,11 @@ async fn bench(scenario: Scenario, rows: u64, refused: u32) {
     // What the sink must hold at the end, and how many rows (changes) the runner reads.
     let mut start_timestamp = String::new();
     let expected = match scenario {
-        Scenario::Snapshot | Scenario::Outage | Scenario::BigBatches => {
+        Scenario::Snapshot
+        | Scenario::Outage
+        | Scenario::BigBatches
+        | Scenario::AuditSnapshot
+        | Scenario::AuditInitial => {
             load_source(&emu, 1..=rows, 1).await;
             rows
         }
@@ -177,9 +209,12 @@ async fn bench(scenario: Scenario, rows: u64, refused: u32) {
             });
             manifest(&emu, "mode: snapshot", "maxRetries: 10")
         }
+        Scenario::AuditSnapshot => manifest(&emu, "mode: snapshot", "mode: changelog"),
+        Scenario::AuditInitial => manifest(&emu, "mode: initial", "mode: changelog"),
     };
     let done = async |emu: &RunningEmulator| count(emu, "bench.dst").await == expected;
-    let run = if scenario == Scenario::Changelog {
+    // Both audit scenarios are timed the same way: until the sink holds every row.
+    let run = if scenario == Scenario::Changelog || scenario.audit() {
         run_runner(&emu, &manifest, done).await
     } else {
         run_runner(&emu, &manifest, async |_: &RunningEmulator| false).await
@@ -206,6 +241,12 @@ async fn bench(scenario: Scenario, rows: u64, refused: u32) {
             format!("snapshot sync, {rows} rows, {refused} Stream Loads refused with 503")
         }
         Scenario::BigBatches => format!("snapshot sync, {rows} rows, batches of 1M rows / 64 MiB"),
+        Scenario::AuditSnapshot => {
+            format!("snapshot sync, {rows} rows, changelog-mode sink (current data)")
+        }
+        Scenario::AuditInitial => format!(
+            "initial sync, {rows} rows, changelog-mode sink (read as of T0) until the sink is complete"
+        ),
     };
     println!("e2e {what} (dcs-runner binary against doris-emu):");
     println!(
@@ -214,12 +255,12 @@ async fn bench(scenario: Scenario, rows: u64, refused: u32) {
     );
     println!(
         "  sync (process start to {}):{} {:.2} s, {:.0} rows/s",
-        if scenario == Scenario::Changelog {
+        if scenario == Scenario::Changelog || scenario.audit() {
             "sink complete"
         } else {
             "exit"
         },
-        if scenario == Scenario::Changelog {
+        if scenario == Scenario::Changelog || scenario.audit() {
             ""
         } else {
             "         "

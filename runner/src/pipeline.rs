@@ -298,9 +298,11 @@ impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
                 tablets_done,
                 done_ranges,
                 then,
+                read_at,
             } => {
+                let done = (tablets_done, done_ranges);
                 let end = self
-                    .snapshot_phase(&http, shutdown, &columns, (tablets_done, done_ranges), then)
+                    .snapshot_phase(&http, shutdown, &columns, done, then, read_at.tso())
                     .await?;
                 match end {
                     SnapshotEnd::Stopped => return Ok(Outcome::Stopped),

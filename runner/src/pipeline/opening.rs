@@ -13,7 +13,9 @@ use crate::checkpoint::{CheckpointStore, Offset, PendingTxn, Position};
 use crate::settings::Role;
 use crate::sink::Sink;
 use crate::source::fe_http::FeHttpClient;
+use crate::source::properties::SourceTableInfo;
 use crate::source::retention::RetentionGuard;
+use crate::source::seam::{self, ReadAt, SeamSink};
 use crate::source::tso::{self, NowOffsets as _};
 use crate::{Error, Result};
 
@@ -33,6 +35,8 @@ pub(super) enum FirstPhase {
         tablets_done: Vec<i64>,
         done_ranges: Vec<[i64; 2]>,
         then: Option<Offset>,
+        /// Where the snapshot is read: as of T0 for a sink that keeps every event.
+        read_at: ReadAt,
     },
     /// The changelog, from `from`.
     Changelog { from: Offset },
@@ -43,13 +47,16 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
     pub(super) async fn open(&mut self) -> Result<Option<Opened>> {
         // A table whose deletes never reach its changelog is refused before anything is claimed
         // or read: reading it would lose every delete without a word.
-        if self.config.startup_mode.is_incremental() {
+        let info = if self.config.startup_mode.is_incremental() {
             let info = crate::source::properties::read_table_info(&self.config.source).await?;
             crate::source::retention::deletes_recorded(
                 &self.config.source.table.to_string(),
                 &info,
             )?;
-        }
+            Some(info)
+        } else {
+            None
+        };
         let loaded = self.store.load().await?;
         if let Some(cp) = &loaded
             && cp.consumer_id != self.config.consumer_id
@@ -178,6 +185,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 FirstPhase::Snapshot {
                     tablets_done: Vec::new(),
                     done_ranges: Vec::new(),
+                    read_at: self.seam_read_at(Some(&t0), info.as_ref())?,
                     then: Some(t0),
                 }
             }
@@ -196,6 +204,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 FirstPhase::Snapshot {
                     tablets_done,
                     done_ranges,
+                    read_at: self.seam_read_at(then.as_ref(), info.as_ref())?,
                     then,
                 }
             }
@@ -229,6 +238,22 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             columns,
             first,
         }))
+    }
+
+    /// How the snapshot before the changelog from `t0` is read ([`seam::read_at`]): as of T0 for
+    /// a sink that keeps every event.
+    fn seam_read_at(&self, t0: Option<&Offset>, info: Option<&SourceTableInfo>) -> Result<ReadAt> {
+        let sink = SeamSink {
+            idempotent: self.loads.sink.idempotent(),
+            audit: self.loads.sink.encoding().marks_snapshot_rows(),
+        };
+        let table = self.config.source.table.to_string();
+        let read_at = seam::read_at(t0.map(|t| t.tso), sink, info, &table)
+            .map_err(|reason| Error::SourceConfig { reason })?;
+        if let ReadAt::NowAtLeastOnce(why) = &read_at {
+            tracing::warn!("{why}");
+        }
+        Ok(read_at)
     }
 
     /// The start of a run that takes part in a sharded snapshot (`spec.snapshot.parallelism`

@@ -33,6 +33,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         columns: &[String],
         (tablets_done, done_ranges): (Vec<i64>, Vec<[i64; 2]>),
         then: Option<Offset>,
+        as_of: Option<i64>,
     ) -> Result<SnapshotEnd> {
         // Splits are checkpointed whole when a re-read split would duplicate rows (see
         // `SplitBoundaries`); the reader is held at split ends to reach such a point.
@@ -41,6 +42,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         let options = SnapshotOptions {
             columns: Some(columns.to_vec()),
             filter: self.config.filter.clone(),
+            as_of,
             tablets_done: tablets_done.clone(),
             tablets_done_ranges: done_ranges.clone(),
             concurrency: self.config.snapshot_concurrency,
@@ -89,6 +91,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             shard = ?self.config.sharding.shard(),
             splits = plan.splits.len(),
             whole_splits = bounds.enabled(),
+            as_of = ?as_of,
             "reading the snapshot"
         );
         loop {

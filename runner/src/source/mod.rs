@@ -14,6 +14,7 @@ pub mod resumable;
 pub mod resume;
 pub mod retention;
 pub mod row_kind;
+pub mod seam;
 pub mod snapshot;
 pub mod tso;
 pub mod visibility;

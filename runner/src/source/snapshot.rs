@@ -176,16 +176,20 @@ pub fn plan_splits(tablets: &[i64], max_splits: usize) -> Vec<SnapshotSplit> {
     out
 }
 
-/// `SELECT <cols> FROM `db`.`table` TABLET(a, b) [WHERE <filter>]`.
+/// `SELECT <cols> FROM `db`.`table` [FOR VERSION AS OF <tso>] TABLET(a, b) [WHERE <filter>]`
+/// (Doris's `baseTableRef`: the snapshot clause before the tablet list; docs/doris-protocols.md
+/// §1.8).
 pub fn snapshot_sql(
     table: &TableRef,
     columns: &[String],
     tablets: &[i64],
     filter: Option<&str>,
+    as_of: Option<i64>,
 ) -> String {
     let ids: Vec<String> = tablets.iter().map(i64::to_string).collect();
+    let version = as_of.map_or_else(String::new, |tso| format!(" FOR VERSION AS OF {tso}"));
     let mut sql = format!(
-        "SELECT {} FROM {} TABLET({})",
+        "SELECT {} FROM {}{version} TABLET({})",
         select_list(columns),
         table.quoted(),
         ids.join(", ")
@@ -286,6 +290,9 @@ pub struct SnapshotOptions {
     pub columns: Option<Vec<String>>,
     /// `spec.source.filter` (snapshot mode only).
     pub filter: Option<String>,
+    /// Read the table as of this commit TSO (`FOR VERSION AS OF`): T0, for a sink that keeps
+    /// every event ([`super::seam`]); `None` reads the current data.
+    pub as_of: Option<i64>,
     /// Tablets already in the sink (from the checkpoint); they are not read again.
     pub tablets_done: Vec<i64>,
     /// More tablets already in the sink, as ranges of tablet ids (`dcs_crds::checkpoint`).
@@ -309,6 +316,7 @@ pub struct SnapshotOptions {
 /// What each worker needs to read its splits.
 #[derive(Debug, Clone)]
 struct WorkerRead {
+    as_of: Option<i64>,
     replay: Replay,
     retry: StreamRetry,
     hold: Option<watch::Receiver<bool>>,
@@ -319,6 +327,7 @@ impl Default for SnapshotOptions {
         Self {
             columns: None,
             filter: None,
+            as_of: None,
             tablets_done: Vec::new(),
             tablets_done_ranges: Vec::new(),
             concurrency: 2,
@@ -402,6 +411,7 @@ pub fn start(
     let columns = plan.columns.clone();
     let filter = options.filter.clone();
     let read = WorkerRead {
+        as_of: options.as_of,
         replay: options.replay,
         retry: options.retry,
         hold: options.hold.clone(),
@@ -489,7 +499,13 @@ async fn worker(
     let mut session = FlightSession::connect(&settings, flight_port).await?;
     let result = async {
         loop {
-            let sql = snapshot_sql(&settings.table, &columns, &split.tablets, filter.as_deref());
+            let sql = snapshot_sql(
+                &settings.table,
+                &columns,
+                &split.tablets,
+                filter.as_deref(),
+                read.as_of,
+            );
             let what = format!("snapshot split {}", split.id);
             tracing::debug!(split = split.id, tablets = ?split.tablets, "reading snapshot split");
             let plan = ReadPlan {
@@ -594,13 +610,24 @@ mod tests {
                 &t,
                 &["id".into(), "name".into()],
                 &[10, 11],
-                Some("age > 18")
+                Some("age > 18"),
+                None
             ),
             "SELECT `id`, `name` FROM `test`.`student` TABLET(10, 11) WHERE age > 18"
         );
         assert_eq!(
-            snapshot_sql(&t, &[], &[1], None),
+            snapshot_sql(&t, &[], &[1], None, None),
             "SELECT * FROM `test`.`student` TABLET(1)"
+        );
+        assert_eq!(
+            snapshot_sql(
+                &t,
+                &["id".into()],
+                &[3, 4],
+                None,
+                Some(461_373_440_032_243_713)
+            ),
+            "SELECT `id` FROM `test`.`student` FOR VERSION AS OF 461373440032243713 TABLET(3, 4)"
         );
     }
 

@@ -5,6 +5,7 @@
 //! with `cargo test -p dcs-runner --test integration <module>::`.
 
 mod adversarial;
+mod audit_seam;
 mod check_cli;
 mod checkpoint_configmap;
 mod cli;

@@ -29,12 +29,11 @@ use dcs_doris_emu::RunningEmulator;
 use dcs_runner::checkpoint::{Checkpoint, CheckpointStore, Offset, Position};
 use dcs_runner::pipeline::{Control, Outcome, Phase};
 use dcs_runner::settings::PipelineConfig;
-use dcs_runner::source::tso::{self, NowOffsets as _};
 use source_support::process::Runner;
 use source_support::{
-    Rng, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, http, manifest,
-    mysql_rows, row_diff, row_values, seed, settings, spawn_pipeline, spawn_pipeline_with,
-    stored_checkpoint, window_past,
+    Rng, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, mysql_rows, read_json,
+    row_diff, row_values, seed, sharded_manifest, spawn_pipeline, spawn_pipeline_with,
+    stored_checkpoint, take_t0, window_past, writer,
 };
 
 const SHARDS: u32 = 4;
@@ -42,28 +41,6 @@ const SHARDS: u32 = 4;
 /// `demo.student` with 8 tablets (two per shard), `rows` rows, and the sink table `sink_ddl`.
 async fn setup(emu: &RunningEmulator, sink_ddl: &str, rows: u32) {
     source_support::student_tables(emu, 8, sink_ddl, rows).await;
-}
-
-/// T0 as the operator takes it: Doris's TSO now.
-async fn take_t0(emu: &RunningEmulator) -> Offset {
-    tso::current(&http(settings(emu, "demo.student")))
-        .await
-        .unwrap()
-        .start_point()
-}
-
-/// The sync's manifest, sharded in four at `t0`.
-fn sharded_manifest(emu: &RunningEmulator, t0: &Offset, extra_sink: &str) -> String {
-    let base = manifest(emu, "initial", extra_sink);
-    let with_t0 = base.replace(
-        "metadata: {name: student-sync}",
-        &format!(
-            "metadata: {{name: student-sync, annotations: {{dcs.dev/snapshot-t0: \"{}\"}}}}",
-            t0.tso
-        ),
-    );
-    assert_ne!(with_t0, base);
-    format!("{with_t0}\n  snapshot: {{parallelism: {SHARDS}}}\n")
 }
 
 /// The configuration of shard `index` (checkpoints every few ms, so they land inside shards).
@@ -105,7 +82,7 @@ async fn four_shards_killed_and_restarted_alone_load_every_row_once_and_the_chan
     setup(&emu, STUDENT_EVENTS_SINK_DDL, ROWS).await;
     let snapshot = mysql_rows(&emu, "SELECT * FROM demo.student").await;
     let t0 = take_t0(&emu).await;
-    let yaml = sharded_manifest(&emu, &t0, "      mode: changelog");
+    let yaml = sharded_manifest(&emu, &t0, "      mode: changelog", SHARDS);
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
 
@@ -311,7 +288,7 @@ async fn a_shard_is_done_only_when_its_last_loads_are_committed() {
     // holds every load the shard made.
     source_support::student_tables(&emu, 4, source_support::STUDENT_UPSERT_SINK_DDL, ROWS).await;
     let t0 = take_t0(&emu).await;
-    let yaml = sharded_manifest(&emu, &t0, "");
+    let yaml = sharded_manifest(&emu, &t0, "", SHARDS);
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
     let not_committed = |index: u32| format!("shard {index} of 4: every tablet read, ");
@@ -438,40 +415,6 @@ async fn a_shard_is_done_only_when_its_last_loads_are_committed() {
 }
 
 /// Inserts, updates and deletes until `stop`; returns the emulator time of the last write.
-async fn writer(emu: Arc<RunningEmulator>, stop: Arc<AtomicBool>, seed: u64, rows: u32) -> i64 {
-    let mut rng = Rng(seed ^ 0x5EED);
-    let mut next_id = rows + 1;
-    let mut version = 0;
-    while !stop.load(Ordering::SeqCst) {
-        version += 1;
-        let stmt = match rng.range(0, 10) {
-            0..=2 => {
-                next_id += 1;
-                format!(
-                    "INSERT INTO demo.student VALUES {}",
-                    row_values(next_id - 1)
-                )
-            }
-            3..=6 => format!(
-                "UPDATE demo.student SET name = 'upd-{version}', score = {}.5 WHERE id = {}",
-                version % 1000,
-                rng.range(1, u64::from(next_id))
-            ),
-            _ => format!(
-                "DELETE FROM demo.student WHERE id = {}",
-                rng.range(1, u64::from(next_id))
-            ),
-        };
-        exec(&emu, &[&stmt]).await;
-        tokio::time::sleep(Duration::from_millis(rng.range(5, 25))).await;
-    }
-    emu.doris.clock.now_ms()
-}
-
-fn read_json(path: &Path) -> Option<serde_json::Value> {
-    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shard_processes_sigkilled_mid_snapshot_restart_alone_and_the_sink_equals_the_source() {
     const ROWS: u32 = 20_000;
@@ -483,7 +426,7 @@ async fn shard_processes_sigkilled_mid_snapshot_restart_alone_and_the_sink_equal
     let t0 = take_t0(&emu).await;
     let dir = tempfile::tempdir().unwrap();
     let manifest_path = dir.path().join("sync.yaml");
-    std::fs::write(&manifest_path, sharded_manifest(&emu, &t0, "")).unwrap();
+    std::fs::write(&manifest_path, sharded_manifest(&emu, &t0, "", SHARDS)).unwrap();
     let checkpoints = dir.path().join("cp");
     let log = dir.path().join("runner.log");
     let logs = || std::fs::read_to_string(&log).unwrap_or_default();
@@ -496,7 +439,8 @@ async fn shard_processes_sigkilled_mid_snapshot_restart_alone_and_the_sink_equal
 
     // The source changes all along: during the snapshot, the hand-over and the changelog.
     let stop = Arc::new(AtomicBool::new(false));
-    let writer_task = tokio::spawn(writer(emu.clone(), stop.clone(), seed, ROWS));
+    let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer_task = tokio::spawn(writer(emu.clone(), stop.clone(), seed, ROWS, written));
 
     let shard_checkpoint = |i: usize| {
         read_json(
@@ -702,7 +646,7 @@ async fn shards_keep_their_checkpoints_in_configmaps_of_their_own() {
     let t0 = take_t0(&emu).await;
     let dir = tempfile::tempdir().unwrap();
     let manifest_path = dir.path().join("sync.yaml");
-    std::fs::write(&manifest_path, sharded_manifest(&emu, &t0, "")).unwrap();
+    std::fs::write(&manifest_path, sharded_manifest(&emu, &t0, "", SHARDS)).unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let bed = dcs_kube_bed::shared().await.unwrap();
     std::fs::write(&kubeconfig, bed.kubeconfig("shards")).unwrap();

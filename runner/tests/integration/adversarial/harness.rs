@@ -23,13 +23,17 @@
 //! | `ambiguous-save` | the next checkpoint save is applied by the API server and its answer lost (ConfigMap store) |
 //! | `tablets-replaced` | a re-initialisation (a new consumer) whose snapshot is caught mid-read (its first splits held) by a TRUNCATE and new rows: the runner must stop with exit 5 (`SnapshotTabletsChanged`) within a bound, answered with another new consumer |
 //! | `fence-ambiguous-save` | the next checkpoint save is applied, then the store is fenced as the operator fences it (`dcs.dev/fenced`), then the save's answer is lost: the runner must stop with exit 4 within a bound, committing and aborting nothing (ConfigMap store) |
+//! | `audit-writes` | a re-initialisation (a new consumer) whose snapshot splits are held while a burst of 20–60 changes is written (into tablets not read yet), then let go: the changes are after T0, so a changelog sink must hold them once, as changes, and never in its snapshot |
 //!
 //! An exit 3 (OffsetExpired) is answered as the operator would: a new consumer id (`adv-r<n>`),
 //! a fresh checkpoint, a fresh sink table, the TTL back at 600 s. Any other exit is a crash the
 //! kubelet would restart: the runner is started again on its checkpoint.
 //!
+//! The writer changes the source all along, through every snapshot too.
+//!
 //! Checked after every run, for the last consumer: an upsert sink equals the source; a changelog
-//! sink holds the snapshot at T0 and then every change after T0 exactly once; no pre-committed
+//! sink holds the table as of T0 (Doris's `FOR VERSION AS OF` T0, whatever was written while the
+//! snapshot ran) and then every change after T0 exactly once; no pre-committed
 //! load of that consumer is left open. Checked during the run: every move of the clock past the
 //! TTL and every TTL lowered below the runner's safety margin ended in exit 3 within a bound
 //! (never a silent advance), no exit 3 happened without such a fault, and no process panicked.
@@ -156,7 +160,7 @@ impl Report {
 }
 
 /// The fault classes, in the table's order.
-const CLASSES: [&str; 12] = [
+const CLASSES: [&str; 13] = [
     "kill",
     "kill-after-save",
     "clock-short",
@@ -169,6 +173,7 @@ const CLASSES: [&str; 12] = [
     "ambiguous-save",
     "fence-ambiguous-save",
     "tablets-replaced",
+    "audit-writes",
 ];
 
 /// Where the runner keeps its checkpoint.
@@ -195,8 +200,6 @@ struct Consumer {
     advanced_ms: i64,
     /// The TTL now (s).
     ttl_s: i64,
-    /// The source as the snapshot reads it (changelog sinks: no writes until the changelog phase).
-    snapshot: Option<Vec<Vec<String>>>,
     /// The clock was moved at this emulator time; no further clock fault until the runner's
     /// offset passed it (so the moves never add up to an expiry nobody meant).
     settling_after: Option<i64>,
@@ -319,7 +322,6 @@ impl Consumer {
             tablets_due: false,
             advanced_ms: 0,
             ttl_s: TTL_S,
-            snapshot: None,
             settling_after: None,
         }
     }
@@ -492,8 +494,7 @@ spec:
         self.checkpoint().await?["position"]["offset"]["epochMs"].as_i64()
     }
 
-    /// A new consumer: fresh sink table, fresh checkpoint, TTL back; changelog sinks get no
-    /// writes until the snapshot is done (so what it read is known).
+    /// A new consumer: fresh sink table, fresh checkpoint, TTL back.
     async fn begin_consumer(&mut self) {
         exec(
             &self.emu,
@@ -508,18 +509,7 @@ spec:
             SinkMode::Changelog => STUDENT_EVENTS_SINK_DDL,
         };
         exec(&self.emu, &[ddl]).await;
-        if self.sink == SinkMode::Changelog {
-            self.consumer.snapshot =
-                Some(mysql_rows(&self.emu, "SELECT * FROM demo.student ORDER BY id").await);
-        }
         self.start_runner();
-    }
-
-    async fn writes_allowed(&self) -> bool {
-        match self.sink {
-            SinkMode::Upsert => true,
-            SinkMode::Changelog => self.phase().await == "changelog",
-        }
     }
 
     /// One random change to the source (new keys, re-used deleted keys, updates, deletes).
@@ -561,23 +551,12 @@ spec:
         self.writes += 1;
     }
 
-    /// Writes (when allowed) for `dwell` while watching the runner; handles its exits.
+    /// Writes for `dwell` while watching the runner; handles its exits.
     async fn dwell(&mut self, dwell: Duration, report: &mut Report) -> Result<(), String> {
         let end = Instant::now() + dwell;
-        let mut allowed = self.writes_allowed().await;
         while Instant::now() < end {
-            if !allowed {
-                allowed = self.writes_allowed().await;
-            }
-            if allowed {
-                self.write_one().await;
-            }
-            let consumer = self.consumer.n;
+            self.write_one().await;
             self.watch_exit(report).await?;
-            if self.consumer.n != consumer {
-                // A new consumer: a changelog sink's snapshot must see no writes.
-                allowed = self.writes_allowed().await;
-            }
             tokio::time::sleep(Duration::from_millis(self.write_rng.range(10, 40))).await;
         }
         Ok(())
@@ -829,6 +808,7 @@ spec:
             }
             "fence-ambiguous-save" => self.fence_during_a_save(report).await?,
             "tablets-replaced" => self.replace_tablets_mid_snapshot(report).await?,
+            "audit-writes" => self.write_through_a_snapshot(dwell, report).await?,
             other => unreachable!("fault class {other}"),
         }
         Ok(())
@@ -903,6 +883,43 @@ spec:
             self.dwell(Duration::from_millis(50), report).await?;
         }
         Ok(())
+    }
+
+    /// As the operator re-initialises: the runner stopped, a new consumer whose snapshot splits
+    /// are held while 20–60 changes are written (into tablets not read yet), then let go. The
+    /// final check holds the changelog sink to the table as of T0 and each change after it once.
+    async fn write_through_a_snapshot(
+        &mut self,
+        dwell: Duration,
+        report: &mut Report,
+    ) -> Result<(), String> {
+        if let Some(mut r) = self.runner.take() {
+            r.sigkill();
+        }
+        let stalled = self.emu.doris.counters.get("sql_stalled");
+        self.emu.doris.faults.update(|f| {
+            f.sql_stall = Some(dcs_doris_emu::faults::SqlStall {
+                contains: " TABLET(".into(),
+                applied: true,
+            });
+        });
+        self.consumer = Consumer::new(self.consumer.n + 1);
+        self.begin_consumer().await;
+        let start = Instant::now();
+        while self.emu.doris.counters.get("sql_stalled") == stalled {
+            if start.elapsed() > EXPIRY_BOUND {
+                return Err(format!(
+                    "{} never read a snapshot split",
+                    self.consumer.name()
+                ));
+            }
+            self.dwell(Duration::from_millis(20), report).await?;
+        }
+        for _ in 0..self.rng.range(20, 61) {
+            self.write_one().await;
+        }
+        self.emu.doris.faults.update(|f| f.sql_stall = None);
+        self.dwell(dwell, report).await
     }
 
     /// As the operator re-initialises: the runner stopped, a new consumer whose snapshot's first
@@ -1005,7 +1022,7 @@ spec:
         }
         // Some writes in the changelog phase, so the last consumer has changes to carry.
         let start = Instant::now();
-        while !self.writes_allowed().await {
+        while self.phase().await != "changelog" {
             if start.elapsed() > CATCH_UP_BOUND {
                 return Err(format!(
                     "{} never reached the changelog phase (checkpoint {:?})",
@@ -1087,7 +1104,15 @@ spec:
                 let json = self.checkpoint().await.ok_or("no checkpoint")?;
                 let cp = dcs_runner::checkpoint::parse("checkpoint", &json.to_string())
                     .map_err(|e| e.to_string())?;
-                let snapshot = self.consumer.snapshot.clone().ok_or("no snapshot rows")?;
+                let t0 = cp.start_point.as_ref().ok_or("no T0")?;
+                let snapshot = mysql_rows(
+                    &self.emu,
+                    &format!(
+                        "SELECT * FROM demo.student FOR VERSION AS OF {} ORDER BY id",
+                        t0.tso
+                    ),
+                )
+                .await;
                 let expected = expected_student_events(&self.emu, snapshot, &cp).await;
                 let mut sink = sink;
                 sink.sort();

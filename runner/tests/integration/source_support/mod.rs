@@ -425,3 +425,79 @@ pub fn label(consumer_id: &str, checkpoint_id: u64, seq: u32) -> String {
         seq,
     )
 }
+
+// === a sync under writes, and sharded ===
+
+/// T0 as the operator takes it: Doris's TSO now.
+pub async fn take_t0(emu: &RunningEmulator) -> dcs_runner::checkpoint::Offset {
+    use dcs_runner::source::tso::{self, NowOffsets as _};
+    tso::current(&http(settings(emu, "demo.student")))
+        .await
+        .unwrap()
+        .start_point()
+}
+
+/// [`manifest`] in `initial` mode, its snapshot sharded in `shards` at `t0`.
+pub fn sharded_manifest(
+    emu: &RunningEmulator,
+    t0: &dcs_runner::checkpoint::Offset,
+    extra_sink: &str,
+    shards: u32,
+) -> String {
+    let base = manifest(emu, "initial", extra_sink);
+    let with_t0 = base.replace(
+        "metadata: {name: student-sync}",
+        &format!(
+            "metadata: {{name: student-sync, annotations: {{dcs.dev/snapshot-t0: \"{}\"}}}}",
+            t0.tso
+        ),
+    );
+    assert_ne!(with_t0, base);
+    format!("{with_t0}\n  snapshot: {{parallelism: {shards}}}\n")
+}
+
+/// Changes `demo.student` (holding rows 1..=`rows`) until `stop`: seeded inserts of new ids,
+/// updates and deletes of random ids, every few milliseconds, each statement counted in
+/// `written`. Returns Doris's clock after the last write.
+pub async fn writer(
+    emu: std::sync::Arc<RunningEmulator>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    seed: u64,
+    rows: u32,
+    written: std::sync::Arc<std::sync::atomic::AtomicU64>,
+) -> i64 {
+    use std::sync::atomic::Ordering;
+    let mut rng = Rng(seed ^ 0x5EED);
+    let mut next_id = rows + 1;
+    let mut version = 0;
+    while !stop.load(Ordering::SeqCst) {
+        version += 1;
+        let stmt = match rng.range(0, 10) {
+            0..=2 => {
+                next_id += 1;
+                format!(
+                    "INSERT INTO demo.student VALUES {}",
+                    row_values(next_id - 1)
+                )
+            }
+            3..=6 => format!(
+                "UPDATE demo.student SET name = 'upd-{version}', score = {}.5 WHERE id = {}",
+                version % 1000,
+                rng.range(1, u64::from(next_id))
+            ),
+            _ => format!(
+                "DELETE FROM demo.student WHERE id = {}",
+                rng.range(1, u64::from(next_id))
+            ),
+        };
+        exec(&emu, &[&stmt]).await;
+        written.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(rng.range(5, 25))).await;
+    }
+    emu.doris.clock.now_ms()
+}
+
+/// A JSON file (a checkpoint), `None` while it is missing or half-written.
+pub fn read_json(path: &std::path::Path) -> Option<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
