@@ -282,3 +282,53 @@ async fn writes_through_a_sharded_snapshot_reach_an_audit_sink_once_across_sigki
     );
     println!("seed {seed}: {during} writes during the snapshot, {changes} changes after T0");
 }
+
+/// A merge-on-write source without before-images cannot be read as of T0: an audit sink of it is
+/// refused before any row is read or loaded, naming the property, instead of doubling the changes
+/// made during the snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_audit_sink_of_a_table_doris_cannot_read_as_of_t0_is_refused_naming_the_property() {
+    let emu = source_support::emu().await;
+    source_support::exec(
+        &emu,
+        &[
+            "CREATE DATABASE demo",
+            "CREATE DATABASE sink",
+            "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(64), score DECIMAL(10,2), \
+             updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
+             PROPERTIES (\"replication_num\" = \"1\", \"changelog.enable\" = \"true\")",
+            STUDENT_EVENTS_SINK_DDL,
+            "INSERT INTO demo.student VALUES (1, 'a', 1.5, '2026-11-01 10:00:00.000')",
+        ],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = source_support::config(&manifest(&emu, "initial", AUDIT));
+    let (task, _handle) = source_support::spawn_pipeline(config, dir.path());
+    let err = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .expect("the run ends")
+        .unwrap()
+        .expect_err("refused");
+    assert_eq!(err.exit_code(), 2, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(
+            "demo.student cannot be read as of T0 (FOR VERSION AS OF "
+        ) && text.contains(
+            "it is a merge-on-write table without changelog.need_historical_value, whose older \
+             versions Doris cannot rebuild"
+        ) && text.ends_with(
+            "create the source table with \"changelog.need_historical_value\" = \"true\", or use \
+             an upsert sink"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        emu.doris.counters.get("flight_get_flight_info"),
+        0,
+        "nothing read"
+    );
+    let sink = source_support::mysql_rows(&emu, "SELECT COUNT(*) FROM sink.student").await;
+    assert_eq!(sink, vec![vec!["0".to_owned()]]);
+}
