@@ -29,7 +29,7 @@ use dcs_doris_client::{
     TxnKey, TxnOperation, TxnOutcome, classify_txn,
     stream_load::{StreamLoadClient, Sweep},
 };
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::{api::core::v1::ConfigMap, jiff::Timestamp};
 use mysql_async::prelude::Queryable;
 
 use crate::{checkpoint::Checkpoint, probe::DorisAccess};
@@ -145,6 +145,25 @@ impl Work {
         }
         parts.join("; ")
     }
+}
+
+/// What a stopped runner of `consumer` left in Doris, from its checkpoint ConfigMap as read now
+/// that no runner can change it (pure). Without the ConfigMap no runner ever ran (it is created
+/// with the first; e.g. a sync blocked from the start), so no load can be pre-committed.
+pub fn work_left(
+    ns: &str,
+    spec: &DorisChangelogSyncSpec,
+    checkpoint_cm: Option<&ConfigMap>,
+    consumer: &str,
+) -> Work {
+    let checkpoint: Option<Checkpoint> = checkpoint_cm
+        .and_then(crate::checkpoint::text_of)
+        .and_then(|t| crate::checkpoint::parse(t).ok().flatten());
+    let mut work = plan_cleanup(ns, spec, checkpoint.as_ref(), consumer);
+    if checkpoint_cm.is_none() {
+        work.stale_labels = None;
+    }
+    work
 }
 
 /// What `why` leaves to remove for this spec, checkpoint and consumer (pure). A deletion and a

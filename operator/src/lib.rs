@@ -9,16 +9,19 @@
 //! - [`leader`]: leader election with a Lease; [`metrics`]: `/metrics`, `/healthz`, `/readyz`.
 //! - [`cleanup`]: what is left in Doris when a sync goes or starts again, and removing it.
 //! - [`shutdown`]: stopping on SIGTERM within a bound.
+//! - [`facts`]: what a probe of Doris found; [`sync_object`]: a watched sync read tolerantly.
 #![forbid(unsafe_code)]
 
 pub mod checkpoint;
 pub mod cleanup;
 pub mod controller;
 pub mod error;
+pub mod facts;
 pub mod leader;
 pub mod metrics;
 pub mod probe;
 pub mod reconcile;
 pub mod shutdown;
+pub mod sync_object;
 
 pub use error::{Error, Result};

@@ -57,7 +57,7 @@ struct Args {
     metrics_addr: SocketAddr,
     /// How many syncs are reconciled at once; each reconcile probes Doris (cached) and talks to
     /// the API server, so this bounds the load on both after a restart with many syncs.
-    #[arg(long, env = "DCS_MAX_CONCURRENT_RECONCILES", default_value_t = dcs_operator::reconcile::shell::DEFAULT_MAX_CONCURRENT_RECONCILES)]
+    #[arg(long, env = "DCS_MAX_CONCURRENT_RECONCILES", default_value_t = dcs_operator::reconcile::context::DEFAULT_MAX_CONCURRENT_RECONCILES)]
     max_concurrent_reconciles: u16,
     /// Log format: text or json.
     #[arg(long, default_value = "text")]

@@ -5,7 +5,7 @@ use std::{fmt, time::Duration};
 use dcs_crds::{SourceSpec, conditions::reasons};
 use dcs_doris_client::table::{TableReadError, read_table};
 
-use crate::reconcile::plan::{ProbeFailure, SourceProbe};
+use crate::facts::{ProbeFailure, SourceProbe};
 use dcs_doris_client::fe_api;
 use dcs_doris_client::tls::Tls;
 

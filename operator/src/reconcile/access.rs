@@ -20,7 +20,7 @@ use dcs_doris_client::tls::Tls;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client};
 
-use super::plan::ProbeFailure;
+use crate::facts::ProbeFailure;
 use crate::probe::{CREDENTIALS_MISSING, DorisAccess, DorisCredentials};
 
 /// Why a side cannot be reached.

@@ -27,11 +27,12 @@ use k8s_openapi::{
 };
 use kube::{Resource, ResourceExt};
 
-use super::plan::Run;
-use crate::checkpoint::CHECKPOINT_KEY;
+use dcs_crds::shard::shard_configmap;
 
-/// The key of the effective manifest in the config ConfigMap.
-pub const CONFIG_KEY: &str = "sync.yaml";
+use super::names::{self, CONFIG_KEY};
+use super::plan::Run;
+use super::shards::{BACKOFF_LIMIT_PER_INDEX, ShardRun};
+
 /// Where the config ConfigMap is mounted in the runner container.
 pub const CONFIG_DIR: &str = "/etc/dcs";
 /// Pod-template annotation with the hash of the effective config: a change rolls the runner.
@@ -243,22 +244,6 @@ pub fn liveness_probe() -> Probe {
 /// Three misses (30 s) keep one late answer from flapping it.
 pub fn readiness_probe() -> Probe {
     http_probe("/readyz", 3)
-}
-
-/// Names of a sync's objects.
-pub mod names {
-    /// The Deployment or Job, and the ServiceAccount, Role and RoleBinding.
-    pub fn runner(sync: &str) -> String {
-        format!("{sync}-runner")
-    }
-    /// The ConfigMap with the effective manifest.
-    pub fn config(sync: &str) -> String {
-        format!("{sync}-runner-config")
-    }
-    /// The ConfigMap the runner writes its checkpoint to.
-    pub fn checkpoint(sync: &str) -> String {
-        format!("{sync}-checkpoint")
-    }
 }
 
 /// The runner workload: a Deployment for incremental syncs, a Job for `startup.mode: snapshot`.
@@ -712,9 +697,44 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
     }
 }
 
-/// Reads the key the runner writes its checkpoint under from a checkpoint ConfigMap.
-pub fn checkpoint_text(cm: &ConfigMap) -> Option<&str> {
-    cm.data.as_ref()?.get(CHECKPOINT_KEY).map(String::as_str)
+/// The Indexed Job of the shards and the Role that reaches their ConfigMaps (pure): the built
+/// Job becomes `completionMode: Indexed` with `completions` and `parallelism` N and a back-off
+/// per index (a shard restarts alone; the others run on); the runner's Role gets the shards'
+/// ConfigMaps, which the shards write and the changelog runner reads.
+pub fn adapt(objects: &mut RunnerObjects, sync_name: &str, run: Option<&ShardRun>) {
+    let Some(run) = run else {
+        return;
+    };
+    let n = i32::try_from(run.count).unwrap_or(1);
+    if let Some((_, role, _)) = objects.rbac.as_mut()
+        && let Some(rule) = role.rules.as_mut().and_then(|r| r.first_mut())
+    {
+        let checkpoint = names::checkpoint(sync_name);
+        rule.resource_names
+            .get_or_insert_default()
+            .extend((0..run.count).map(|i| shard_configmap(&checkpoint, i)));
+    }
+    if let Workload::Job(job) = &mut objects.workload
+        && let Some(spec) = job.spec.as_mut()
+    {
+        spec.completion_mode = Some("Indexed".to_owned());
+        spec.completions = Some(n);
+        spec.parallelism = Some(n);
+        spec.backoff_limit = None;
+        spec.backoff_limit_per_index = Some(BACKOFF_LIMIT_PER_INDEX);
+    }
+}
+
+/// The shards' checkpoint ConfigMaps, empty, as the checkpoint ConfigMap is built (pure).
+pub fn shard_configmaps(objects: &RunnerObjects, count: u32) -> Vec<ConfigMap> {
+    let base = objects.checkpoint.name_any();
+    (0..count)
+        .map(|i| {
+            let mut cm = objects.checkpoint.clone();
+            cm.metadata.name = Some(shard_configmap(&base, i));
+            cm
+        })
+        .collect()
 }
 
 #[cfg(test)]
