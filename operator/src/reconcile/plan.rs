@@ -90,7 +90,12 @@ pub struct Reinit {
 /// Seconds left before the oldest change still needed expires, by Doris's clock.
 pub fn headroom_seconds(ttl_seconds: i64, now_ms: i64, checkpoint: &Checkpoint) -> Option<i64> {
     let oldest = checkpoint.oldest_needed_ms()?;
-    Some(ttl_seconds - (now_ms - oldest).div_euclid(1000))
+    let ttl_seconds = u64::try_from(ttl_seconds).unwrap_or(0);
+    Some(dcs_crds::retention::headroom_seconds(
+        oldest,
+        now_ms,
+        ttl_seconds,
+    ))
 }
 
 /// Decides what to do.
