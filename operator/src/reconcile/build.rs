@@ -110,36 +110,6 @@ impl std::fmt::Display for RunnerMetricsAddr {
     }
 }
 
-/// Reads `--runner-metrics-addr`: `HOST:PORT`, the host an IP address (IPv6 in brackets) or
-/// `$(POD_IP)` (where pods share one network, as on a test kubelet), the port 1 to 65535.
-///
-/// # Errors
-/// The reason, naming the flag, when the text is not such an address.
-pub fn parse_runner_metrics_addr(text: &str) -> Result<RunnerMetricsAddr, String> {
-    let bad = || {
-        format!(
-            "--runner-metrics-addr: {text:?} is not HOST:PORT with an IP address or {POD_IP_HOST} \
-             as the host, e.g. \"0.0.0.0:{RUNNER_METRICS_PORT}\" or \"{POD_IP_HOST}:{RUNNER_METRICS_PORT}\""
-        )
-    };
-    let (host, port) = text.rsplit_once(':').ok_or_else(bad)?;
-    let port: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(bad)?;
-    let ip = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .map_or_else(
-            || host.parse::<std::net::Ipv4Addr>().is_ok(),
-            |h| h.parse::<std::net::Ipv6Addr>().is_ok(),
-        );
-    if host != POD_IP_HOST && !ip {
-        return Err(bad());
-    }
-    Ok(RunnerMetricsAddr {
-        host: host.to_owned(),
-        port,
-    })
-}
-
 /// The built-in requests and limits of a runner container (BENCHMARKS.md, "Runner memory"): the
 /// runner peaked at 37–41 MiB in a 1M-row snapshot, a changelog window of 800 000 changes and a
 /// sink outage, whatever the table size, because its batches and channels are bounded (73–78 MiB
@@ -174,42 +144,6 @@ pub fn runner_resources(
     sync.or(operator_default)
         .cloned()
         .unwrap_or_else(default_runner_resources)
-}
-
-/// Reads `--runner-resources`: container resources in JSON (or YAML), as the chart passes them,
-/// checked as the API server would check them.
-///
-/// # Errors
-/// The reason, naming the flag and the field, when the text is not such resources.
-pub fn parse_runner_resources(text: &str) -> Result<ResourceRequirements, String> {
-    const FLAG: &str = "--runner-resources";
-    const EXAMPLE: &str =
-        r#"{"requests":{"cpu":"100m","memory":"128Mi"},"limits":{"memory":"512Mi"}}"#;
-    let value: serde_json::Value = serde_yaml::from_str(text)
-        .map_err(|e| format!("{FLAG}: not JSON or YAML ({e}); write e.g. {EXAMPLE}"))?;
-    let Some(object) = value.as_object() else {
-        return Err(format!("{FLAG}: not an object; write e.g. {EXAMPLE}"));
-    };
-    if let Some(key) = object
-        .keys()
-        .find(|k| !["requests", "limits", "claims"].contains(&k.as_str()))
-    {
-        return Err(format!(
-            "{FLAG}: unknown field {key:?}; the fields are requests, limits and claims"
-        ));
-    }
-    let resources: ResourceRequirements =
-        serde_json::from_value(value).map_err(|e| format!("{FLAG}: {e}; write e.g. {EXAMPLE}"))?;
-    let errors = dcs_crds::validate::validate_resources(FLAG, &resources);
-    if errors.is_empty() {
-        Ok(resources)
-    } else {
-        Err(errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; "))
-    }
 }
 
 fn http_probe(path: &str, failure_threshold: i32) -> Probe {
@@ -849,47 +783,6 @@ mod tests {
     }
 
     #[test]
-    fn the_operator_flag_is_read_and_checked() {
-        assert_eq!(
-            parse_runner_resources(
-                r#"{"requests":{"memory":"256Mi"},"limits":{"memory":"1Gi","cpu":2}}"#
-            ),
-            Ok(rr(
-                "{requests: {memory: 256Mi}, limits: {memory: 1Gi, cpu: '2'}}"
-            ))
-        );
-        assert_eq!(parse_runner_resources("{}"), Ok(rr("{}")));
-        assert_eq!(
-            parse_runner_resources(r#"{"requests":{"memory":"2Gi"},"limits":{"memory":"1Gi"}}"#),
-            Err(
-                "--runner-resources.requests.memory: is 2Gi, more than the limit 1Gi \
-                 (--runner-resources.limits.memory); Kubernetes admits no pod whose request is \
-                 above its limit"
-                    .into()
-            )
-        );
-        assert_eq!(
-            parse_runner_resources(r#"{"limit":{"memory":"1Gi"}}"#),
-            Err(r#"--runner-resources: unknown field "limit"; the fields are requests, limits and claims"#.into())
-        );
-        let err = parse_runner_resources(r#"{"limits":{"memory":"lots"}}"#).unwrap_err();
-        assert!(
-            err.starts_with(r#"--runner-resources.limits.memory: "lots" is not a quantity"#),
-            "{err}"
-        );
-        let err = parse_runner_resources("[1]").unwrap_err();
-        assert!(
-            err.starts_with("--runner-resources: not an object"),
-            "{err}"
-        );
-        let err = parse_runner_resources("{").unwrap_err();
-        assert!(
-            err.starts_with("--runner-resources: not JSON or YAML"),
-            "{err}"
-        );
-    }
-
-    #[test]
     fn the_built_pod_carries_the_chosen_resources() {
         let mut s = sync();
         let built = |s: &DorisChangelogSync, d: &RunnerDefaults| {
@@ -1064,45 +957,13 @@ mod tests {
     }
 
     #[test]
-    fn the_metrics_address_flag_is_read_and_checked() {
-        let addr = |host: &str, port| RunnerMetricsAddr {
-            host: host.into(),
-            port,
-        };
-        for (text, want) in [
-            ("0.0.0.0:9464", addr("0.0.0.0", 9464)),
-            ("$(POD_IP):19464", addr("$(POD_IP)", 19464)),
-            ("[::]:9464", addr("[::]", 9464)),
-            ("127.0.0.1:1", addr("127.0.0.1", 1)),
-        ] {
-            assert_eq!(parse_runner_metrics_addr(text), Ok(want), "{text}");
-        }
-        assert_eq!(RunnerMetricsAddr::default().to_string(), "0.0.0.0:9464");
-        for text in [
-            "9464",
-            "0.0.0.0:0",
-            "0.0.0.0:70000",
-            "localhost:9464",
-            "$(HOST_IP):9464",
-            "::1:9464",
-            ":9464",
-        ] {
-            assert_eq!(
-                parse_runner_metrics_addr(text),
-                Err(format!(
-                    "--runner-metrics-addr: {text:?} is not HOST:PORT with an IP address or \
-                     $(POD_IP) as the host, e.g. \"0.0.0.0:9464\" or \"$(POD_IP):9464\""
-                )),
-                "{text}"
-            );
-        }
-    }
-
-    #[test]
     fn the_metrics_address_sets_the_env_and_the_container_port() {
         let s = sync();
         let defaults = RunnerDefaults {
-            metrics_addr: parse_runner_metrics_addr("$(POD_IP):19464").unwrap(),
+            metrics_addr: RunnerMetricsAddr {
+                host: "$(POD_IP)".into(),
+                port: 19464,
+            },
             ..RunnerDefaults::default()
         };
         let c = runner_container(&build(&s, &run_for(&s, 0), &defaults));
