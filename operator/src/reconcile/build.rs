@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use dcs_crds::{Credentials, DorisChangelogSync, StartupMode};
+use dcs_crds::{Credentials, DorisChangelogSync, DorisChangelogSyncSpec, StartupMode};
 use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy},
@@ -399,27 +399,47 @@ fn ca_bundle_mount(
 
 /// Builds every object of the runner for `run`; `defaults` are the operator's runner flags.
 pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) -> RunnerObjects {
-    let name = sync.name_any();
-    let spec = &sync.spec;
     let manifest = effective_manifest(sync, run);
     let hash = content_hash(&manifest);
+    let ca_bundles = ca_bundles(&sync.spec);
+    let container = runner_container(sync, defaults, &ca_bundles);
+    let template =
+        |restart_policy: &str| pod_template(sync, &container, &hash, &ca_bundles, restart_policy);
+    RunnerObjects {
+        config: config_configmap(sync, manifest),
+        checkpoint: checkpoint_configmap(sync),
+        rbac: rbac(sync),
+        workload: workload(sync, run, template),
+    }
+}
 
-    let mut config_meta = meta(sync, names::config(&name));
+/// The config ConfigMap: the effective manifest, and the reinitNonce it was built for.
+fn config_configmap(sync: &DorisChangelogSync, manifest: String) -> ConfigMap {
+    let mut config_meta = meta(sync, names::config(&sync.name_any()));
     config_meta.annotations = Some(BTreeMap::from([(
         NONCE_ANNOTATION.to_owned(),
-        spec.reinit_nonce.clone(),
+        sync.spec.reinit_nonce.clone(),
     )]));
-    let config = ConfigMap {
+    ConfigMap {
         metadata: config_meta,
         data: Some(BTreeMap::from([(CONFIG_KEY.to_owned(), manifest)])),
         ..Default::default()
-    };
-    let checkpoint = ConfigMap {
-        metadata: meta(sync, names::checkpoint(&name)),
-        ..Default::default()
-    };
+    }
+}
 
-    let rbac = spec.runner.service_account_name.is_none().then(|| {
+/// The checkpoint ConfigMap, empty: the runner writes it.
+fn checkpoint_configmap(sync: &DorisChangelogSync) -> ConfigMap {
+    ConfigMap {
+        metadata: meta(sync, names::checkpoint(&sync.name_any())),
+        ..Default::default()
+    }
+}
+
+/// The runner's ServiceAccount, and a Role and RoleBinding that let it reach its checkpoint
+/// ConfigMap only; none when `spec.runner.serviceAccountName` names an account of the user's.
+fn rbac(sync: &DorisChangelogSync) -> Option<(ServiceAccount, Role, RoleBinding)> {
+    let name = sync.name_any();
+    sync.spec.runner.service_account_name.is_none().then(|| {
         let sa = ServiceAccount {
             metadata: meta(sync, names::runner(&name)),
             ..Default::default()
@@ -449,8 +469,38 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             }]),
         };
         (sa, role, binding)
-    });
+    })
+}
 
+/// The CA bundles of the source and the sink: each a volume, its mount and the variable naming
+/// the file.
+fn ca_bundles(spec: &DorisChangelogSyncSpec) -> Vec<(Volume, VolumeMount, EnvVar)> {
+    [
+        ca_bundle_mount(
+            spec.source.tls.as_ref(),
+            "source",
+            dcs_crds::spec::SOURCE_CA_FILE_ENV,
+        ),
+        ca_bundle_mount(
+            spec.sink.doris.as_ref().and_then(|d| d.tls.as_ref()),
+            "sink",
+            dcs_crds::spec::SINK_CA_FILE_ENV,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The runner container's environment: credentials as Secret references, the CA bundles'
+/// files, the checkpoint ConfigMap, the pod's namespace and address, the metrics address, then
+/// `spec.runner.env`.
+fn runner_env(
+    sync: &DorisChangelogSync,
+    defaults: &RunnerDefaults,
+    ca_bundles: &[(Volume, VolumeMount, EnvVar)],
+) -> Vec<EnvVar> {
+    let spec = &sync.spec;
     let mut env = vec![
         secret_env(
             "DCS_SOURCE_USERNAME",
@@ -475,25 +525,10 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             &doris.credentials.password_key,
         ));
     }
-    let ca_bundles: Vec<_> = [
-        ca_bundle_mount(
-            spec.source.tls.as_ref(),
-            "source",
-            dcs_crds::spec::SOURCE_CA_FILE_ENV,
-        ),
-        ca_bundle_mount(
-            spec.sink.doris.as_ref().and_then(|d| d.tls.as_ref()),
-            "sink",
-            dcs_crds::spec::SINK_CA_FILE_ENV,
-        ),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
     env.extend(ca_bundles.iter().map(|(_, _, var)| var.clone()));
     env.push(EnvVar {
         name: "DCS_CHECKPOINT_CONFIGMAP".to_owned(),
-        value: Some(names::checkpoint(&name)),
+        value: Some(names::checkpoint(&sync.name_any())),
         ..Default::default()
     });
     env.push(field_env("POD_NAMESPACE", "metadata.namespace"));
@@ -505,14 +540,24 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
         ..Default::default()
     });
     env.extend(spec.runner.env.clone().unwrap_or_default());
+    env
+}
 
+/// The runner container: its image, `run -f` the mounted manifest, its environment, its
+/// metrics port and probes, its resources, restricted.
+fn runner_container(
+    sync: &DorisChangelogSync,
+    defaults: &RunnerDefaults,
+    ca_bundles: &[(Volume, VolumeMount, EnvVar)],
+) -> Container {
+    let spec = &sync.spec;
     let image = spec
         .runner
         .image
         .clone()
         .or_else(|| defaults.image.clone())
         .unwrap_or_else(default_runner_image);
-    let container = Container {
+    Container {
         name: "runner".to_owned(),
         image: Some(image),
         args: Some(vec![
@@ -520,7 +565,7 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             "-f".to_owned(),
             format!("{CONFIG_DIR}/{CONFIG_KEY}"),
         ]),
-        env: Some(env),
+        env: Some(runner_env(sync, defaults, ca_bundles)),
         ports: Some(vec![ContainerPort {
             name: Some(RUNNER_METRICS_PORT_NAME.to_owned()),
             container_port: i32::from(defaults.metrics_addr.port),
@@ -545,13 +590,26 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             .collect(),
         ),
         ..Default::default()
-    };
+    }
+}
+
+/// The runner's pod: `container`, the config hash that rolls it when the manifest changes, its
+/// service account, placement, a restricted security context, the config and CA volumes.
+fn pod_template(
+    sync: &DorisChangelogSync,
+    container: &Container,
+    config_hash: &str,
+    ca_bundles: &[(Volume, VolumeMount, EnvVar)],
+    restart_policy: &str,
+) -> PodTemplateSpec {
+    let name = sync.name_any();
+    let spec = &sync.spec;
     let mut annotations = spec.runner.pod_annotations.clone().unwrap_or_default();
-    annotations.insert(CONFIG_HASH_ANNOTATION.to_owned(), hash);
-    let template = |restart_policy: &str| PodTemplateSpec {
+    annotations.insert(CONFIG_HASH_ANNOTATION.to_owned(), config_hash.to_owned());
+    PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(labels(&name)),
-            annotations: Some(annotations.clone()),
+            annotations: Some(annotations),
             ..Default::default()
         }),
         spec: Some(PodSpec {
@@ -589,8 +647,18 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             ),
             ..Default::default()
         }),
-    };
-    let workload = if run.bounded {
+    }
+}
+
+/// The workload: a Job for a bounded run (one runner at a time), else a Deployment of one
+/// replica that never runs two (Recreate); `template` gives the pod for a restart policy.
+fn workload(
+    sync: &DorisChangelogSync,
+    run: &Run,
+    template: impl Fn(&str) -> PodTemplateSpec,
+) -> Workload {
+    let name = sync.name_any();
+    if run.bounded {
         Workload::Job(Box::new(Job {
             metadata: meta(sync, names::runner(&name)),
             spec: Some(JobSpec {
@@ -622,12 +690,6 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             }),
             ..Default::default()
         }))
-    };
-    RunnerObjects {
-        config,
-        checkpoint,
-        rbac,
-        workload,
     }
 }
 

@@ -1,4 +1,4 @@
-//! Reconciling a `DorisChangelogSync`, in three layers (docs/ARCHITECTURE.md §4.1); a module
+//! Reconciling a `DorisChangelogSync`, in three layers (docs/ARCHITECTURE.md §4); a module
 //! uses only those of its own layer listed before it and those of lower layers.
 //!
 //! - The pure decisions, no I/O and no clock: [`names`] and [`stop`] (how long a stop waits);

@@ -1,5 +1,5 @@
 //! The operator's modules import each other in layers, never in circles (docs/ARCHITECTURE.md
-//! §1.1, §4.1): the facts at the bottom, Doris's I/O above them, the reconcile above that, the
+//! §1.1, §4): the facts at the bottom, Doris's I/O above them, the reconcile above that, the
 //! watch loop on top; inside the reconcile, its pure decisions below its I/O stages below its
 //! shell ([`RECONCILE`]).
 
