@@ -1194,5 +1194,35 @@ resources: {limits: {memory: 512Mi}}
                 .as_deref(),
             Some("OnFailure")
         );
+        // Whole: the objects of the same run unbounded, with a Job of their pod (restarted on
+        // failure) in place of the Deployment; nothing else differs.
+        let unbounded = build(
+            &s,
+            &Run {
+                bounded: false,
+                ..run_for(&s, 0)
+            },
+            &RunnerDefaults::default(),
+        );
+        let Workload::Deployment(d) = &unbounded.workload else {
+            panic!("expected a Deployment")
+        };
+        let mut template = d.spec.as_ref().unwrap().template.clone();
+        template.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
+        let want = RunnerObjects {
+            workload: Workload::Job(Box::new(Job {
+                metadata: d.metadata.clone(),
+                spec: Some(JobSpec {
+                    backoff_limit: Some(6),
+                    parallelism: Some(1),
+                    completions: Some(1),
+                    template,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })),
+            ..unbounded.clone()
+        };
+        assert_eq!(o, want);
     }
 }

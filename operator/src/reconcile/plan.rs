@@ -435,6 +435,21 @@ mod tests {
         }
     }
 
+    /// The run of a fresh good sync: the plans below are compared whole against it, changed
+    /// where they differ, so any other field that moves fails them.
+    fn fresh_run() -> Run {
+        Run {
+            consumer_id: "orders".into(),
+            consumer_generation: 0,
+            launch: true,
+            bounded: false,
+            startup_mode: StartupMode::Initial,
+            previous_consumer_id: None,
+            probe_warning: None,
+            shards: None,
+        }
+    }
+
     #[test]
     fn a_fresh_good_sync_launches_a_deployment() {
         assert_eq!(
@@ -457,10 +472,15 @@ mod tests {
         let mut o = observed();
         o.runner = RunnerState::Running;
         o.spec.startup.mode = StartupMode::Snapshot;
-        let run = run_of(plan(&o));
-        assert!(!run.launch);
-        assert!(run.bounded);
-        assert_eq!(run.startup_mode, StartupMode::Snapshot);
+        assert_eq!(
+            plan(&o),
+            Plan::Run(Run {
+                launch: false,
+                bounded: true,
+                startup_mode: StartupMode::Snapshot,
+                ..fresh_run()
+            })
+        );
     }
 
     #[test]
@@ -486,15 +506,16 @@ mod tests {
     fn ttl_one_second_short_blocks_with_the_numbers_and_exactly_enough_runs() {
         let mut o = observed();
         o.probe.as_mut().unwrap().table.ttl_seconds = 2119;
-        let b = blocked_of(plan(&o));
-        assert_eq!(b.condition, types::TTL_SUFFICIENT);
-        assert_eq!(b.reason, reasons::TTL_TOO_SHORT);
         assert_eq!(
-            b.message,
-            "changelog.ttl_seconds is 2119s but the sync needs at least 2120s (expectedSnapshotDuration 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m): ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"2120\"), or lower spec.expectedSnapshotDuration"
+            plan(&o),
+            Plan::Block(Blocked {
+                condition: types::TTL_SUFFICIENT,
+                reason: reasons::TTL_TOO_SHORT,
+                message: "changelog.ttl_seconds is 2119s but the sync needs at least 2120s (expectedSnapshotDuration 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m): ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"2120\"), or lower spec.expectedSnapshotDuration".into(),
+            })
         );
         o.probe.as_mut().unwrap().table.ttl_seconds = 2120;
-        run_of(plan(&o));
+        assert_eq!(plan(&o), Plan::Run(fresh_run()));
     }
 
     #[test]
@@ -518,7 +539,14 @@ mod tests {
         let p = &mut o.probe.as_mut().unwrap().table;
         p.enabled = false;
         p.ttl_seconds = 1;
-        assert!(run_of(plan(&o)).bounded);
+        assert_eq!(
+            plan(&o),
+            Plan::Run(Run {
+                bounded: true,
+                startup_mode: StartupMode::Snapshot,
+                ..fresh_run()
+            })
+        );
     }
 
     #[test]
@@ -655,14 +683,23 @@ mod tests {
             reason: reasons::SOURCE_UNREACHABLE,
             message: "cannot reach fe:9030".into(),
         });
-        let b = blocked_of(plan(&o));
         assert_eq!(
-            (b.reason, b.message.as_str()),
-            ("SourceUnreachable", "cannot reach fe:9030")
+            plan(&o),
+            Plan::Block(Blocked {
+                condition: types::READY,
+                reason: "SourceUnreachable",
+                message: "cannot reach fe:9030".into(),
+            })
         );
         o.runner = RunnerState::Running;
-        let run = run_of(plan(&o));
-        assert_eq!(run.probe_warning.as_deref(), Some("cannot reach fe:9030"));
+        assert_eq!(
+            plan(&o),
+            Plan::Run(Run {
+                launch: false,
+                probe_warning: Some("cannot reach fe:9030".into()),
+                ..fresh_run()
+            })
+        );
     }
 
     #[test]
@@ -672,14 +709,13 @@ mod tests {
             reason: "SinkUnreachable",
             message: "cannot reach the sink FE over HTTP at sink-fe:8030".into(),
         });
-        let b = blocked_of(plan(&o));
         assert_eq!(
-            (b.condition, b.reason, b.message.as_str()),
-            (
-                types::SINK_HEALTHY,
-                "SinkUnreachable",
-                "cannot reach the sink FE over HTTP at sink-fe:8030"
-            )
+            plan(&o),
+            Plan::Block(Blocked {
+                condition: types::SINK_HEALTHY,
+                reason: "SinkUnreachable",
+                message: "cannot reach the sink FE over HTTP at sink-fe:8030".into(),
+            })
         );
         // A source problem is reported first.
         o.probe.as_mut().unwrap().table.ttl_seconds = 60;
@@ -687,8 +723,12 @@ mod tests {
         o.probe.as_mut().unwrap().table.ttl_seconds = 86_400;
         o.runner = RunnerState::Running;
         assert_eq!(
-            run_of(plan(&o)).probe_warning.as_deref(),
-            Some("cannot reach the sink FE over HTTP at sink-fe:8030")
+            plan(&o),
+            Plan::Run(Run {
+                launch: false,
+                probe_warning: Some("cannot reach the sink FE over HTTP at sink-fe:8030".into()),
+                ..fresh_run()
+            })
         );
     }
 
