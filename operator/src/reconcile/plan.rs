@@ -452,19 +452,7 @@ mod tests {
 
     #[test]
     fn a_fresh_good_sync_launches_a_deployment() {
-        assert_eq!(
-            plan(&observed()),
-            Plan::Run(Run {
-                consumer_id: "orders".into(),
-                consumer_generation: 0,
-                launch: true,
-                bounded: false,
-                startup_mode: StartupMode::Initial,
-                previous_consumer_id: None,
-                probe_warning: None,
-                shards: None,
-            })
-        );
+        assert_eq!(plan(&observed()), Plan::Run(fresh_run()));
     }
 
     #[test]

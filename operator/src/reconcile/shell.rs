@@ -9,7 +9,11 @@ use dcs_crds::DorisChangelogSync;
 use kube::{Api, ResourceExt, runtime::controller::Action};
 use tracing::instrument;
 
-use super::{FINALIZER, apply, context::Context, finalize};
+use super::{
+    apply,
+    context::Context,
+    finalize::{self, FINALIZER},
+};
 use crate::{Error, Result};
 
 /// Reconciles one sync: the finalizer, then `apply`; a deleted sync is cleaned up and let go
