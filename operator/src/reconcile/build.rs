@@ -1047,6 +1047,27 @@ mod tests {
             c.liveness_probe.unwrap().http_get.unwrap().port,
             IntOrString::String("metrics".into())
         );
+        // Whole: the objects with the default address, but for that variable and that port.
+        let mut want = build(&s, &run_for(&s, 0), &RunnerDefaults::default());
+        let Workload::Deployment(d) = &mut want.workload else {
+            panic!("expected a Deployment")
+        };
+        let container = &mut d
+            .spec
+            .as_mut()
+            .unwrap()
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0];
+        for var in container.env.as_mut().unwrap() {
+            if var.name == "DCS_METRICS_ADDR" {
+                var.value = Some("$(POD_IP):19464".into());
+            }
+        }
+        container.ports.as_mut().unwrap()[0].container_port = 19464;
+        assert_eq!(build(&s, &run_for(&s, 0), &defaults), want);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use dcs_layers::Layers;
+use dcs_layers::{Layers, Read};
 
 /// The modules, lowest first. A module may use those of lower layers only.
 const LAYERS: &[&[&str]] = &[
@@ -22,6 +22,7 @@ fn the_client_modules_import_each_other_in_layers_without_circles() {
     let problems = dcs_layers::problems(
         &src,
         "runner/doris-client/src",
+        Read::Shipped,
         &[Layers {
             module: "",
             layers: LAYERS,

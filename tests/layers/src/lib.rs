@@ -16,6 +16,16 @@ pub struct Layers<'a> {
     pub layers: &'a [&'a [&'a str]],
 }
 
+/// Which code of a crate is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Read {
+    /// The shipped code: without unit tests (a `#[cfg(test)] mod tests` block, last in a file by
+    /// convention) and test-only modules (`testing.rs`), which may reach for fixtures anywhere.
+    Shipped,
+    /// Every line, unit tests included.
+    All,
+}
+
 /// What breaks the layers of the crate whose sources are `root` (shown as `shown` in the
 /// messages): a circle among the top-level modules or among the children of any module, an
 /// import that goes up or sideways across one of `layered`, a child of a layered module in no
@@ -23,8 +33,8 @@ pub struct Layers<'a> {
 ///
 /// # Panics
 /// When `root` cannot be read.
-pub fn problems(root: &Path, shown: &str, layered: &[Layers<'_>]) -> Vec<String> {
-    let (modules, all) = edges(root, shown);
+pub fn problems(root: &Path, shown: &str, read: Read, layered: &[Layers<'_>]) -> Vec<String> {
+    let (modules, all) = edges(root, shown, read);
     let mut problems = Vec::new();
     // No circle among the top-level modules, nor among the children of any module.
     for parent in &modules {
@@ -109,13 +119,12 @@ fn module_of(relative: &Path) -> ModPath {
     parts
 }
 
-/// The text without comments (line comments and doc comments; block comments are not used) and
-/// without its unit tests (a `#[cfg(test)] mod tests` block, last in a file by convention): test
-/// code may reach for fixtures anywhere, the layers are the shipped code's.
-fn code_of(text: &str) -> String {
+/// The text without comments (line comments and doc comments; block comments are not used), and
+/// for [`Read::Shipped`] without its unit tests.
+fn code_of(text: &str, read: Read) -> String {
     let text = match text.find("#[cfg(test)]\nmod tests") {
-        Some(i) => &text[..i],
-        None => text,
+        Some(i) if read == Read::Shipped => &text[..i],
+        _ => text,
     };
     text.lines()
         .map(|line| match line.find("//") {
@@ -208,16 +217,20 @@ fn resolve(path: &[String], modules: &BTreeSet<ModPath>) -> ModPath {
 }
 
 /// Every module-to-module edge of the sources under `root` (a crate's `src`), the files named
-/// from `shown` (e.g. `operator/src`). Modules declared only for tests (`testing.rs`) and the
-/// binaries (`main.rs`, `bin/`) are left out: they are no layer of the library.
-fn edges(root: &Path, shown: &str) -> (BTreeSet<ModPath>, Vec<(ModPath, ModPath, String)>) {
+/// from `shown` (e.g. `operator/src`). The binaries (`main.rs`, `bin/`) are left out: they are no
+/// layer of the library; so are test-only modules (`testing.rs`) for [`Read::Shipped`].
+fn edges(
+    root: &Path,
+    shown: &str,
+    read: Read,
+) -> (BTreeSet<ModPath>, Vec<(ModPath, ModPath, String)>) {
     let mut files = Vec::new();
     rust_files(root, &mut files);
     files.retain(|f| {
         let relative = f.strip_prefix(root).unwrap();
         relative != Path::new("main.rs")
             && !relative.starts_with("bin")
-            && relative.file_name().is_some_and(|n| n != "testing.rs")
+            && (read == Read::All || relative.file_name().is_some_and(|n| n != "testing.rs"))
     });
     let modules: BTreeSet<ModPath> = files
         .iter()
@@ -228,7 +241,7 @@ fn edges(root: &Path, shown: &str) -> (BTreeSet<ModPath>, Vec<(ModPath, ModPath,
         let relative = file.strip_prefix(root).unwrap();
         let name = format!("{shown}/{}", relative.display());
         let from = module_of(relative);
-        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        let code = code_of(&std::fs::read_to_string(file).unwrap(), read);
         for path in paths_after(&code, "crate::") {
             out.push((from.clone(), resolve(&path, &modules), name.clone()));
         }
@@ -317,6 +330,7 @@ mod tests {
     fn the_finder_sees_grouped_and_relative_imports_and_circles() {
         let code = code_of(
             "use crate::{sink::encode::{A, B}, settings};\nlet x = crate::source::tso::now(); // crate::demo\nuse super::batcher::Batcher;",
+            Read::All,
         );
         let path = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>();
         assert_eq!(
@@ -361,11 +375,11 @@ mod tests {
             layers: &[&["low"], &["high"]],
         }];
         assert_eq!(
-            problems(&root, "x/src", &layers),
+            problems(&root, "x/src", Read::Shipped, &layers),
             vec!["x/src: low uses high, which is not in a lower layer (x/src/low.rs)".to_owned()]
         );
         write("high.rs", "pub struct Thing;\nuse crate::low;\n");
-        let found = problems(&root, "x/src", &layers);
+        let found = problems(&root, "x/src", Read::Shipped, &layers);
         assert!(
             found[0].starts_with(
                 "a circle in the crate: high -> low (x/src/high.rs); low -> high (x/src/low.rs)"
@@ -376,7 +390,20 @@ mod tests {
             "low.rs",
             "pub struct Low;\n#[cfg(test)]\nmod tests {\n    use crate::high::Thing;\n}\n",
         );
-        assert_eq!(problems(&root, "x/src", &layers), Vec::<String>::new());
+        assert_eq!(
+            problems(&root, "x/src", Read::Shipped, &layers),
+            Vec::<String>::new()
+        );
+        // Read whole, the unit test's import closes the circle again and goes up the layers.
+        std::fs::remove_file(root.join("testing.rs")).unwrap();
+        assert_eq!(
+            problems(&root, "x/src", Read::All, &layers),
+            vec![
+                "a circle in the crate: high -> low (x/src/high.rs); low -> high (x/src/low.rs)"
+                    .to_owned(),
+                "x/src: low uses high, which is not in a lower layer (x/src/low.rs)".to_owned()
+            ]
+        );
         std::fs::remove_dir_all(&root).unwrap();
     }
 }
