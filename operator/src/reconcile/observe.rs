@@ -7,7 +7,7 @@
 //! The I/O functions only fetch; what the fetched objects mean ([`job_outcome`], [`pods_state`], [`sort_checkpoint`], [`probe_skipped`],
 //! [`CachedProbe::fresh`]) is pure and tested here.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use dcs_crds::{DorisChangelogSync, DorisChangelogSyncSpec, conditions::reasons};
 use k8s_openapi::{
@@ -23,12 +23,14 @@ use kube::{Api, ResourceExt, api::ListParams};
 use super::{
     access::{Side, read_access},
     api::get_opt,
-    build::{self, NONCE_ANNOTATION, names},
-    plan::{
-        Observed, ProbeFailure, RunnerExit, RunnerState, SourceProbe, base_consumer_id,
-        consumer_generation, consumer_id_for, is_earlier_consumer,
+    build::{self, NONCE_ANNOTATION},
+    context::{CachedProbe, Context},
+    names,
+    observed::{
+        Observed, RunnerExit, RunnerState, base_consumer_id, consumer_generation, consumer_id_for,
+        is_earlier_consumer,
     },
-    shell::Context,
+    shard_configmaps,
     status::{WrittenStatus, current_status},
     stop::{STOPPING_ANNOTATION, StopMark},
 };
@@ -36,28 +38,9 @@ use crate::{
     Error, Result,
     checkpoint::Checkpoint,
     cleanup::Targets,
+    facts::{ProbeFailure, SourceProbe},
     probe::{probe_sink, probe_source},
 };
-
-/// How long table facts are trusted before the source is probed again.
-pub const REPROBE_INTERVAL: Duration = Duration::from_secs(180);
-
-/// A cached probe result.
-#[derive(Clone, Debug)]
-pub struct CachedProbe {
-    at: Instant,
-    generation: Option<i64>,
-    result: Result<SourceProbe, ProbeFailure>,
-    sink: Result<(), ProbeFailure>,
-}
-
-impl CachedProbe {
-    /// Whether these facts may still be used for `generation` at `now`: read for the same
-    /// generation less than [`REPROBE_INTERVAL`] ago (pure).
-    pub fn fresh(&self, generation: Option<i64>, now: Instant) -> bool {
-        self.generation == generation && now.saturating_duration_since(self.at) < REPROBE_INTERVAL
-    }
-}
 
 /// What one pass observed: the plan's input, and what acting on the plan needs besides.
 pub(super) struct World {
@@ -138,7 +121,7 @@ pub(super) async fn observe(sync: &DorisChangelogSync, ctx: &Context) -> Result<
     };
     let stored = checkpoint_cm
         .as_ref()
-        .and_then(build::checkpoint_text)
+        .and_then(crate::checkpoint::text_of)
         .map(crate::checkpoint::parse);
     let mut earlier_checkpoint = false;
     match sort_checkpoint(&observed, stored) {
@@ -147,7 +130,7 @@ pub(super) async fn observe(sync: &DorisChangelogSync, ctx: &Context) -> Result<
         Stored::Unreadable(e) => observed.checkpoint_error = Some(e),
         Stored::Ignored => {}
     }
-    super::shards::observe(&mut observed, &configmaps, config_cm.as_ref()).await?;
+    shard_configmaps::observe(&mut observed, &configmaps, config_cm.as_ref()).await?;
     Ok(World {
         ns,
         name,
@@ -455,6 +438,9 @@ mod tests {
     };
 
     use super::*;
+    use std::time::Duration;
+
+    use crate::reconcile::context::REPROBE_INTERVAL;
     use crate::reconcile::testing::{self, streaming_checkpoint};
 
     fn job(succeeded: Option<i32>, conditions: Vec<JobCondition>) -> Job {
