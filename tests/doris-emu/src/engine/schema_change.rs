@@ -1,5 +1,5 @@
 //! Column schema changes: `ALTER TABLE … ADD COLUMN`, `DROP COLUMN`, `RENAME COLUMN`,
-//! `MODIFY COLUMN`, `ORDER BY`, as Doris's FE takes them (docs/doris-protocols.md §5.1).
+//! `MODIFY COLUMN`, `ORDER BY`, as Doris's FE takes them (docs/doris-protocols.md §1.9).
 //!
 //! On a table with the changelog only ADD/DROP COLUMN (and a column's comment) are allowed; every
 //! other column change fails with [`ROW_BINLOG_NOT_ALLOWED`] before anything else is checked

@@ -1717,7 +1717,7 @@ fn a_table_rebuilt_packed_keeps_its_rows_and_their_order() {
     }
 }
 
-// ---------------------------------------------------------------- column changes (§5.1)
+// ---------------------------------------------------------------- column changes (docs/doris-protocols.md §1.9)
 
 fn names(e: &Engine) -> Vec<String> {
     e.table_info("d", "t")
