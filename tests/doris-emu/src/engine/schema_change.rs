@@ -10,7 +10,8 @@
 //! is gone from every row, a column added again under a dropped one's name starts from its
 //! default.
 
-use super::{ColumnDef, Engine, KeysType, table::Table};
+use super::table::{NormWrite, Table};
+use super::{ColumnDef, Engine, KeysType, State, Txn, TxnState};
 use crate::error::{DorisError, Result};
 use crate::types::{DorisType, Value};
 
@@ -170,6 +171,38 @@ fn type_change(from: &ColumnDef, to: &ColumnDef) -> Result<ValueChange> {
     })
 }
 
+/// A pre-committed load keeps its rows against the column names it was validated with
+/// (`Txn::cols`) and is mapped to the table's columns by name when it commits
+/// (`table::remap_write`). A rename or a type change must reach those rows too, so a load
+/// pre-committed before the change commits its values into the same column, converted.
+fn follow_in_pending_loads(st: &mut State, db: &str, table_id: i64, mut f: impl FnMut(&mut Txn)) {
+    st.txns
+        .values_mut()
+        .filter(|x| x.db == db && x.table_id == table_id && x.state == TxnState::PreCommitted)
+        .for_each(&mut f);
+}
+
+/// `Int` to `LargeInt` in column `p` of a pre-committed load's rows.
+fn widen_pending(x: &mut Txn, p: usize) {
+    let widen = |v: &mut Value| {
+        if let Value::Int(i) = *v {
+            *v = Value::LargeInt(i as i128);
+        }
+    };
+    for w in &mut x.writes {
+        match w {
+            NormWrite::Upsert(r) | NormWrite::Delete(r) | NormWrite::PredicateDelete(r) => {
+                r.get_mut(p).into_iter().for_each(widen)
+            }
+            NormWrite::Partial { columns, values } => columns
+                .iter()
+                .zip(values.iter_mut())
+                .filter(|(c, _)| **c == p)
+                .for_each(|(_, v)| widen(v)),
+        }
+    }
+}
+
 impl Engine {
     /// `ALTER TABLE ADD COLUMN … [AFTER c | FIRST]`: every stored row and changelog image gains
     /// the column with its default (NULL when it has none).
@@ -280,6 +313,8 @@ impl Engine {
         t.distribution.hash_columns.iter_mut().for_each(rename);
         t.columns[pos].name = to.to_string();
         t.reindex();
+        let id = t.id;
+        follow_in_pending_loads(&mut st, db, id, |x| x.cols.iter_mut().for_each(rename));
         Ok(())
     }
 
@@ -335,7 +370,7 @@ impl Engine {
         rest.remove(pos);
         let to = target_index(&rest, position, pos)?;
         let mut after = rest;
-        after.insert(to, new.clone());
+        after.insert(to, new);
         check_key_prefix(t, &after)?;
         t.columns = after;
         t.reindex();
@@ -348,6 +383,14 @@ impl Engine {
             }
             r.insert(to, v);
         });
+        if change == ValueChange::ToLargeInt {
+            let id = t.id;
+            follow_in_pending_loads(&mut st, db, id, |x| {
+                if let Some(p) = x.cols.iter().position(|c| *c == col.name) {
+                    widen_pending(x, p);
+                }
+            });
+        }
         Ok(())
     }
 

@@ -1989,7 +1989,7 @@ fn modify_column_widens_in_place_and_refuses_narrowing() {
     )
     .unwrap();
     let info = e.table_info("d", "t").unwrap();
-    let types: Vec<_> = info.columns.iter().map(|c| c.ty.clone()).collect();
+    let types: Vec<_> = info.columns.iter().map(|c| c.ty).collect();
     assert_eq!(
         types,
         [
@@ -2061,5 +2061,59 @@ fn modify_column_widens_in_place_and_refuses_narrowing() {
     assert_eq!(
         e.table_info("d", "t").unwrap().columns[2].ty,
         DorisType::Varchar(64)
+    );
+}
+
+#[test]
+fn a_load_precommitted_before_a_rename_and_a_widening_commits_into_the_same_columns() {
+    // A sink table (no changelog) widened while a two-phase load waits for its commit: the load's
+    // values land in the renamed and widened columns, converted, not as NULLs.
+    let e = engine();
+    e.create_database("d", false).unwrap();
+    let mut t = def("t", KeysType::Unique, &[]);
+    t.columns.push(col("n", DorisType::Int, false, true));
+    e.create_table(t).unwrap();
+    let full = |id, v: &str, n| {
+        RowWrite::Upsert(vec![Value::Int(id), Value::Str(v.into()), Value::Int(n)])
+    };
+    let x = e.begin_txn("d", "t", "p").unwrap();
+    e.finish_txn(x, vec![full(1, "a", 7)], true).unwrap();
+    let y = e.begin_txn("d", "t", "q").unwrap();
+    e.finish_txn(
+        y,
+        vec![RowWrite::Partial {
+            columns: vec![0, 2],
+            values: vec![Value::Int(1), Value::Int(8)],
+        }],
+        true,
+    )
+    .unwrap();
+    e.rename_column("d", "t", "v", "w").unwrap();
+    e.modify_column(
+        "d",
+        "t",
+        modified("n", DorisType::LargeInt),
+        ColumnPosition::After("id"),
+    )
+    .unwrap();
+    e.two_phase("d", &TxnRef::Id(x), TxnOperation::Commit)
+        .unwrap();
+    assert_eq!(
+        e.scan("d", "t", None, None).unwrap(),
+        vec![vec![
+            Value::Int(1),
+            Value::LargeInt(7),
+            Value::Str("a".into())
+        ]]
+    );
+    e.two_phase("d", &TxnRef::Id(y), TxnOperation::Commit)
+        .unwrap();
+    assert_eq!(
+        e.scan("d", "t", None, None).unwrap(),
+        vec![vec![
+            Value::Int(1),
+            Value::LargeInt(8),
+            Value::Str("a".into())
+        ]]
     );
 }
