@@ -321,7 +321,12 @@ async fn runner_state(ctx: &Context, ns: &str, name: &str) -> Result<RunnerFound
 /// reason) once its `Failed` condition is `True` (pure).
 pub(super) fn job_outcome(job: &Job) -> Option<RunnerState> {
     let status = job.status.clone().unwrap_or_default();
-    let completions = job.spec.as_ref().and_then(|s| s.completions).unwrap_or(1).max(1);
+    let completions = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.completions)
+        .unwrap_or(1)
+        .max(1);
     let complete = status
         .conditions
         .iter()
