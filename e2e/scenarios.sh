@@ -777,12 +777,15 @@ fence_during_a_save() {
 # 13. The in-cluster adversarial run: a seeded random sequence of steps against a live sync, each
 # one or two faults applied back to back (runner pod deleted, runner process SIGKILLed, operator pod
 # deleted, Doris's clock moved short of or past the TTL, the TTL lowered or raised, Stream Load
-# answering 5xx, Doris refusing connections, Doris answering slowly) while the source changes. After
+# answering 5xx, Doris refusing connections, Doris answering slowly, a TRUNCATE under a
+# re-initialisation's snapshot, a shard's last commit refused (shard_commit_refused), the
+# operator's fence during a save whose answer is lost (fence_during_a_save)) while the source
+# changes. After
 # every step: the sink equals the source, the sync is Streaming, and the consumer moved to the next
 # generation (`lastReinit` OffsetExpired naming the previous one) exactly when the step's clock
 # moved past the TTL, never otherwise; at the end no load is left pre-committed and no pod
 # panicked. E2E_SEED picks the sequence (printed; the same seed replays the same steps),
-# E2E_ADVERSARIAL_STEPS how many (default 10).
+# E2E_ADVERSARIAL_STEPS how many (default 10), E2E_ADVERSARIAL_CLASSES among which classes.
 scenario_adversarial() {
     local ns=$1 db=e2e_adv seed=${E2E_SEED:-20262027} steps=${E2E_ADVERSARIAL_STEPS:-10}
     RANDOM=$seed
