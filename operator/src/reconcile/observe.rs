@@ -298,11 +298,24 @@ async fn runner_state(ctx: &Context, ns: &str, name: &str) -> Result<RunnerFound
     Ok(found(pods_state(&list.items)))
 }
 
-/// How a runner Job ended, if it did: `Succeeded` once a pod succeeded, `Failed` (with the
-/// condition's message, else its reason) once its `Failed` condition is `True` (pure).
+/// How a runner Job ended, if it did: `Succeeded` once as many pods succeeded as it has
+/// completions (one unless set; the shards' Indexed Job has N, and one shard done is not the Job
+/// done) or its `Complete` condition is `True`, `Failed` (with the condition's message, else its
+/// reason) once its `Failed` condition is `True` (pure).
 pub(super) fn job_outcome(job: &Job) -> Option<RunnerState> {
     let status = job.status.clone().unwrap_or_default();
-    if status.succeeded.unwrap_or(0) > 0 {
+    let completions = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.completions)
+        .unwrap_or(1)
+        .max(1);
+    let complete = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Complete" && c.status == "True");
+    if complete || status.succeeded.unwrap_or(0) >= completions {
         return Some(RunnerState::Succeeded);
     }
     let failed = status
@@ -467,6 +480,40 @@ mod tests {
             message: message.map(Into::into),
             ..JobCondition::default()
         }
+    }
+
+    /// The shards' Indexed Job: shards done early do not end it while another still reads or
+    /// commits (taken for ended, the Job was deleted and made again, over and over, and the
+    /// last shard was stopped a second after each start).
+    #[test]
+    fn an_indexed_job_ends_when_every_index_succeeded() {
+        let indexed = |succeeded: i32, conditions: Vec<JobCondition>| Job {
+            spec: Some(k8s_openapi::api::batch::v1::JobSpec {
+                completions: Some(4),
+                completion_mode: Some("Indexed".into()),
+                ..Default::default()
+            }),
+            ..job(Some(succeeded), conditions)
+        };
+        assert_eq!(job_outcome(&indexed(1, vec![])), None);
+        assert_eq!(job_outcome(&indexed(3, vec![])), None);
+        assert_eq!(
+            job_outcome(&indexed(4, vec![])),
+            Some(RunnerState::Succeeded)
+        );
+        assert_eq!(
+            job_outcome(&indexed(3, vec![condition("Complete", "True", None, None)])),
+            Some(RunnerState::Succeeded)
+        );
+        assert_eq!(
+            job_outcome(&indexed(
+                3,
+                vec![condition("Failed", "True", Some("FailedIndexes"), None)]
+            )),
+            Some(RunnerState::Failed {
+                message: "FailedIndexes".into()
+            })
+        );
     }
 
     #[test]
