@@ -708,6 +708,61 @@ shard_commit_refused() {
     wait_for "step $step: sync $name deleted" 90 bash -c "! kubectl -n $ns get dcs $name >/dev/null 2>&1"
 }
 
+# audit_writes NS STEP: the adversarial class audit-writes: a sync of its own into a changelog-mode
+# (audit) sink whose source (before-images on) is changed while every snapshot split is held in
+# doris-emu, and whose runner pod is deleted (forced) meanwhile; then it streams. The sink must be
+# the source's history from T0 row for row: the table as of T0 (`FOR VERSION AS OF`, Doris's own
+# image) as `+I` rows at T0's TSO, then every change after T0 once (`@incr` DETAIL up to the
+# checkpoint's offset) — none of the changes made during the snapshot twice (docs/ARCHITECTURE.md
+# §3.4).
+audit_writes() {
+    local ns=$1 step=$2 name="aw$2" db="e2e_adv_aw$2"
+    sql "CREATE DATABASE IF NOT EXISTS $db"
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    sql "CREATE TABLE $db.src (id INT NOT NULL, name VARCHAR(64), score INT, note STRING)
+        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4
+        PROPERTIES (\"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")"
+    insert_rows "$db.src" 1 500 before
+    local stalled
+    stalled=$(curl -fsS "http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/counters" | jq '.sql_stalled // 0')
+    doris_faults '{"sql_stall": {"contains": " TABLET(", "applied": true}}'
+    sync_manifest "$ns" "$name" "$db.src" "${db}_sink.dst" |
+        sed 's/^      mode: upsert$/      mode: changelog/' | kubectl apply -f - >/dev/null
+    wait_for "step $step: $name's snapshot reads a split (held)" 180 bash -c \
+        "(( \$(curl -fsS http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/counters | jq '.sql_stalled // 0') > $stalled ))"
+    some_changes "$db.src" 501 520 "step$step-held"
+    kubectl -n "$ns" delete pods -l "dcs.dev/sync=$name" --grace-period=0 --force >/dev/null 2>&1 || true
+    some_changes "$db.src" 521 540 "step$step-restarting"
+    doris_faults '{}'
+    wait_phase "$ns" "$name" Streaming 180
+    some_changes "$db.src" 541 560 "step$step-streaming"
+    local last
+    last=$(curl -fsS -u "$DORIS_USER:$DORIS_PASSWORD" "http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/api/tso" |
+        jq '.data.current_tso_physical_time')
+    wait_for "step $step: $name's offset past the last write" 120 bash -c \
+        "(( \$(kubectl -n $ns get configmap $name-checkpoint -o json | jq -r '.data[\"checkpoint.json\"] // \"{}\"' | jq '.position.offset.epochMs // 0') > $last ))"
+    local cp t0 from to expected actual
+    cp=$(checkpoint_json "$ns" "$name")
+    t0=$(jq -r .startPoint.tso <<<"$cp")
+    from=$(jq -r .startPoint.timestamp <<<"$cp")
+    to=$(jq -r .position.offset.timestamp <<<"$cp")
+    expected=$({
+        sql "SELECT id, name, score, note FROM $db.src FOR VERSION AS OF $t0" | awk -v t0="$t0" -F '\t' -v OFS='\t' '{print $0, "+I", t0, 0}'
+        sql "SELECT id, name, score, note, __DORIS_BINLOG_OP__, __DORIS_BINLOG_TSO__, __DORIS_BINLOG_LSN__ FROM $db.src@incr('startTimestamp' = '$from', 'endTimestamp' = '$to', 'incrementType' = 'DETAIL')" |
+            awk -v t0="$t0" -F '\t' -v OFS='\t' 'BEGIN { split("+I -D -U +U", op, " ") } ($6 "") > (t0 "") { $5 = op[$5 + 1]; print }'
+    } | sort)
+    actual=$(sql "SELECT id, name, score, note, dcs_op, dcs_tso, dcs_lsn FROM ${db}_sink.dst" | sort)
+    if [[ "$expected" != "$actual" ]]; then
+        diff <(echo "$expected") <(echo "$actual") | head -n 20 >&2
+        fail "step $step: the audit sink of $name is not the history from T0 (expected $(wc -l <<<"$expected") rows, got $(wc -l <<<"$actual"))"
+    fi
+    (( $(grep -c . <<<"$expected") > 500 )) || fail "step $step: no change after T0 in $name's history"
+    log "  $name: the audit sink holds the history from T0 ($(wc -l <<<"$actual") rows), the changes made during its snapshot once"
+    wait_for "step $step: no pre-committed loads left in ${db}_sink" 60 no_precommitted_loads "${db}_sink"
+    kubectl -n "$ns" delete dcs "$name" --wait=false >/dev/null
+    wait_for "step $step: sync $name deleted" 90 bash -c "! kubectl -n $ns get dcs $name >/dev/null 2>&1"
+}
+
 # fence_during_a_save NS STEP: the adversarial class fence-ambiguous-save (on the bed, whose fault
 # proxy stands between this namespace's pods and the API server): the runner's next request is
 # held once the API server has answered it; when it was a write of the checkpoint ConfigMap (a
@@ -779,7 +834,8 @@ fence_during_a_save() {
 # deleted, Doris's clock moved short of or past the TTL, the TTL lowered or raised, Stream Load
 # answering 5xx, Doris refusing connections, Doris answering slowly, a TRUNCATE under a
 # re-initialisation's snapshot, a shard's last commit refused (shard_commit_refused), the
-# operator's fence during a save whose answer is lost (fence_during_a_save)) while the source
+# operator's fence during a save whose answer is lost (fence_during_a_save), writes through an
+# audit sink's held snapshot (audit_writes)) while the source
 # changes. After
 # every step: the sink equals the source, the sync is Streaming, and the consumer moved to the next
 # generation (`lastReinit` OffsetExpired naming the previous one) exactly when the step's clock
@@ -801,7 +857,7 @@ scenario_adversarial() {
     base=$(jget "$ns" s13 .status.consumerId)
     consumer=$base
     local -A faults=()
-    local classes=(pod-delete sigkill operator-delete clock-short clock-past ttl-lower ttl-raise sink-5xx doris-refuses doris-slow tablets-replaced shard-commit-refused fence-ambiguous-save)
+    local classes=(pod-delete sigkill operator-delete clock-short clock-past ttl-lower ttl-raise sink-5xx doris-refuses doris-slow tablets-replaced shard-commit-refused fence-ambiguous-save audit-writes)
     # E2E_ADVERSARIAL_CLASSES: only these classes (a seed then picks among them).
     [[ -z "${E2E_ADVERSARIAL_CLASSES:-}" ]] || read -r -a classes <<<"$E2E_ADVERSARIAL_CLASSES"
     for ((step = 1; step <= steps; step++)); do
@@ -820,6 +876,8 @@ scenario_adversarial() {
                     tablets-replaced) ((n == 1)) || continue ;;
                     # Alone in its step: a sync of its own, snapshotted by shards.
                     shard-commit-refused) ((n == 1)) || continue ;;
+                    # Alone in its step: a sync of its own, into an audit sink.
+                    audit-writes) ((n == 1)) || continue ;;
                     # On the bed only: its fault proxy loses the save's answer. Not after a jump
                     # past the TTL in its step: the re-initialisation replaces the runner (and
                     # fences its ConfigMap itself) meanwhile.
@@ -889,6 +947,8 @@ scenario_adversarial() {
                     shard_commit_refused "$ns" "$step" ;;
                 fence-ambiguous-save)
                     fence_during_a_save "$ns" "$step" ;;
+                audit-writes)
+                    audit_writes "$ns" "$step" ;;
                 doris-slow)
                     local ms=$((200 + RANDOM % 2000))
                     doris_faults "{\"http_delay_ms\": $ms}"
