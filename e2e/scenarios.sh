@@ -743,7 +743,8 @@ audit_writes() {
         "(( \$(kubectl -n $ns get configmap $name-checkpoint -o json | jq -r '.data[\"checkpoint.json\"] // \"{}\"' | jq '.position.offset.epochMs // 0') > $last ))"
     local cp t0 from to expected actual
     cp=$(checkpoint_json "$ns" "$name")
-    t0=$(jq -r .startPoint.tso <<<"$cp")
+    # A TSO does not fit jq's doubles: read it with Python's integers.
+    t0=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["startPoint"]["tso"])' <<<"$cp")
     from=$(jq -r .startPoint.timestamp <<<"$cp")
     to=$(jq -r .position.offset.timestamp <<<"$cp")
     expected=$({
