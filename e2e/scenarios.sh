@@ -842,9 +842,9 @@ fence_during_a_save() {
 # generation (`lastReinit` OffsetExpired naming the previous one) exactly when the step's clock
 # moved past the TTL, never otherwise; at the end no load is left pre-committed and no pod
 # panicked. E2E_SEED picks the sequence (printed; the same seed replays the same steps),
-# E2E_ADVERSARIAL_STEPS how many (default 10), E2E_ADVERSARIAL_CLASSES among which classes.
+# E2E_ADVERSARIAL_STEPS how many (default 11), E2E_ADVERSARIAL_CLASSES among which classes.
 scenario_adversarial() {
-    local ns=$1 db=e2e_adv seed=${E2E_SEED:-20262027} steps=${E2E_ADVERSARIAL_STEPS:-10}
+    local ns=$1 db=e2e_adv seed=${E2E_SEED:-20264088} steps=${E2E_ADVERSARIAL_STEPS:-11}
     RANDOM=$seed
     log "adversarial: seed $seed, $steps steps (E2E_SEED=$seed E2E_ADVERSARIAL_STEPS=$steps e2e/run.sh adversarial replays them)"
     local ttl=600 low_ttl=400
