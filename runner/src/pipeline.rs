@@ -50,12 +50,11 @@ use tracing::Instrument;
 
 use crate::checkpoint::{Checkpoint, CheckpointStore, Offset, Position, WindowProgress};
 pub use crate::progress::{Phase, Progress};
-use crate::settings::{PipelineConfig, SinkConfig};
+use crate::settings::PipelineConfig;
 use crate::sink::Sink;
-use crate::sink::doris::DorisSink;
-use crate::sink::doris::rebuild::Rebuild;
+use crate::sink::configured::ConfiguredSink;
 use crate::sink::encode::op;
-use crate::sink::stdout::StdoutSink;
+use crate::sink::rebuild::Rebuild;
 use crate::source::changelog::ChangelogWindow;
 use crate::{Error, Result};
 use late_sweep::LateSweep;
@@ -164,20 +163,9 @@ pub async fn run<S: CheckpointStore>(
         let mut rewinds = 0;
         loop {
             let may_rewind = rewinds < MAX_REWINDS;
-            let outcome = match &config.sink {
-                SinkConfig::Doris(d) => {
-                    let sink = DorisSink::new(
-                        (**d).clone(),
-                        config.namespace.clone(),
-                        config.consumer_id.clone(),
-                    );
-                    run_once(&config, store, (&progress, &hooks), sink, &mut shutdown, may_rewind).await
-                }
-                SinkConfig::Stdout => {
-                    let sink = StdoutSink;
-                    run_once(&config, store, (&progress, &hooks), sink, &mut shutdown, may_rewind).await
-                }
-            };
+            let sink = ConfiguredSink::new(&config);
+            let outcome =
+                run_once(&config, store, (&progress, &hooks), sink, &mut shutdown, may_rewind).await;
             match outcome {
                 // The store holds the position to read on from: start over from it.
                 Err(Error::Rewound { reason }) if may_rewind => {

@@ -61,7 +61,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                     Some(ChangelogEvent::Batch(batch)) => {
                         self.progress.ready = true;
                         // In slices of at most a load, so the bound is checked after every load.
-                        for slice in slices(&batch, slice_rows(self.config)) {
+                        for slice in slices(&batch, slice_rows(&self.loads.sink.limits())) {
                             if let Some((_, done)) = &mut self.window {
                                 *done += slice.num_rows() as u64;
                             }

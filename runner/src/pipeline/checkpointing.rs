@@ -157,11 +157,9 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         Ok(())
     }
 
-    /// The sink's mode (a sink other than Doris takes every row as an upsert).
+    /// The sink's mode ([`Sink::mode`]).
     pub(super) fn sink_mode(&self) -> SinkMode {
-        self.config
-            .doris_sink()
-            .map_or(SinkMode::Upsert, |d| d.policy.mode)
+        self.loads.sink.mode()
     }
 
     /// Loads of the last saved checkpoint were lost: make them again (see [`repair`]). `Some`

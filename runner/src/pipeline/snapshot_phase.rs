@@ -114,7 +114,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                         self.progress.ready = true;
                         self.progress.snapshot_rows_read += batch.num_rows() as u64;
                         bounds.batch(split);
-                        for slice in slices(&batch, slice_rows(self.config)) {
+                        for slice in slices(&batch, slice_rows(&self.loads.sink.limits())) {
                             self.rows(&slice, false).await?;
                             if self.loads.pending.len() >= MAX_PENDING_LOADS {
                                 // Enough held open: checkpoint now, or at the next split boundary.

@@ -4,7 +4,10 @@
 //! The test reads `runner/src` as text: every `crate::…` path (grouped `use crate::{a, b}`
 //! included) and every `super::…` path is an edge from the file's module to the module it names.
 //! It fails on a circle among the top-level modules, on a circle among the children of one
-//! module, and on an import that goes up or sideways across [`LAYERS`], naming the files.
+//! module, and on an import that goes up or sideways across [`LAYERS`], naming the files. The
+//! pipeline reaches a sink through the `Sink` trait only: a pipeline file that names a concrete
+//! sink (a child of `sink` with an `impl … Sink for`, other than the factory [`SINK_FACTORY`])
+//! fails it too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,8 +20,12 @@ const LAYERS: &[&[&str]] = &[
     &["source", "sink", "progress"],
     &["metrics"],
     &["pipeline"],
-    &["check", "demo"],
+    &["check", "demo", "launch"],
 ];
+
+/// The child of `sink` that builds the configured sink from the settings: the one implementation
+/// of the trait the pipeline may name.
+const SINK_FACTORY: &str = "configured";
 
 /// A module path, e.g. `["sink", "doris", "schema"]`.
 type ModPath = Vec<String>;
@@ -244,6 +251,53 @@ fn describe(circle: &[String], edges: &Edges) -> String {
         .join("; ")
 }
 
+/// Whether `code` implements the `Sink` trait (`impl Sink for`, `impl super::Sink for`, …).
+fn implements_sink(code: &str) -> bool {
+    code.lines().any(|line| {
+        let line = line.trim_start();
+        line.starts_with("impl")
+            && line
+                .split_whitespace()
+                .any(|word| word == "Sink" || word.ends_with("::Sink"))
+            && line.contains(" for ")
+    })
+}
+
+/// The children of `sink` that implement the trait, the factory excepted: the concrete sinks.
+fn concrete_sinks() -> BTreeSet<String> {
+    let root = src_dir();
+    let mut files = Vec::new();
+    rust_files(&root.join("sink"), &mut files);
+    files
+        .iter()
+        .filter(|f| implements_sink(&code_of(&std::fs::read_to_string(f).unwrap())))
+        .filter_map(|f| module_of(f.strip_prefix(&root).unwrap()).get(1).cloned())
+        .filter(|m| m != SINK_FACTORY)
+        .collect()
+}
+
+/// The pipeline's files that name a module of a concrete sink (`sink::<concrete>…`).
+fn pipeline_reaching_past_the_trait(
+    all: &[(ModPath, ModPath, String)],
+    concrete: &BTreeSet<String>,
+) -> Vec<String> {
+    all.iter()
+        .filter(|(from, to, _)| {
+            from.first().is_some_and(|m| m == "pipeline")
+                && to.first().is_some_and(|m| m == "sink")
+                && to.get(1).is_some_and(|m| concrete.contains(m))
+        })
+        .map(|(_, to, file)| {
+            format!(
+                "{file} uses {}: the pipeline reaches a sink through the Sink trait only (add what it needs to the trait in runner/src/sink/mod.rs)",
+                to.join("::")
+            )
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
 #[test]
 fn the_finder_sees_grouped_and_relative_imports_and_circles() {
     let code = code_of(
@@ -272,6 +326,73 @@ fn the_finder_sees_grouped_and_relative_imports_and_circles() {
     );
     circle.remove(&("c".to_owned(), "a".to_owned()));
     assert_eq!(find_circle(&circle), None);
+}
+
+#[test]
+fn a_pipeline_file_naming_a_concrete_sink_is_found() {
+    assert!(implements_sink("impl Sink for DorisSink {"));
+    assert!(implements_sink("    impl super::Sink for Kafka {"));
+    assert!(implements_sink(
+        "impl crate::sink::Sink for Arc<Recording> {"
+    ));
+    assert!(!implements_sink("impl DorisSink {"));
+    assert!(!implements_sink("impl From<Sink> for X {"));
+    let path = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>();
+    let concrete = BTreeSet::from(["doris".to_owned(), "kafka".to_owned()]);
+    let edges = vec![
+        (
+            path(&["pipeline", "loads"]),
+            path(&["sink", "doris", "schema"]),
+            "runner/src/pipeline/loads.rs".to_owned(),
+        ),
+        (
+            path(&["pipeline"]),
+            path(&["sink", "kafka"]),
+            "runner/src/pipeline.rs".to_owned(),
+        ),
+        // Through the trait, the shared modules and the factory: fine.
+        (
+            path(&["pipeline"]),
+            path(&["sink"]),
+            "runner/src/pipeline.rs".to_owned(),
+        ),
+        (
+            path(&["pipeline"]),
+            path(&["sink", "configured"]),
+            "runner/src/pipeline.rs".to_owned(),
+        ),
+        (
+            path(&["pipeline", "rows"]),
+            path(&["sink", "encode"]),
+            "runner/src/pipeline/rows.rs".to_owned(),
+        ),
+        // Another module using a concrete sink is not the pipeline.
+        (
+            path(&["check"]),
+            path(&["sink", "doris", "schema"]),
+            "runner/src/check.rs".to_owned(),
+        ),
+    ];
+    assert_eq!(
+        pipeline_reaching_past_the_trait(&edges, &concrete),
+        [
+            "runner/src/pipeline.rs uses sink::kafka: the pipeline reaches a sink through the Sink trait only (add what it needs to the trait in runner/src/sink/mod.rs)",
+            "runner/src/pipeline/loads.rs uses sink::doris::schema: the pipeline reaches a sink through the Sink trait only (add what it needs to the trait in runner/src/sink/mod.rs)",
+        ]
+    );
+}
+
+#[test]
+fn the_pipeline_reaches_the_sinks_through_the_trait_only() {
+    let concrete = concrete_sinks();
+    assert_eq!(
+        concrete,
+        BTreeSet::from(["doris".to_owned(), "stdout".to_owned()]),
+        "the concrete sinks found"
+    );
+    let (_, all) = edges();
+    let problems = pipeline_reaching_past_the_trait(&all, &concrete);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 #[test]
