@@ -29,14 +29,16 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             let from = self
                 .saved
                 .as_ref()
-                .map_or_else(|| self.position.clone(), |c| c.position.clone());
+                .map_or_else(|| self.reading.position.clone(), |c| c.position.clone());
             self.loads.ledger.source(from)
         });
         let cp = self.checkpoint_of(self.loads.pending.clone(), loads_source);
         self.save_and_commit(cp).await?;
         // The offset table follows the completed checkpoint (docs/ARCHITECTURE.md §3.10), in the
         // background.
-        if let (Some(offsets), Position::Changelog { offset }) = (&self.offsets, &self.position) {
+        if let (Some(offsets), Position::Changelog { offset }) =
+            (&self.publishing.offsets, &self.reading.position)
+        {
             offsets.publish(offset.clone());
         }
         self.late_sweep(false).await;
@@ -55,18 +57,18 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             consumer_id: self.config.consumer_id.clone(),
             checkpoint_id: self.loads.next_id,
             saved_at: jiff::Timestamp::now().to_string(),
-            position: compact(&self.position, &self.snapshot_tablets),
-            start_point: self.start_point.clone(),
+            position: compact(&self.reading.position, &self.tablets.sorted),
+            start_point: self.reading.start_point.clone(),
             pending_txns: pending,
             counters: self.loads.counters.clone(),
             last_error: self.saved.as_ref().and_then(|c| c.last_error.clone()),
             stopped: None,
-            in_window: self.in_window.clone(),
+            in_window: self.reading.in_window.clone(),
             loads_source,
             label_scheme: LabelScheme::V2.number(),
             rebuild: self.rebuild.record.clone(),
-            snapshot_tablets: match self.position {
-                Position::Snapshot { .. } | Position::Done => self.tablet_set.clone(),
+            snapshot_tablets: match self.reading.position {
+                Position::Snapshot { .. } | Position::Done => self.tablets.planned.clone(),
                 Position::Changelog { .. } => None,
             },
         }
@@ -93,10 +95,11 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             // transactions to be committed again by the next start.
             self.loads.saved(
                 cp.checkpoint_id,
-                self.window.as_ref().map(|(w, done)| (w, *done)),
+                self.reading.window.as_ref().map(|(w, done)| (w, *done)),
             );
-            self.progress.checkpoint_id = cp.checkpoint_id;
-            self.progress.last_checkpoint_ms = Some(jiff::Timestamp::now().as_millisecond());
+            self.publishing.progress.checkpoint_id = cp.checkpoint_id;
+            self.publishing.progress.last_checkpoint_ms =
+                Some(jiff::Timestamp::now().as_millisecond());
             self.dirty = false;
             let pending = cp.pending_txns.clone();
             let source = cp.loads_source.clone();
@@ -179,9 +182,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                     loads = lost.len(),
                     "loads of the checkpoint were lost; going back to the position before it (upsert sink)"
                 );
-                self.position = position;
-                self.in_window = None;
-                self.window = None;
+                self.reading.rewind_to(position);
                 let cp = self.checkpoint_of(Vec::new(), None);
                 self.store.save(&cp).await?;
                 self.saved = Some(cp);
@@ -214,7 +215,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         let http = FeHttpClient::new(self.config.source.clone())?;
         let columns = self.columns_with(&http).await?;
         let reader = self.changelog_reader(http, columns).await?;
-        let seam = self.seam_tso();
+        let seam = self.reading.seam_tso();
         self.loads.reload(reader, seam, source, spans).await
     }
 
