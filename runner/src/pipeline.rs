@@ -206,8 +206,8 @@ async fn run_once<S: CheckpointStore, K: Sink>(
     result
 }
 
-/// The state of one run, in parts: where it reads ([`Reading`]), the snapshot's tablets
-/// ([`SnapshotTablets`]), what it publishes ([`Publishing`]), the write side ([`Loads`], which
+/// The state of one run, in parts: where it reads ([`Reading`]), its checkpoints ([`Saving`]),
+/// the snapshot's tablets ([`SnapshotTablets`]), what it publishes ([`Publishing`]), the write side ([`Loads`], which
 /// the phases hand rows to) and the sink's rebuild. The steps live beside it: the opening
 /// ([`opening`]), the two phases ([`snapshot_phase`], [`changelog_phase`]) and the checkpoint
 /// ([`checkpointing`]).
@@ -223,11 +223,8 @@ struct Flow<'a, S, K> {
     tablets: SnapshotTablets,
     /// Progress and the offset-table row.
     publishing: Publishing<'a>,
-    /// The last checkpoint loaded or saved.
-    saved: Option<Checkpoint>,
-    /// Something changed since the last checkpoint.
-    dirty: bool,
-    next_checkpoint: Instant,
+    /// The last checkpoint, whether something changed since, when the next is due.
+    saving: Saving,
     /// The source columns the sink was last prepared for; `None` without schema evolution.
     known_columns: Option<Vec<String>>,
     /// The previous run's labels, to abort again once its loads in flight must have landed.
@@ -275,6 +272,23 @@ impl Reading {
     /// The TSO of the seam: changelog rows at or before it are in the snapshot already.
     fn seam_tso(&self) -> Option<i64> {
         self.start_point.as_ref().map(|t0| t0.tso)
+    }
+}
+
+/// The checkpoints of a run: the last one, whether something changed since, when the next is due.
+struct Saving {
+    /// The last checkpoint loaded or saved.
+    last: Option<Checkpoint>,
+    /// Something changed since the last checkpoint.
+    dirty: bool,
+    /// When the timer asks for the next checkpoint.
+    next_at: Instant,
+}
+
+impl Saving {
+    /// Something the next checkpoint records changed.
+    fn changed(&mut self) {
+        self.dirty = true;
     }
 }
 
@@ -341,9 +355,11 @@ impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
                 progress: Progress::default(),
                 offsets: None,
             },
-            saved: None,
-            dirty: false,
-            next_checkpoint: Instant::now() + config.checkpoint_interval,
+            saving: Saving {
+                last: None,
+                dirty: false,
+                next_at: Instant::now() + config.checkpoint_interval,
+            },
             known_columns: None,
             late_sweep: None,
             rebuild: Rebuild::default(),
@@ -382,7 +398,7 @@ impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
     /// source's columns.
     async fn rows(&mut self, batch: &RecordBatch, changelog: bool) -> Result<()> {
         self.follow_schema(batch).await?;
-        self.dirty = true;
+        self.saving.changed();
         let synthetic_tso = self.reading.seam_tso().unwrap_or(0);
         let snapshot_op = if self.rebuild.marks_snapshot() {
             op::RESNAPSHOT
@@ -400,7 +416,7 @@ impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
     /// Load the open batch, if any.
     async fn flush(&mut self) -> Result<()> {
         if self.loads.flush().await? {
-            self.dirty = true;
+            self.saving.changed();
             self.publish();
         }
         Ok(())

@@ -81,13 +81,13 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                             Some((window.end.epoch_ms - window.start.epoch_ms) as f64 / 1000.0);
                         self.publishing.progress.window_end = Some(window.end.clone());
                         self.reading.position = Position::Changelog { offset: window.end };
-                        self.dirty = true;
+                        self.saving.changed();
                         self.publish();
                         let at_end = WindowEnd {
                             due,
                             stopping,
                             pending: self.loads.pending.len(),
-                            until_timer: self.next_checkpoint.saturating_duration_since(Instant::now()),
+                            until_timer: self.saving.next_at.saturating_duration_since(Instant::now()),
                             poll: self.config.changelog.poll_interval,
                         };
                         if at_end.checkpoint() {
@@ -113,10 +113,10 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                     }
                 },
                 () = sleep_until(flush_at) => self.flush().await?,
-                () = tokio::time::sleep_until(self.next_checkpoint) => {
+                () = tokio::time::sleep_until(self.saving.next_at) => {
                     if mid_window {
                         due = true;
-                        self.next_checkpoint = Instant::now() + self.config.checkpoint_interval;
+                        self.saving.next_at = Instant::now() + self.config.checkpoint_interval;
                     } else {
                         self.checkpoint(false).await?;
                     }
@@ -145,7 +145,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             end: window.end.clone(),
             rows: done,
         });
-        self.dirty = true;
+        self.saving.changed();
         self.checkpoint(false).await
     }
 }

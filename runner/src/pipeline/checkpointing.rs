@@ -21,13 +21,14 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
     /// nothing changed, unless `force`.
     pub(super) async fn checkpoint(&mut self, force: bool) -> Result<()> {
         self.flush().await?;
-        self.next_checkpoint = Instant::now() + self.config.checkpoint_interval;
-        if !self.dirty && !force {
+        self.saving.next_at = Instant::now() + self.config.checkpoint_interval;
+        if !self.saving.dirty && !force {
             return Ok(());
         }
         let loads_source = (!self.loads.pending.is_empty()).then(|| {
             let from = self
-                .saved
+                .saving
+                .last
                 .as_ref()
                 .map_or_else(|| self.reading.position.clone(), |c| c.position.clone());
             self.loads.ledger.source(from)
@@ -61,7 +62,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             start_point: self.reading.start_point.clone(),
             pending_txns: pending,
             counters: self.loads.counters.clone(),
-            last_error: self.saved.as_ref().and_then(|c| c.last_error.clone()),
+            last_error: self.saving.last.as_ref().and_then(|c| c.last_error.clone()),
             stopped: None,
             in_window: self.reading.in_window.clone(),
             loads_source,
@@ -100,10 +101,10 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             self.publishing.progress.checkpoint_id = cp.checkpoint_id;
             self.publishing.progress.last_checkpoint_ms =
                 Some(jiff::Timestamp::now().as_millisecond());
-            self.dirty = false;
+            self.saving.dirty = false;
             let pending = cp.pending_txns.clone();
             let source = cp.loads_source.clone();
-            self.saved = Some(cp);
+            self.saving.last = Some(cp);
             if self.hooks.stop_after_saving_pending && !pending.is_empty() {
                 return Err(Error::Injected {
                     point: "after saving a checkpoint, before committing its loads",
@@ -137,7 +138,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
     /// save leaves `Done` with the loads listed; the restart commits them again ("already
     /// committed" is success) and saves this.
     pub(super) async fn settle_done(&mut self) -> Result<()> {
-        let Some(saved) = self.saved.as_ref() else {
+        let Some(saved) = self.saving.last.as_ref() else {
             return Ok(());
         };
         if saved.position != Position::Done || saved.pending_txns.is_empty() {
@@ -156,7 +157,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             checkpoint_id = cp.checkpoint_id,
             "the snapshot's last loads are committed: done"
         );
-        self.saved = Some(cp);
+        self.saving.last = Some(cp);
         Ok(())
     }
 
@@ -185,7 +186,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 self.reading.rewind_to(position);
                 let cp = self.checkpoint_of(Vec::new(), None);
                 self.store.save(&cp).await?;
-                self.saved = Some(cp);
+                self.saving.last = Some(cp);
                 Err(Error::Rewound {
                     reason: format!(
                         "{} pre-committed load(s) were lost before their commit ({})",
@@ -238,7 +239,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         ) {
             return;
         }
-        let Some(saved) = self.saved.clone() else {
+        let Some(saved) = self.saving.last.clone() else {
             return;
         };
         if self.loads.sink.two_phase()
@@ -275,7 +276,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
 
     /// After a graceful end: note in the last checkpoint how the runner stopped (best effort).
     pub(super) async fn record_stop(&mut self, outcome: Outcome) {
-        let Some(saved) = self.saved.clone() else {
+        let Some(saved) = self.saving.last.clone() else {
             return;
         };
         let (reason, message) = match outcome {
@@ -295,7 +296,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             ..saved
         };
         match self.store.save(&cp).await {
-            Ok(()) => self.saved = Some(cp),
+            Ok(()) => self.saving.last = Some(cp),
             Err(e) => tracing::warn!("could not record the stop in the checkpoint: {e}"),
         }
     }

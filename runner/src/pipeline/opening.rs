@@ -130,7 +130,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 .parse::<jiff::Timestamp>()
                 .ok()
                 .map(|t| t.as_millisecond());
-            self.saved = Some(cp);
+            self.saving.last = Some(cp);
         }
         // A configured offset table must be readable even when a checkpoint wins: its writes
         // would fail all along otherwise.
@@ -150,7 +150,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             None => None,
         };
         let (plan, source) = plan_start_with_offset_row(
-            self.saved.as_ref(),
+            self.saving.last.as_ref(),
             offset_row.as_ref(),
             self.config.startup_mode,
             self.config.startup_timestamp_ms,
@@ -334,7 +334,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 self.reading.start_point.clone(),
             ),
         };
-        let id = match (first_id, &self.saved) {
+        let id = match (first_id, &self.saving.last) {
             (Some(id), _) => id.max(self.loads.next_id),
             (None, Some(saved)) => {
                 // Loads under the id after the loaded checkpoint may be in flight still.
@@ -350,7 +350,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         self.reading.position = position;
         self.reading.start_point = start_point;
         self.loads.next_id = id;
-        self.dirty = true;
+        self.saving.changed();
         self.checkpoint(true).await
     }
 }

@@ -15,7 +15,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             .loads
             .sink
             .plan_rebuild(
-                self.saved.as_ref(),
+                self.saving.last.as_ref(),
                 self.config.reinitialized_from.as_deref(),
                 snapshot_first,
             )

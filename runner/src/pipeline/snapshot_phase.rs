@@ -80,7 +80,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             rows_total: None,
         };
         self.reading.start_point = then.clone();
-        self.dirty = true;
+        self.saving.changed();
         self.publishing.progress.phase = Phase::Snapshot;
         self.publishing.progress.tablets_total = tablets_total;
         self.publish();
@@ -128,15 +128,15 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                             self.publishing.progress.tablets_done = tablets_done.len();
                         }
                         tracing::info!(split, "snapshot split finished");
-                        self.dirty = true;
+                        self.saving.changed();
                         bounds.split_done(split);
                         self.checkpoint_at_boundary(&mut bounds, &hold_tx).await?;
                     }
                     None => break,
                 },
                 () = sleep_until(flush_at) => self.flush().await?,
-                () = tokio::time::sleep_until(self.next_checkpoint) => {
-                    self.next_checkpoint = Instant::now() + self.config.checkpoint_interval;
+                () = tokio::time::sleep_until(self.saving.next_at) => {
+                    self.saving.next_at = Instant::now() + self.config.checkpoint_interval;
                     if let Some(t0) = &then {
                         // The changelog must still hold T0 when the snapshot is done: stop as
                         // soon as it does not rather than at the snapshot's end.
@@ -166,13 +166,13 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         match then {
             Some(t0) => {
                 self.reading.position = Position::Changelog { offset: t0.clone() };
-                self.dirty = true;
+                self.saving.changed();
                 self.checkpoint(true).await?;
                 Ok(SnapshotEnd::Changelog(t0))
             }
             None => {
                 self.reading.position = Position::Done;
-                self.dirty = true;
+                self.saving.changed();
                 self.checkpoint(true).await?;
                 // Its loads committed, the snapshot is swapped in (recorded by a second save).
                 self.finish_rebuild().await?;
