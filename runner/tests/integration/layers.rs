@@ -7,7 +7,7 @@
 //! module, and on an import that goes up or sideways across [`LAYERS`], naming the files. The
 //! pipeline reaches a sink through the `Sink` trait only: a pipeline file that names a concrete
 //! sink (a child of `sink` with an `impl … Sink for`, other than the factory [`SINK_FACTORY`])
-//! fails it too.
+//! or a sink's settings ([`SINK_SETTINGS`]) fails it too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
