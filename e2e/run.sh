@@ -137,12 +137,17 @@ else
     TAG=e2e
     # Pods run as their runAsUser (the runner's is 65532): what they read must be reachable.
     chmod 755 "$WORK"
+    # The adversarial scenario's runner pods reach the API server through the bed's fault proxy
+    # (its class fence-ambiguous-save loses the answer of a checkpoint save the server applied).
     "$BIN/dcs-kube-bed" --dir "$WORK/kube" --kubeconfig "$KUBECONFIG" --kubelet \
         --image-map "dcs-operator=$BIN/dcs-operator" --image-map "dcs-runner=$BIN/dcs-runner" \
+        --pod-api-proxy e2e-adversarial \
         >"$WORK/kube-bed.json" 2>"$WORK/kube-bed.log" &
     KUBE_BED_PID=$!
     first_line "$WORK/kube-bed.json" 300 "$KUBE_BED_PID" >/dev/null || { tail -n 20 "$WORK/kube-bed.log" >&2; exit 2; }
     log "control plane and kubelet ($((SECONDS - SUITE_START)) s): $(head -n 1 "$WORK/kube-bed.json")"
+    POD_API_PROXY=$(head -n 1 "$WORK/kube-bed.json" | jq -r '.pod_api_proxy.control // ""')
+    export POD_API_PROXY
 fi
 # The Prometheus Operator's CRDs (generated from its API module by tests/go-tools/build.sh), so the
 # chart's ServiceMonitor, PodMonitor and PrometheusRule go to the API server and are checked against

@@ -644,17 +644,206 @@ scenario_probes() {
     wait_tables_equal "$db.src" "${db}_sink.dst"
 }
 
+# shard_commit_refused NS STEP: the adversarial class shard-commit-refused, against a sync of its
+# own (a re-initialised consumer's snapshot is read by one runner, so the live sync's next snapshot
+# is never sharded): four shards read an 8-tablet table; shard 0's last split is held in doris-emu
+# (sql_stall on its tablet) until its first split is committed, then its commits are refused
+# (commit_label_contains: its labels only) and the split let go. The shard reads every tablet and
+# cannot commit its last loads: it must stay Committing, with the other three Done, the Job kept, no
+# Deployment (no hand-over), while its pod fails and is replaced. Once the refusal is lifted, the
+# replaced shard commits, the changelog Deployment takes over from T0 and the sink equals the
+# source (changes made meanwhile included), with nothing left pre-committed.
+shard_commit_refused() {
+    local ns=$1 step=$2 name="sc$2" db="e2e_adv_sc$2"
+    sharded_source "$db"
+    local tablets last
+    tablets=$(curl -fsS -u "$DORIS_USER:$DORIS_PASSWORD" -X POST -H 'Content-Type: application/json' \
+        "http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/api/$db/src/_query_plan" -d "{\"sql\": \"SELECT * FROM $db.src\"}" |
+        jq -r '.data.partitions | keys[]')
+    # Shard i of 4 reads the tablets whose id mod 4 is i (docs/ARCHITECTURE.md §3.13).
+    last=$(tr ' ' '\n' <<<"$tablets" | awk '$1 % 4 == 0' | sort -n | tail -n 1)
+    [[ "$last" =~ ^[0-9]+$ && "$(tr ' ' '\n' <<<"$tablets" | awk '$1 % 4 == 0' | wc -l)" -ge 2 ]] ||
+        fail "step $step: shard 0 of 4 gets fewer than two of the tablets $(echo $tablets)"
+    local stalled
+    stalled=$(curl -fsS "http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/counters" | jq '.sql_stalled // 0')
+    doris_faults "{\"sql_stall\": {\"contains\": \"TABLET($last)\", \"applied\": true}}"
+    apply_sharded "$ns" "$name" "$db"
+    shard0() { kubectl -n "$ns" get dcs "$name" -o json | jq -r ".status.snapshot.shards[0].$1 // \"\""; }
+    # Shard 0 reads its last tablet (held) and its first is committed: nothing of it pending.
+    s0_open() {
+        curl -fsS "http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/txns" | jq --arg db "${db}_sink" \
+            '[.[] | select(.db == $db and (.label | contains("-s0-of-4-")) and (.state == "PREPARE" or .state == "PRECOMMITTED"))] | length'
+    }
+    wait_for "step $step: shard 0's last split held, its first committed" 120 bash -c "
+        (( \$(curl -fsS http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/counters | jq '.sql_stalled // 0') > $stalled )) &&
+        [[ \$(kubectl -n $ns get dcs $name -o json | jq -r '.status.snapshot.shards[0].tabletsDone // 0') == 1 ]] &&
+        (( \$(curl -fsS http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/txns | jq --arg db ${db}_sink '[.[] | select(.db == \$db and (.label | contains(\"-s0-of-4-\")) and (.state == \"PREPARE\" or .state == \"PRECOMMITTED\"))] | length') == 0 ))"
+    some_changes "$db.src" 4001 4010 "step$step-during-snapshot"
+    # One PUT: the refusal armed and the split let go together.
+    doris_faults '{"commit": {"count": 1000000, "http_status": 503, "message": "injected: the sink FE refuses this shard"}, "commit_label_contains": "-s0-of-4-"}'
+    wait_for "step $step: shard 0 Committing (its last loads read, not committed)" 180 \
+        bash -c "[[ \$(kubectl -n $ns get dcs $name -o jsonpath='{.status.snapshot.shards[0].phase}') == Committing ]]"
+    # Its pod fails on the refused commit and the Job replaces it; meanwhile nothing hands over.
+    wait_for "step $step: a pod of shard 0 exited 1 on the refused commit" 180 runner_exited_with "$ns" "$name" 1
+    wait_for "step $step: the other three shards Done" 120 \
+        bash -c "[[ \$(kubectl -n $ns get dcs $name -o jsonpath='{.status.snapshot.shardsDone}') == 3/4 ]]"
+    [[ "$(shard0 phase)" == Committing ]] || fail "step $step: shard 0 is $(shard0 phase), not Committing, while its commits are refused"
+    kubectl -n "$ns" get job "$name-runner" >/dev/null 2>&1 || fail "step $step: the shards' Job is gone while shard 0 is not committed"
+    [[ -z "$(kubectl -n "$ns" get deployments -o name | grep "$name-runner" || true)" ]] ||
+        fail "step $step: the changelog Deployment exists while shard 0 is not committed (a hand-over)"
+    [[ "$(jget "$ns" "$name" .status.phase)" == Snapshotting ]] ||
+        fail "step $step: phase $(jget "$ns" "$name" .status.phase) while shard 0 is not committed"
+    [[ "$(s0_open)" -gt 0 ]] || fail "step $step: shard 0 has no load pre-committed, yet is Committing"
+    log "  shard 0 Committing ($(shard0 message)); no hand-over"
+    doris_faults '{}'
+    wait_for "step $step: status.snapshot.shardsDone 4/4" 240 \
+        bash -c "[[ \$(kubectl -n $ns get dcs $name -o jsonpath='{.status.snapshot.shardsDone}') == 4/4 ]]"
+    wait_phase "$ns" "$name" Streaming 120
+    wait_for "step $step: the Job gone, the changelog Deployment there" 60 \
+        bash -c "! kubectl -n $ns get job $name-runner >/dev/null 2>&1 && kubectl -n $ns get deployment $name-runner >/dev/null 2>&1"
+    some_changes "$db.src" 4011 4020 "step$step-streaming"
+    wait_tables_equal "$db.src" "${db}_sink.dst" 120
+    wait_for "step $step: no pre-committed loads left in ${db}_sink" 60 no_precommitted_loads "${db}_sink"
+    kubectl -n "$ns" delete dcs "$name" --wait=false >/dev/null
+    wait_for "step $step: sync $name deleted" 90 bash -c "! kubectl -n $ns get dcs $name >/dev/null 2>&1"
+}
+
+# audit_writes NS STEP: the adversarial class audit-writes: a sync of its own into a changelog-mode
+# (audit) sink whose source (before-images on) is changed while every snapshot split is held in
+# doris-emu, and whose runner pod is deleted (forced) meanwhile; then it streams. The sink must be
+# the source's history from T0 row for row: the table as of T0 (`FOR VERSION AS OF`, Doris's own
+# image) as `+I` rows at T0's TSO, then every change after T0 once (`@incr` DETAIL up to the
+# checkpoint's offset) — none of the changes made during the snapshot twice (docs/ARCHITECTURE.md
+# §3.4).
+audit_writes() {
+    local ns=$1 step=$2 name="aw$2" db="e2e_adv_aw$2"
+    sql "CREATE DATABASE IF NOT EXISTS $db"
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    sql "CREATE TABLE $db.src (id INT NOT NULL, name VARCHAR(64), score INT, note STRING)
+        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 4
+        PROPERTIES (\"changelog.enable\" = \"true\", \"changelog.need_historical_value\" = \"true\")"
+    insert_rows "$db.src" 1 500 before
+    local stalled
+    stalled=$(curl -fsS "http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/counters" | jq '.sql_stalled // 0')
+    doris_faults '{"sql_stall": {"contains": " TABLET(", "applied": true}}'
+    sync_manifest "$ns" "$name" "$db.src" "${db}_sink.dst" |
+        sed 's/^      mode: upsert$/      mode: changelog/' | kubectl apply -f - >/dev/null
+    wait_for "step $step: $name's snapshot reads a split (held)" 180 bash -c \
+        "(( \$(curl -fsS http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/_emu/counters | jq '.sql_stalled // 0') > $stalled ))"
+    some_changes "$db.src" 501 520 "step$step-held"
+    kubectl -n "$ns" delete pods -l "dcs.dev/sync=$name" --grace-period=0 --force >/dev/null 2>&1 || true
+    some_changes "$db.src" 521 540 "step$step-restarting"
+    doris_faults '{}'
+    wait_phase "$ns" "$name" Streaming 180
+    some_changes "$db.src" 541 560 "step$step-streaming"
+    local last
+    last=$(curl -fsS -u "$DORIS_USER:$DORIS_PASSWORD" "http://$DORIS_HOST:$DORIS_FE_HTTP_PORT/api/tso" |
+        jq '.data.current_tso_physical_time')
+    wait_for "step $step: $name's offset past the last write" 120 bash -c \
+        "(( \$(kubectl -n $ns get configmap $name-checkpoint -o json | jq -r '.data[\"checkpoint.json\"] // \"{}\"' | jq '.position.offset.epochMs // 0') > $last ))"
+    local cp t0 from to expected actual
+    cp=$(checkpoint_json "$ns" "$name")
+    t0=$(jq -r .startPoint.tso <<<"$cp")
+    from=$(jq -r .startPoint.timestamp <<<"$cp")
+    to=$(jq -r .position.offset.timestamp <<<"$cp")
+    expected=$({
+        sql "SELECT id, name, score, note FROM $db.src FOR VERSION AS OF $t0" | awk -v t0="$t0" -F '\t' -v OFS='\t' '{print $0, "+I", t0, 0}'
+        sql "SELECT id, name, score, note, __DORIS_BINLOG_OP__, __DORIS_BINLOG_TSO__, __DORIS_BINLOG_LSN__ FROM $db.src@incr('startTimestamp' = '$from', 'endTimestamp' = '$to', 'incrementType' = 'DETAIL')" |
+            awk -v t0="$t0" -F '\t' -v OFS='\t' 'BEGIN { split("+I -D -U +U", op, " ") } ($6 "") > (t0 "") { $5 = op[$5 + 1]; print }'
+    } | sort)
+    actual=$(sql "SELECT id, name, score, note, dcs_op, dcs_tso, dcs_lsn FROM ${db}_sink.dst" | sort)
+    if [[ "$expected" != "$actual" ]]; then
+        diff <(echo "$expected") <(echo "$actual") | head -n 20 >&2
+        fail "step $step: the audit sink of $name is not the history from T0 (expected $(wc -l <<<"$expected") rows, got $(wc -l <<<"$actual"))"
+    fi
+    (( $(grep -c . <<<"$expected") > 500 )) || fail "step $step: no change after T0 in $name's history"
+    log "  $name: the audit sink holds the history from T0 ($(wc -l <<<"$actual") rows), the changes made during its snapshot once"
+    wait_for "step $step: no pre-committed loads left in ${db}_sink" 60 no_precommitted_loads "${db}_sink"
+    kubectl -n "$ns" delete dcs "$name" --wait=false >/dev/null
+    wait_for "step $step: sync $name deleted" 90 bash -c "! kubectl -n $ns get dcs $name >/dev/null 2>&1"
+}
+
+# fence_during_a_save NS STEP: the adversarial class fence-ambiguous-save (on the bed, whose fault
+# proxy stands between this namespace's pods and the API server): the runner's next request is
+# held once the API server has answered it; when it was a write of the checkpoint ConfigMap (a
+# save or a claim, applied), the ConfigMap is fenced as the operator fences it (`dcs.dev/fenced`)
+# and only then is the answer lost (the runner's connection reset). The runner must stop with
+# exit 4 (FencedAfterUnclearSave), and the first write of the ConfigMap after the fence must be a
+# new claim (a restarted runner's), never the fenced runner's save: every version after the fence
+# is watched from the fence's resourceVersion on. A held request that was no write (a read, a
+# refused write) is let go and the next one held, up to five times.
+fence_during_a_save() {
+    local ns=$1 step=$2 cm=s13-checkpoint attempt pod restarts before after fence_rv="" claim
+    proxy() { curl -fsS -X "$1" "$POD_API_PROXY$2"; }
+    cm_field() { kubectl -n "$ns" get configmap "$cm" -o json | jq -r "$1"; }
+    for ((attempt = 1; attempt <= 5; attempt++)); do
+        wait_for "step $step: one runner pod running" 120 runner_pod_running "$ns" s13
+        pod=$(runner_pods "$ns" s13)
+        restarts=$(restart_count "$ns" s13)
+        before=$(cm_field .metadata.resourceVersion)
+        proxy POST /hold >/dev/null
+        if ! (wait_for "step $step: the runner's next request answered by the API server" 30 \
+            bash -c "curl -fsS $POD_API_PROXY/ | jq -e .applied >/dev/null"); then
+            proxy POST /disarm >/dev/null
+            continue
+        fi
+        after=$(cm_field .metadata.resourceVersion)
+        if [[ "$after" == "$before" ]]; then
+            proxy POST /release >/dev/null
+            continue
+        fi
+        kubectl -n "$ns" annotate configmap "$cm" --overwrite "dcs.dev/fenced=adversarial step $step at $(date -u +%H:%M:%S.%N)" -o json \
+            >"$WORK/fence-$step.json"
+        fence_rv=$(jq -r .metadata.resourceVersion "$WORK/fence-$step.json")
+        [[ "$fence_rv" != "$after" ]] || fail "step $step: the fence did not change $cm (resourceVersion $after)"
+        claim=$(jq -r '.metadata.annotations["dcs.dev/claimed-by"] // ""' "$WORK/fence-$step.json")
+        # Every version of the ConfigMap after the fence's (a watch from its resourceVersion).
+        timeout 120 kubectl get --raw "/api/v1/namespaces/$ns/configmaps?watch=1&fieldSelector=metadata.name%3D$cm&resourceVersion=$fence_rv" \
+            >"$WORK/fence-$step.watch" 2>/dev/null &
+        local watcher=$!
+        proxy POST /release >/dev/null
+        log "  the runner's write (resourceVersion $before -> $after) applied, fenced at $fence_rv, its answer lost"
+        break
+    done
+    [[ -n "$fence_rv" ]] || fail "step $step: in five holds no request of the runner wrote its checkpoint ConfigMap"
+    exited_4_after() {
+        kubectl -n "$ns" get pod "$pod" -o json | jq -e --argjson r "$restarts" \
+            '.status.containerStatuses[0] | .restartCount > $r and .lastState.terminated.exitCode == 4' >/dev/null
+    }
+    wait_for "step $step: the runner fenced during its unclear save stops with exit 4" 90 exited_4_after
+    local previous
+    previous=$(kubectl -n "$ns" logs "$pod" --previous 2>&1)
+    grep -q "after a save whose answer was lost" <<<"$previous" ||
+        fail "step $step: the runner's exit 4 is not FencedAfterUnclearSave: $(tail -n 5 <<<"$previous")"
+    # The first write after the fence: a new claim, the checkpoint as the fence left it.
+    wait_for "step $step: a write of $cm after the fence (the restarted runner's claim)" 90 \
+        bash -c "grep -q '\"type\":\"MODIFIED\"' '$WORK/fence-$step.watch'"
+    kill "$watcher" 2>/dev/null || true
+    local first
+    first=$(grep -m 1 '"type":"MODIFIED"' "$WORK/fence-$step.watch")
+    [[ "$(jq -r '.object.metadata.annotations["dcs.dev/claimed-by"] // ""' <<<"$first")" != "$claim" &&
+        "$(jq -c '.object.data' <<<"$first")" == "$(jq -c .data "$WORK/fence-$step.json")" ]] ||
+        fail "step $step: the fenced runner wrote $cm after the fence (claim '$claim' before, the write: $(jq -c '{rv: .object.metadata.resourceVersion, claim: .object.metadata.annotations["dcs.dev/claimed-by"], data: .object.data}' <<<"$first"))"
+    [[ "$(jq -r '.object.metadata.annotations["dcs.dev/fenced"] // ""' <<<"$first")" == "$(jq -r '.metadata.annotations["dcs.dev/fenced"]' "$WORK/fence-$step.json")" ]] ||
+        fail "step $step: the write after the fence dropped the fence annotation"
+    log "  exit 4; the first write after the fence is a new claim ($(jq -r '.object.metadata.annotations["dcs.dev/claimed-by"]' <<<"$first"))"
+}
+
 # 13. The in-cluster adversarial run: a seeded random sequence of steps against a live sync, each
 # one or two faults applied back to back (runner pod deleted, runner process SIGKILLed, operator pod
 # deleted, Doris's clock moved short of or past the TTL, the TTL lowered or raised, Stream Load
-# answering 5xx, Doris refusing connections, Doris answering slowly) while the source changes. After
+# answering 5xx, Doris refusing connections, Doris answering slowly, a TRUNCATE under a
+# re-initialisation's snapshot, a shard's last commit refused (shard_commit_refused), the
+# operator's fence during a save whose answer is lost (fence_during_a_save), writes through an
+# audit sink's held snapshot (audit_writes)) while the source
+# changes. After
 # every step: the sink equals the source, the sync is Streaming, and the consumer moved to the next
 # generation (`lastReinit` OffsetExpired naming the previous one) exactly when the step's clock
 # moved past the TTL, never otherwise; at the end no load is left pre-committed and no pod
 # panicked. E2E_SEED picks the sequence (printed; the same seed replays the same steps),
-# E2E_ADVERSARIAL_STEPS how many (default 10).
+# E2E_ADVERSARIAL_STEPS how many (default 10), E2E_ADVERSARIAL_CLASSES among which classes.
 scenario_adversarial() {
-    local ns=$1 db=e2e_adv seed=${E2E_SEED:-20261229} steps=${E2E_ADVERSARIAL_STEPS:-10}
+    local ns=$1 db=e2e_adv seed=${E2E_SEED:-20262027} steps=${E2E_ADVERSARIAL_STEPS:-10}
     RANDOM=$seed
     log "adversarial: seed $seed, $steps steps (E2E_SEED=$seed E2E_ADVERSARIAL_STEPS=$steps e2e/run.sh adversarial replays them)"
     local ttl=600 low_ttl=400
@@ -668,7 +857,9 @@ scenario_adversarial() {
     base=$(jget "$ns" s13 .status.consumerId)
     consumer=$base
     local -A faults=()
-    local classes=(pod-delete sigkill operator-delete clock-short clock-past ttl-lower ttl-raise sink-5xx doris-refuses doris-slow tablets-replaced)
+    local classes=(pod-delete sigkill operator-delete clock-short clock-past ttl-lower ttl-raise sink-5xx doris-refuses doris-slow tablets-replaced shard-commit-refused fence-ambiguous-save audit-writes)
+    # E2E_ADVERSARIAL_CLASSES: only these classes (a seed then picks among them).
+    [[ -z "${E2E_ADVERSARIAL_CLASSES:-}" ]] || read -r -a classes <<<"$E2E_ADVERSARIAL_CLASSES"
     for ((step = 1; step <= steps; step++)); do
         # One or two faults; the step's clock jump must be clearly short of the TTL (by more than
         # the runner's safety margin plus a pod restart's lag) or clearly past it: in between both
@@ -683,6 +874,15 @@ scenario_adversarial() {
                     clock-short | clock-past) ((jump == 0)) || continue; jump=1 ;;
                     # Alone in its step: it re-initialises twice on its own.
                     tablets-replaced) ((n == 1)) || continue ;;
+                    # Alone in its step: a sync of its own, snapshotted by shards.
+                    shard-commit-refused) ((n == 1)) || continue ;;
+                    # Alone in its step: a sync of its own, into an audit sink.
+                    audit-writes) ((n == 1)) || continue ;;
+                    # On the bed only: its fault proxy loses the save's answer. Not after a jump
+                    # past the TTL in its step: the re-initialisation replaces the runner (and
+                    # fences its ConfigMap itself) meanwhile.
+                    fence-ambiguous-save)
+                        [[ -n "${POD_API_PROXY:-}" && " ${picked[*]} " != *" clock-past "* ]] || continue ;;
                 esac
                 break
             done
@@ -743,6 +943,12 @@ scenario_adversarial() {
                     next=$((next + 10))
                     doris_faults '{}'
                     expect_moved=1 ;;
+                shard-commit-refused)
+                    shard_commit_refused "$ns" "$step" ;;
+                fence-ambiguous-save)
+                    fence_during_a_save "$ns" "$step" ;;
+                audit-writes)
+                    audit_writes "$ns" "$step" ;;
                 doris-slow)
                     local ms=$((200 + RANDOM % 2000))
                     doris_faults "{\"http_delay_ms\": $ms}"

@@ -36,6 +36,14 @@ pub mod reasons {
     pub const INVALID_SPEC: &str = "InvalidSpec";
     /// The source could not be probed.
     pub const SOURCE_UNREACHABLE: &str = "SourceUnreachable";
+    /// The source refused the credentials.
+    pub const SOURCE_AUTH_FAILED: &str = "SourceAuthFailed";
+    /// The credentials Secret or one of its keys is missing.
+    pub const CREDENTIALS_MISSING: &str = "CredentialsMissing";
+    /// The source table does not exist.
+    pub const SOURCE_TABLE_MISSING: &str = "SourceTableMissing";
+    /// No sink FE answers over HTTP.
+    pub const SINK_UNREACHABLE: &str = "SinkUnreachable";
     /// A credentials Secret does not allow the sync to use it (crate::access).
     pub const CREDENTIALS_NOT_ALLOWED: &str = "CredentialsNotAllowed";
     /// A CA bundle Secret does not allow the sync to use it (crate::access).

@@ -102,6 +102,19 @@ pub fn load_label(
     format!("{hash:016x}-{}", &clean[clean.len() - tail_len..])
 }
 
+/// The labels of checkpoint `checkpoint_id`'s loads without their seq, for messages:
+/// `dcs-s-4` ([`load_label`] of seq 0 without its `-0`; a label too long for Doris stays whole).
+pub fn checkpoint_label_stem(
+    owner: &LabelOwner<'_>,
+    scheme: LabelScheme,
+    checkpoint_id: u64,
+) -> String {
+    let first = load_label(owner, scheme, None, checkpoint_id, 0);
+    first
+        .strip_suffix("-0")
+        .map_or_else(|| first.clone(), str::to_owned)
+}
+
 /// Parse a label made by [`load_label`] (without a run tag) back into (checkpoint id, seq), given
 /// its owner and scheme; `None` for labels of other owners.
 pub fn parse_label(owner: &LabelOwner<'_>, scheme: LabelScheme, label: &str) -> Option<(u64, u32)> {

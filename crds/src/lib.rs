@@ -9,6 +9,7 @@
 //! - [`duration`] and [`quantity`]: the string formats the spec uses.
 //! - [`access`]: what a sync may make the operator do for it (Secrets that opt in, allowed
 //!   runner images and service accounts).
+//! - [`retention`]: the changelog's retention edge, in milliseconds and as headroom in seconds.
 //! - [`doris_table`] and [`preconditions`]: what a source table's properties say, and what a
 //!   sync needs of them (the one rule the operator and `dcs-runner check` both apply).
 #![forbid(unsafe_code)]
@@ -25,6 +26,7 @@ pub mod manifest;
 pub mod node;
 pub mod preconditions;
 pub mod quantity;
+pub mod retention;
 pub mod shard;
 pub mod spec;
 pub mod status;

@@ -8,6 +8,7 @@ pub use dcs_crds::checkpoint::{
     PendingTxn, Position, Stopped,
 };
 use dcs_crds::{checkpoint::DORIS_OFFSET_EXPIRED, conditions::reasons::OFFSET_EXPIRED};
+use k8s_openapi::api::core::v1::ConfigMap;
 
 /// Parses the stored JSON; `Ok(None)` for an empty ConfigMap value.
 ///
@@ -23,6 +24,11 @@ pub fn parse(json: &str) -> Result<Option<Checkpoint>, String> {
             "the checkpoint has format version {found}, this operator reads up to {FORMAT_VERSION}; upgrade dcs-operator"
         ),
     })
+}
+
+/// The text the runner saved under [`CHECKPOINT_KEY`] in a checkpoint ConfigMap, if any.
+pub fn text_of(cm: &ConfigMap) -> Option<&str> {
+    cm.data.as_ref()?.get(CHECKPOINT_KEY).map(String::as_str)
 }
 
 /// What the runner said when it found its offset expired, if it did: its stop record (reason

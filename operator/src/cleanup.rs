@@ -22,14 +22,15 @@ use std::time::Duration;
 
 use dcs_crds::{
     DorisChangelogSyncSpec,
-    label::{LabelOwner, LabelScheme, load_label},
+    label::{LabelOwner, LabelScheme, checkpoint_label_stem, load_label},
     spec::TableRef,
 };
 use dcs_doris_client::{
     TxnKey, TxnOperation, TxnOutcome, classify_txn,
+    sql::string_literal,
     stream_load::{StreamLoadClient, Sweep},
 };
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::{api::core::v1::ConfigMap, jiff::Timestamp};
 use mysql_async::prelude::Queryable;
 
 use crate::{checkpoint::Checkpoint, probe::DorisAccess};
@@ -80,22 +81,22 @@ pub struct LabelSweep {
 }
 
 impl LabelSweep {
-    /// The label of load `seq` of checkpoint `checkpoint_id`.
-    pub fn label(&self, checkpoint_id: u64, seq: u32) -> String {
-        let owner = LabelOwner {
+    fn owner(&self) -> LabelOwner<'_> {
+        LabelOwner {
             namespace: &self.namespace,
             prefix: &self.label_prefix,
             consumer_id: &self.consumer_id,
-        };
-        load_label(&owner, self.scheme, None, checkpoint_id, seq)
+        }
+    }
+
+    /// The label of load `seq` of checkpoint `checkpoint_id`.
+    pub fn label(&self, checkpoint_id: u64, seq: u32) -> String {
+        load_label(&self.owner(), self.scheme, None, checkpoint_id, seq)
     }
 
     /// The first checkpoint's labels without the seq, for messages: `dcs-s-4`.
     fn label_stem(&self) -> String {
-        let first = self.label(self.first_checkpoint_id, 0);
-        first
-            .strip_suffix("-0")
-            .map_or_else(|| first.clone(), str::to_owned)
+        checkpoint_label_stem(&self.owner(), self.scheme, self.first_checkpoint_id)
     }
 }
 
@@ -145,6 +146,25 @@ impl Work {
         }
         parts.join("; ")
     }
+}
+
+/// What a stopped runner of `consumer` left in Doris, from its checkpoint ConfigMap as read now
+/// that no runner can change it (pure). Without the ConfigMap no runner ever ran (it is created
+/// with the first; e.g. a sync blocked from the start), so no load can be pre-committed.
+pub fn work_left(
+    ns: &str,
+    spec: &DorisChangelogSyncSpec,
+    checkpoint_cm: Option<&ConfigMap>,
+    consumer: &str,
+) -> Work {
+    let checkpoint: Option<Checkpoint> = checkpoint_cm
+        .and_then(crate::checkpoint::text_of)
+        .and_then(|t| crate::checkpoint::parse(t).ok().flatten());
+    let mut work = plan_cleanup(ns, spec, checkpoint.as_ref(), consumer);
+    if checkpoint_cm.is_none() {
+        work.stale_labels = None;
+    }
+    work
 }
 
 /// What `why` leaves to remove for this spec, checkpoint and consumer (pure). A deletion and a
@@ -349,9 +369,9 @@ pub async fn execute(work: &Work, targets: &Targets) -> Report {
             Err(e) => Err(e.clone()),
             Ok(access) => {
                 let sql = format!(
-                    "DELETE FROM {} WHERE `consumer_id` = '{}'",
+                    "DELETE FROM {} WHERE `consumer_id` = {}",
                     row.table.quoted(),
-                    row.consumer_id.replace('\\', "\\\\").replace('\'', "''")
+                    string_literal(&row.consumer_id)
                 );
                 run_sql(
                     &targets.source_fe_nodes,

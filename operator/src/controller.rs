@@ -5,18 +5,13 @@
 //! was installed) becomes a [`SyncObject`] holding its metadata and the serde error, gets a
 //! Warning event (`InvalidObject`) and is otherwise left alone, while the rest keep working.
 
-use std::{borrow::Cow, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
-use dcs_crds::DorisChangelogSync;
 use futures::StreamExt;
-use k8s_openapi::{
-    NamespaceResourceScope,
-    api::{
-        apps::v1::Deployment,
-        batch::v1::Job,
-        core::v1::{ConfigMap, Pod},
-    },
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    batch::v1::Job,
+    core::v1::{ConfigMap, Pod},
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
@@ -28,10 +23,10 @@ use kube::{
         watcher,
     },
 };
-use serde::{Deserialize, Deserializer};
 use tracing::warn;
 
 pub use crate::metrics::Metrics;
+pub use crate::sync_object::SyncObject;
 use crate::{
     Error,
     reconcile::{Context, FINALIZER, reconcile, release_finalizer},
@@ -39,72 +34,6 @@ use crate::{
 
 /// Event reason for an object that does not deserialize.
 pub const INVALID_OBJECT: &str = "InvalidObject";
-
-/// A watched `DorisChangelogSync`: the typed object, or why it could not be read.
-#[derive(Clone, Debug)]
-pub struct SyncObject {
-    /// The object's metadata (always readable).
-    pub metadata: ObjectMeta,
-    /// The typed object, or the deserialization error naming the field.
-    pub parsed: Result<Arc<DorisChangelogSync>, String>,
-}
-
-impl SyncObject {
-    /// Reads one object from JSON; only broken metadata is an error.
-    ///
-    /// # Errors
-    /// When `metadata` itself is unreadable.
-    pub fn from_value(value: serde_json::Value) -> Result<Self, serde_json::Error> {
-        let metadata: ObjectMeta = serde_json::from_value(
-            value
-                .get("metadata")
-                .cloned()
-                .unwrap_or(serde_json::Value::Null),
-        )?;
-        let parsed = serde_path_to_error::deserialize::<_, DorisChangelogSync>(value)
-            .map(Arc::new)
-            .map_err(|e| {
-                let path = e.path().to_string();
-                if path.is_empty() || path == "." {
-                    e.into_inner().to_string()
-                } else {
-                    format!("{path}: {}", e.into_inner())
-                }
-            });
-        Ok(Self { metadata, parsed })
-    }
-}
-
-impl<'de> Deserialize<'de> for SyncObject {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = serde_json::Value::deserialize(d)?;
-        Self::from_value(value).map_err(serde::de::Error::custom)
-    }
-}
-
-impl Resource for SyncObject {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        DorisChangelogSync::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        DorisChangelogSync::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        DorisChangelogSync::version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        DorisChangelogSync::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
 
 /// Reconciles a watched object: typed ones through [`reconcile`]; unreadable ones get a Warning
 /// event, and when being deleted their finalizer is released (nothing can be cleaned up without

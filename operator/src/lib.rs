@@ -1,24 +1,29 @@
-//! The dcs controller: turns each `DorisChangelogSync` into a runner workload and a status.
+//! The dcs controller: turns each `DorisChangelogSync` into a runner workload and a status. Its
+//! modules import each other in layers (docs/ARCHITECTURE.md §4), lowest first:
 //!
-//! - [`reconcile::plan`]: the pure decision (docs/ARCHITECTURE.md §4.3).
-//! - [`reconcile::status`] and [`reconcile::build`]: the pure status and runner objects.
-//! - [`reconcile::shell`]: [`reconcile::reconcile`], which sends each pass through the I/O stages
-//!   around them (observe, apply, re-initialise, finalize); [`controller`]: the watch loop.
+//! - [`error`]: the one error type.
+//! - [`checkpoint`]: the runner's checkpoint JSON as the operator reads it; [`facts`]: what a
+//!   probe of Doris found; [`sync_object`]: a watched sync read tolerantly; [`leader`]: leader
+//!   election with a Lease; [`shutdown`]: stopping on SIGTERM within a bound.
 //! - [`probe`]: the source table's properties and Doris's time.
-//! - [`checkpoint`]: the runner's checkpoint JSON as the operator reads it.
-//! - [`leader`]: leader election with a Lease; [`metrics`]: `/metrics`, `/healthz`, `/readyz`.
 //! - [`cleanup`]: what is left in Doris when a sync goes or starts again, and removing it.
-//! - [`shutdown`]: stopping on SIGTERM within a bound.
+//! - [`reconcile`]: a pass over a sync ([`reconcile::reconcile`]): the pure decisions
+//!   ([`reconcile::plan`], [`reconcile::status`], [`reconcile::build`]) below the I/O stages
+//!   below the shell.
+//! - [`metrics`]: `/metrics`, `/healthz`, `/readyz`.
+//! - [`controller`]: the watch loop.
 #![forbid(unsafe_code)]
 
 pub mod checkpoint;
 pub mod cleanup;
 pub mod controller;
 pub mod error;
+pub mod facts;
 pub mod leader;
 pub mod metrics;
 pub mod probe;
 pub mod reconcile;
 pub mod shutdown;
+pub mod sync_object;
 
 pub use error::{Error, Result};

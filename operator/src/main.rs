@@ -31,11 +31,11 @@ struct Args {
     runner_image: Option<String>,
     /// Requests and limits (JSON) of runner containers whose sync does not set
     /// spec.runner.resources; a built-in default when omitted.
-    #[arg(long, env = "DCS_RUNNER_RESOURCES", value_parser = build::parse_runner_resources)]
+    #[arg(long, env = "DCS_RUNNER_RESOURCES", value_parser = parse_runner_resources)]
     runner_resources: Option<ResourceRequirements>,
     /// Where runner containers serve /metrics, /healthz and /readyz (HOST:PORT; the host an IP or
     /// $(POD_IP)); the port is their `metrics` container port, which the probes use.
-    #[arg(long, env = "DCS_RUNNER_METRICS_ADDR", default_value = "0.0.0.0:9464", value_parser = build::parse_runner_metrics_addr)]
+    #[arg(long, env = "DCS_RUNNER_METRICS_ADDR", default_value = "0.0.0.0:9464", value_parser = parse_runner_metrics_addr)]
     runner_metrics_addr: build::RunnerMetricsAddr,
     /// Images a sync may name in spec.runner.image besides --runner-image, comma separated; an
     /// entry ending in `*` allows every image starting with what is before it. None by default.
@@ -57,11 +57,78 @@ struct Args {
     metrics_addr: SocketAddr,
     /// How many syncs are reconciled at once; each reconcile probes Doris (cached) and talks to
     /// the API server, so this bounds the load on both after a restart with many syncs.
-    #[arg(long, env = "DCS_MAX_CONCURRENT_RECONCILES", default_value_t = dcs_operator::reconcile::shell::DEFAULT_MAX_CONCURRENT_RECONCILES)]
+    #[arg(long, env = "DCS_MAX_CONCURRENT_RECONCILES", default_value_t = dcs_operator::reconcile::context::DEFAULT_MAX_CONCURRENT_RECONCILES)]
     max_concurrent_reconciles: u16,
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     log_format: String,
+}
+
+/// Reads `--runner-metrics-addr`: `HOST:PORT`, the host an IP address (IPv6 in brackets) or
+/// `$(POD_IP)` (where pods share one network, as on a test kubelet), the port 1 to 65535.
+///
+/// # Errors
+/// The reason, naming the flag, when the text is not such an address.
+fn parse_runner_metrics_addr(text: &str) -> Result<build::RunnerMetricsAddr, String> {
+    use build::{POD_IP_HOST, RUNNER_METRICS_PORT};
+    let bad = || {
+        format!(
+            "--runner-metrics-addr: {text:?} is not HOST:PORT with an IP address or {POD_IP_HOST} \
+             as the host, e.g. \"0.0.0.0:{RUNNER_METRICS_PORT}\" or \"{POD_IP_HOST}:{RUNNER_METRICS_PORT}\""
+        )
+    };
+    let (host, port) = text.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(bad)?;
+    let ip = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .map_or_else(
+            || host.parse::<std::net::Ipv4Addr>().is_ok(),
+            |h| h.parse::<std::net::Ipv6Addr>().is_ok(),
+        );
+    if host != POD_IP_HOST && !ip {
+        return Err(bad());
+    }
+    Ok(build::RunnerMetricsAddr {
+        host: host.to_owned(),
+        port,
+    })
+}
+
+/// Reads `--runner-resources`: container resources in JSON (or YAML), as the chart passes them,
+/// checked as the API server would check them.
+///
+/// # Errors
+/// The reason, naming the flag and the field, when the text is not such resources.
+fn parse_runner_resources(text: &str) -> Result<ResourceRequirements, String> {
+    const FLAG: &str = "--runner-resources";
+    const EXAMPLE: &str =
+        r#"{"requests":{"cpu":"100m","memory":"128Mi"},"limits":{"memory":"512Mi"}}"#;
+    let value: serde_json::Value = serde_yaml::from_str(text)
+        .map_err(|e| format!("{FLAG}: not JSON or YAML ({e}); write e.g. {EXAMPLE}"))?;
+    let Some(object) = value.as_object() else {
+        return Err(format!("{FLAG}: not an object; write e.g. {EXAMPLE}"));
+    };
+    if let Some(key) = object
+        .keys()
+        .find(|k| !["requests", "limits", "claims"].contains(&k.as_str()))
+    {
+        return Err(format!(
+            "{FLAG}: unknown field {key:?}; the fields are requests, limits and claims"
+        ));
+    }
+    let resources: ResourceRequirements =
+        serde_json::from_value(value).map_err(|e| format!("{FLAG}: {e}; write e.g. {EXAMPLE}"))?;
+    let errors = dcs_crds::validate::validate_resources(FLAG, &resources);
+    if errors.is_empty() {
+        Ok(resources)
+    } else {
+        Err(errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "))
+    }
 }
 
 #[tokio::main]
@@ -174,6 +241,93 @@ async fn main() {
         Outcome::Lost(why) => {
             error!(%why, "lost the leader Lease: stopped reconciling; exiting so the pod restarts as a candidate");
             std::process::exit(EXIT_LEASE_LOST);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use build::RunnerMetricsAddr;
+
+    use super::*;
+
+    fn rr(yaml: &str) -> ResourceRequirements {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn the_operator_flag_is_read_and_checked() {
+        assert_eq!(
+            parse_runner_resources(
+                r#"{"requests":{"memory":"256Mi"},"limits":{"memory":"1Gi","cpu":2}}"#
+            ),
+            Ok(rr(
+                "{requests: {memory: 256Mi}, limits: {memory: 1Gi, cpu: '2'}}"
+            ))
+        );
+        assert_eq!(parse_runner_resources("{}"), Ok(rr("{}")));
+        assert_eq!(
+            parse_runner_resources(r#"{"requests":{"memory":"2Gi"},"limits":{"memory":"1Gi"}}"#),
+            Err(
+                "--runner-resources.requests.memory: is 2Gi, more than the limit 1Gi \
+                 (--runner-resources.limits.memory); Kubernetes admits no pod whose request is \
+                 above its limit"
+                    .into()
+            )
+        );
+        assert_eq!(
+            parse_runner_resources(r#"{"limit":{"memory":"1Gi"}}"#),
+            Err(r#"--runner-resources: unknown field "limit"; the fields are requests, limits and claims"#.into())
+        );
+        let err = parse_runner_resources(r#"{"limits":{"memory":"lots"}}"#).unwrap_err();
+        assert!(
+            err.starts_with(r#"--runner-resources.limits.memory: "lots" is not a quantity"#),
+            "{err}"
+        );
+        let err = parse_runner_resources("[1]").unwrap_err();
+        assert!(
+            err.starts_with("--runner-resources: not an object"),
+            "{err}"
+        );
+        let err = parse_runner_resources("{").unwrap_err();
+        assert!(
+            err.starts_with("--runner-resources: not JSON or YAML"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_metrics_address_flag_is_read_and_checked() {
+        let addr = |host: &str, port| RunnerMetricsAddr {
+            host: host.into(),
+            port,
+        };
+        for (text, want) in [
+            ("0.0.0.0:9464", addr("0.0.0.0", 9464)),
+            ("$(POD_IP):19464", addr("$(POD_IP)", 19464)),
+            ("[::]:9464", addr("[::]", 9464)),
+            ("127.0.0.1:1", addr("127.0.0.1", 1)),
+        ] {
+            assert_eq!(parse_runner_metrics_addr(text), Ok(want), "{text}");
+        }
+        assert_eq!(RunnerMetricsAddr::default().to_string(), "0.0.0.0:9464");
+        for text in [
+            "9464",
+            "0.0.0.0:0",
+            "0.0.0.0:70000",
+            "localhost:9464",
+            "$(HOST_IP):9464",
+            "::1:9464",
+            ":9464",
+        ] {
+            assert_eq!(
+                parse_runner_metrics_addr(text),
+                Err(format!(
+                    "--runner-metrics-addr: {text:?} is not HOST:PORT with an IP address or \
+                     $(POD_IP) as the host, e.g. \"0.0.0.0:9464\" or \"$(POD_IP):9464\""
+                )),
+                "{text}"
+            );
         }
     }
 }

@@ -18,7 +18,7 @@ use std::{
 use dcs_crds::Phase;
 use kube::{ResourceExt, runtime::reflector::Store};
 
-use crate::controller::SyncObject;
+use crate::sync_object::SyncObject;
 
 /// Error kinds always listed (with 0) in `dcs_operator_reconcile_errors_total`.
 const ERROR_KINDS: [&str; 7] = [

@@ -2,21 +2,15 @@
 
 use std::{fmt, time::Duration};
 
-use dcs_crds::{SourceSpec, conditions::reasons};
+use dcs_crds::{
+    SourceSpec,
+    conditions::reasons::{self, SINK_UNREACHABLE, SOURCE_AUTH_FAILED, SOURCE_TABLE_MISSING},
+};
 use dcs_doris_client::table::{TableReadError, read_table};
 
-use crate::reconcile::plan::{ProbeFailure, SourceProbe};
+use crate::facts::{ProbeFailure, SourceProbe};
 use dcs_doris_client::fe_api;
 use dcs_doris_client::tls::Tls;
-
-/// Reason: the source refused the credentials.
-pub const SOURCE_AUTH_FAILED: &str = "SourceAuthFailed";
-/// Reason: the credentials Secret or one of its keys is missing.
-pub const CREDENTIALS_MISSING: &str = "CredentialsMissing";
-/// Reason: the source table does not exist.
-pub const SOURCE_TABLE_MISSING: &str = "SourceTableMissing";
-/// Reason: no sink FE answers over HTTP.
-pub const SINK_UNREACHABLE: &str = "SinkUnreachable";
 
 /// How long one probe may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);

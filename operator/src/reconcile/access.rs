@@ -20,8 +20,10 @@ use dcs_doris_client::tls::Tls;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client};
 
-use super::plan::ProbeFailure;
-use crate::probe::{CREDENTIALS_MISSING, DorisAccess, DorisCredentials};
+use dcs_crds::conditions::reasons::CREDENTIALS_MISSING;
+
+use crate::facts::ProbeFailure;
+use crate::probe::{DorisAccess, DorisCredentials};
 
 /// Why a side cannot be reached.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,7 +7,7 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 
-use super::shell::FIELD_MANAGER;
+use super::context::FIELD_MANAGER;
 use crate::{Error, Result};
 
 /// The object `name`, or `None` when there is none.

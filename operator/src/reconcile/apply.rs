@@ -3,8 +3,7 @@
 //! [`reinit`], or launch the runner objects by server-side apply), then write the
 //! status when it changed and publish the events its changes call for.
 //!
-//! Which workload calls a launch makes ([`workload_steps`]) is pure and tested here, as are the
-//! events' action and note ([`event_action`], [`event_note`]).
+//! Which workload calls a launch makes ([`workload_steps`]) is pure and tested here.
 
 use std::time::Duration;
 
@@ -22,21 +21,20 @@ use k8s_openapi::{
 use kube::{
     Api, Resource, ResourceExt,
     api::{Patch, PatchParams, PostParams},
-    runtime::{
-        controller::Action,
-        events::{Event as KubeEvent, EventType},
-    },
+    runtime::controller::Action,
 };
 use serde::Serialize;
 use tracing::warn;
 
 use super::{
     api::{delete_quietly, server_apply},
-    build::{self, RunnerObjects, Workload, names},
+    build::{self, RunnerObjects, Workload},
+    context::{Context, FIELD_MANAGER},
+    events::publish,
+    names,
     observe::{World, observe},
     plan::{Plan, plan},
-    reinit, shards,
-    shell::{Context, FIELD_MANAGER},
+    reinit, shard_configmaps, shards,
     status::{compute_status, differs, headroom_hint, notices, remember_write},
     teardown::{clear_checkpoint, forget_stop},
 };
@@ -115,10 +113,15 @@ async fn act(
                 return Ok(REINIT_RECHECK);
             }
             let mut objects = build::build(sync, run, &ctx.runner);
-            shards::adapt(&mut objects, &world.name, run.shards.as_ref());
+            build::adapt(&mut objects, &world.name, run.shards.as_ref());
             let configmaps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &world.ns);
-            shards::create_configmaps(&configmaps, &world.observed, &objects, run.shards.as_ref())
-                .await?;
+            shard_configmaps::create_configmaps(
+                &configmaps,
+                &world.observed,
+                &objects,
+                run.shards.as_ref(),
+            )
+            .await?;
             launch(ctx, world, &objects).await?;
             Ok(headroom_hint(&world.observed).unwrap_or(RESYNC))
         }
@@ -295,46 +298,6 @@ fn hash_of_object(object: &impl Serialize, what: &'static str) -> Result<String>
     Ok(build::content_hash(&text))
 }
 
-/// Publishes an event about `sync`; a failure is only logged.
-pub(super) async fn publish(
-    ctx: &Context,
-    sync: &DorisChangelogSync,
-    warning: bool,
-    reason: &str,
-    note: String,
-) {
-    let note = event_note(note);
-    let event = KubeEvent {
-        type_: if warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: reason.to_owned(),
-        action: event_action(&note),
-        note: Some(note),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&event, &sync.object_ref(&())).await {
-        warn!(error = %e, "cannot publish an event");
-    }
-}
-
-/// The event's action: `Reconcile/` and a digest of its note. The recorder merges events with the
-/// same reason and action into one series that keeps the first note, so without the digest a
-/// second re-initialisation (another consumer id) or a new Blocked message would only raise the
-/// count of the first, and its own words would be lost. The same note repeated still merges.
-pub(super) fn event_action(note: &str) -> String {
-    let digest = build::content_hash(note);
-    format!("Reconcile/{}", &digest[..digest.len().min(8)])
-}
-
-/// The API server rejects an `events.k8s.io/v1` Event whose note is longer than 1 KiB: longer
-/// notes are cut (at a character boundary) and say so, rather than the event being lost.
-pub(crate) fn event_note(note: String) -> String {
-    dcs_crds::status::cut_text(note, 1024)
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -400,26 +363,5 @@ mod tests {
             workload_steps(true, "h2", Some(&meta(None)), Some(&meta(Some("h1")))),
             vec![DeleteDeployment, DeleteJob]
         );
-    }
-
-    #[test]
-    fn events_with_other_words_are_other_events_and_the_same_words_the_same() {
-        let a = event_action("starting again as consumer s-r1");
-        assert!(a.starts_with("Reconcile/") && a.len() <= 128, "{a}");
-        assert_eq!(a, event_action("starting again as consumer s-r1"));
-        assert_ne!(a, event_action("starting again as consumer s-r2"));
-    }
-
-    #[test]
-    fn event_notes_fit_the_api_servers_limit() {
-        assert_eq!(event_note("short".into()), "short");
-        let long = "é".repeat(700);
-        let cut = event_note(long.clone());
-        assert!(
-            cut.len() <= 1024 && cut.ends_with(" [...]"),
-            "{}",
-            cut.len()
-        );
-        assert!(long.starts_with(cut.trim_end_matches(" [...]")));
     }
 }

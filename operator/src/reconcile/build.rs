@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use dcs_crds::{Credentials, DorisChangelogSync, StartupMode};
+use dcs_crds::{Credentials, DorisChangelogSync, DorisChangelogSyncSpec, StartupMode};
 use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy},
@@ -27,11 +27,12 @@ use k8s_openapi::{
 };
 use kube::{Resource, ResourceExt};
 
-use super::plan::Run;
-use crate::checkpoint::CHECKPOINT_KEY;
+use dcs_crds::shard::shard_configmap;
 
-/// The key of the effective manifest in the config ConfigMap.
-pub const CONFIG_KEY: &str = "sync.yaml";
+use super::names::{self, CONFIG_KEY};
+use super::plan::Run;
+use super::shards::{BACKOFF_LIMIT_PER_INDEX, ShardRun};
+
 /// Where the config ConfigMap is mounted in the runner container.
 pub const CONFIG_DIR: &str = "/etc/dcs";
 /// Pod-template annotation with the hash of the effective config: a change rolls the runner.
@@ -109,36 +110,6 @@ impl std::fmt::Display for RunnerMetricsAddr {
     }
 }
 
-/// Reads `--runner-metrics-addr`: `HOST:PORT`, the host an IP address (IPv6 in brackets) or
-/// `$(POD_IP)` (where pods share one network, as on a test kubelet), the port 1 to 65535.
-///
-/// # Errors
-/// The reason, naming the flag, when the text is not such an address.
-pub fn parse_runner_metrics_addr(text: &str) -> Result<RunnerMetricsAddr, String> {
-    let bad = || {
-        format!(
-            "--runner-metrics-addr: {text:?} is not HOST:PORT with an IP address or {POD_IP_HOST} \
-             as the host, e.g. \"0.0.0.0:{RUNNER_METRICS_PORT}\" or \"{POD_IP_HOST}:{RUNNER_METRICS_PORT}\""
-        )
-    };
-    let (host, port) = text.rsplit_once(':').ok_or_else(bad)?;
-    let port: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(bad)?;
-    let ip = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .map_or_else(
-            || host.parse::<std::net::Ipv4Addr>().is_ok(),
-            |h| h.parse::<std::net::Ipv6Addr>().is_ok(),
-        );
-    if host != POD_IP_HOST && !ip {
-        return Err(bad());
-    }
-    Ok(RunnerMetricsAddr {
-        host: host.to_owned(),
-        port,
-    })
-}
-
 /// The built-in requests and limits of a runner container (BENCHMARKS.md, "Runner memory"): the
 /// runner peaked at 37–41 MiB in a 1M-row snapshot, a changelog window of 800 000 changes and a
 /// sink outage, whatever the table size, because its batches and channels are bounded (73–78 MiB
@@ -175,42 +146,6 @@ pub fn runner_resources(
         .unwrap_or_else(default_runner_resources)
 }
 
-/// Reads `--runner-resources`: container resources in JSON (or YAML), as the chart passes them,
-/// checked as the API server would check them.
-///
-/// # Errors
-/// The reason, naming the flag and the field, when the text is not such resources.
-pub fn parse_runner_resources(text: &str) -> Result<ResourceRequirements, String> {
-    const FLAG: &str = "--runner-resources";
-    const EXAMPLE: &str =
-        r#"{"requests":{"cpu":"100m","memory":"128Mi"},"limits":{"memory":"512Mi"}}"#;
-    let value: serde_json::Value = serde_yaml::from_str(text)
-        .map_err(|e| format!("{FLAG}: not JSON or YAML ({e}); write e.g. {EXAMPLE}"))?;
-    let Some(object) = value.as_object() else {
-        return Err(format!("{FLAG}: not an object; write e.g. {EXAMPLE}"));
-    };
-    if let Some(key) = object
-        .keys()
-        .find(|k| !["requests", "limits", "claims"].contains(&k.as_str()))
-    {
-        return Err(format!(
-            "{FLAG}: unknown field {key:?}; the fields are requests, limits and claims"
-        ));
-    }
-    let resources: ResourceRequirements =
-        serde_json::from_value(value).map_err(|e| format!("{FLAG}: {e}; write e.g. {EXAMPLE}"))?;
-    let errors = dcs_crds::validate::validate_resources(FLAG, &resources);
-    if errors.is_empty() {
-        Ok(resources)
-    } else {
-        Err(errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; "))
-    }
-}
-
 fn http_probe(path: &str, failure_threshold: i32) -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
@@ -243,22 +178,6 @@ pub fn liveness_probe() -> Probe {
 /// Three misses (30 s) keep one late answer from flapping it.
 pub fn readiness_probe() -> Probe {
     http_probe("/readyz", 3)
-}
-
-/// Names of a sync's objects.
-pub mod names {
-    /// The Deployment or Job, and the ServiceAccount, Role and RoleBinding.
-    pub fn runner(sync: &str) -> String {
-        format!("{sync}-runner")
-    }
-    /// The ConfigMap with the effective manifest.
-    pub fn config(sync: &str) -> String {
-        format!("{sync}-runner-config")
-    }
-    /// The ConfigMap the runner writes its checkpoint to.
-    pub fn checkpoint(sync: &str) -> String {
-        format!("{sync}-checkpoint")
-    }
 }
 
 /// The runner workload: a Deployment for incremental syncs, a Job for `startup.mode: snapshot`.
@@ -480,27 +399,47 @@ fn ca_bundle_mount(
 
 /// Builds every object of the runner for `run`; `defaults` are the operator's runner flags.
 pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) -> RunnerObjects {
-    let name = sync.name_any();
-    let spec = &sync.spec;
     let manifest = effective_manifest(sync, run);
     let hash = content_hash(&manifest);
+    let ca_bundles = ca_bundles(&sync.spec);
+    let container = runner_container(sync, defaults, &ca_bundles);
+    let template =
+        |restart_policy: &str| pod_template(sync, &container, &hash, &ca_bundles, restart_policy);
+    RunnerObjects {
+        config: config_configmap(sync, manifest),
+        checkpoint: checkpoint_configmap(sync),
+        rbac: rbac(sync),
+        workload: workload(sync, run, template),
+    }
+}
 
-    let mut config_meta = meta(sync, names::config(&name));
+/// The config ConfigMap: the effective manifest, and the reinitNonce it was built for.
+fn config_configmap(sync: &DorisChangelogSync, manifest: String) -> ConfigMap {
+    let mut config_meta = meta(sync, names::config(&sync.name_any()));
     config_meta.annotations = Some(BTreeMap::from([(
         NONCE_ANNOTATION.to_owned(),
-        spec.reinit_nonce.clone(),
+        sync.spec.reinit_nonce.clone(),
     )]));
-    let config = ConfigMap {
+    ConfigMap {
         metadata: config_meta,
         data: Some(BTreeMap::from([(CONFIG_KEY.to_owned(), manifest)])),
         ..Default::default()
-    };
-    let checkpoint = ConfigMap {
-        metadata: meta(sync, names::checkpoint(&name)),
-        ..Default::default()
-    };
+    }
+}
 
-    let rbac = spec.runner.service_account_name.is_none().then(|| {
+/// The checkpoint ConfigMap, empty: the runner writes it.
+fn checkpoint_configmap(sync: &DorisChangelogSync) -> ConfigMap {
+    ConfigMap {
+        metadata: meta(sync, names::checkpoint(&sync.name_any())),
+        ..Default::default()
+    }
+}
+
+/// The runner's ServiceAccount, and a Role and RoleBinding that let it reach its checkpoint
+/// ConfigMap only; none when `spec.runner.serviceAccountName` names an account of the user's.
+fn rbac(sync: &DorisChangelogSync) -> Option<(ServiceAccount, Role, RoleBinding)> {
+    let name = sync.name_any();
+    sync.spec.runner.service_account_name.is_none().then(|| {
         let sa = ServiceAccount {
             metadata: meta(sync, names::runner(&name)),
             ..Default::default()
@@ -530,8 +469,38 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             }]),
         };
         (sa, role, binding)
-    });
+    })
+}
 
+/// The CA bundles of the source and the sink: each a volume, its mount and the variable naming
+/// the file.
+fn ca_bundles(spec: &DorisChangelogSyncSpec) -> Vec<(Volume, VolumeMount, EnvVar)> {
+    [
+        ca_bundle_mount(
+            spec.source.tls.as_ref(),
+            "source",
+            dcs_crds::spec::SOURCE_CA_FILE_ENV,
+        ),
+        ca_bundle_mount(
+            spec.sink.doris.as_ref().and_then(|d| d.tls.as_ref()),
+            "sink",
+            dcs_crds::spec::SINK_CA_FILE_ENV,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The runner container's environment: credentials as Secret references, the CA bundles'
+/// files, the checkpoint ConfigMap, the pod's namespace and address, the metrics address, then
+/// `spec.runner.env`.
+fn runner_env(
+    sync: &DorisChangelogSync,
+    defaults: &RunnerDefaults,
+    ca_bundles: &[(Volume, VolumeMount, EnvVar)],
+) -> Vec<EnvVar> {
+    let spec = &sync.spec;
     let mut env = vec![
         secret_env(
             "DCS_SOURCE_USERNAME",
@@ -556,25 +525,10 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             &doris.credentials.password_key,
         ));
     }
-    let ca_bundles: Vec<_> = [
-        ca_bundle_mount(
-            spec.source.tls.as_ref(),
-            "source",
-            dcs_crds::spec::SOURCE_CA_FILE_ENV,
-        ),
-        ca_bundle_mount(
-            spec.sink.doris.as_ref().and_then(|d| d.tls.as_ref()),
-            "sink",
-            dcs_crds::spec::SINK_CA_FILE_ENV,
-        ),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
     env.extend(ca_bundles.iter().map(|(_, _, var)| var.clone()));
     env.push(EnvVar {
         name: "DCS_CHECKPOINT_CONFIGMAP".to_owned(),
-        value: Some(names::checkpoint(&name)),
+        value: Some(names::checkpoint(&sync.name_any())),
         ..Default::default()
     });
     env.push(field_env("POD_NAMESPACE", "metadata.namespace"));
@@ -586,14 +540,24 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
         ..Default::default()
     });
     env.extend(spec.runner.env.clone().unwrap_or_default());
+    env
+}
 
+/// The runner container: its image, `run -f` the mounted manifest, its environment, its
+/// metrics port and probes, its resources, restricted.
+fn runner_container(
+    sync: &DorisChangelogSync,
+    defaults: &RunnerDefaults,
+    ca_bundles: &[(Volume, VolumeMount, EnvVar)],
+) -> Container {
+    let spec = &sync.spec;
     let image = spec
         .runner
         .image
         .clone()
         .or_else(|| defaults.image.clone())
         .unwrap_or_else(default_runner_image);
-    let container = Container {
+    Container {
         name: "runner".to_owned(),
         image: Some(image),
         args: Some(vec![
@@ -601,7 +565,7 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             "-f".to_owned(),
             format!("{CONFIG_DIR}/{CONFIG_KEY}"),
         ]),
-        env: Some(env),
+        env: Some(runner_env(sync, defaults, ca_bundles)),
         ports: Some(vec![ContainerPort {
             name: Some(RUNNER_METRICS_PORT_NAME.to_owned()),
             container_port: i32::from(defaults.metrics_addr.port),
@@ -626,13 +590,26 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             .collect(),
         ),
         ..Default::default()
-    };
+    }
+}
+
+/// The runner's pod: `container`, the config hash that rolls it when the manifest changes, its
+/// service account, placement, a restricted security context, the config and CA volumes.
+fn pod_template(
+    sync: &DorisChangelogSync,
+    container: &Container,
+    config_hash: &str,
+    ca_bundles: &[(Volume, VolumeMount, EnvVar)],
+    restart_policy: &str,
+) -> PodTemplateSpec {
+    let name = sync.name_any();
+    let spec = &sync.spec;
     let mut annotations = spec.runner.pod_annotations.clone().unwrap_or_default();
-    annotations.insert(CONFIG_HASH_ANNOTATION.to_owned(), hash);
-    let template = |restart_policy: &str| PodTemplateSpec {
+    annotations.insert(CONFIG_HASH_ANNOTATION.to_owned(), config_hash.to_owned());
+    PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(labels(&name)),
-            annotations: Some(annotations.clone()),
+            annotations: Some(annotations),
             ..Default::default()
         }),
         spec: Some(PodSpec {
@@ -670,8 +647,18 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             ),
             ..Default::default()
         }),
-    };
-    let workload = if run.bounded {
+    }
+}
+
+/// The workload: a Job for a bounded run (one runner at a time), else a Deployment of one
+/// replica that never runs two (Recreate); `template` gives the pod for a restart policy.
+fn workload(
+    sync: &DorisChangelogSync,
+    run: &Run,
+    template: impl Fn(&str) -> PodTemplateSpec,
+) -> Workload {
+    let name = sync.name_any();
+    if run.bounded {
         Workload::Job(Box::new(Job {
             metadata: meta(sync, names::runner(&name)),
             spec: Some(JobSpec {
@@ -703,18 +690,47 @@ pub fn build(sync: &DorisChangelogSync, run: &Run, defaults: &RunnerDefaults) ->
             }),
             ..Default::default()
         }))
-    };
-    RunnerObjects {
-        config,
-        checkpoint,
-        rbac,
-        workload,
     }
 }
 
-/// Reads the key the runner writes its checkpoint under from a checkpoint ConfigMap.
-pub fn checkpoint_text(cm: &ConfigMap) -> Option<&str> {
-    cm.data.as_ref()?.get(CHECKPOINT_KEY).map(String::as_str)
+/// The Indexed Job of the shards and the Role that reaches their ConfigMaps (pure): the built
+/// Job becomes `completionMode: Indexed` with `completions` and `parallelism` N and a back-off
+/// per index (a shard restarts alone; the others run on); the runner's Role gets the shards'
+/// ConfigMaps, which the shards write and the changelog runner reads.
+pub fn adapt(objects: &mut RunnerObjects, sync_name: &str, run: Option<&ShardRun>) {
+    let Some(run) = run else {
+        return;
+    };
+    let n = i32::try_from(run.count).unwrap_or(1);
+    if let Some((_, role, _)) = objects.rbac.as_mut()
+        && let Some(rule) = role.rules.as_mut().and_then(|r| r.first_mut())
+    {
+        let checkpoint = names::checkpoint(sync_name);
+        rule.resource_names
+            .get_or_insert_default()
+            .extend((0..run.count).map(|i| shard_configmap(&checkpoint, i)));
+    }
+    if let Workload::Job(job) = &mut objects.workload
+        && let Some(spec) = job.spec.as_mut()
+    {
+        spec.completion_mode = Some("Indexed".to_owned());
+        spec.completions = Some(n);
+        spec.parallelism = Some(n);
+        spec.backoff_limit = None;
+        spec.backoff_limit_per_index = Some(BACKOFF_LIMIT_PER_INDEX);
+    }
+}
+
+/// The shards' checkpoint ConfigMaps, empty, as the checkpoint ConfigMap is built (pure).
+pub fn shard_configmaps(objects: &RunnerObjects, count: u32) -> Vec<ConfigMap> {
+    let base = objects.checkpoint.name_any();
+    (0..count)
+        .map(|i| {
+            let mut cm = objects.checkpoint.clone();
+            cm.metadata.name = Some(shard_configmap(&base, i));
+            cm
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -825,47 +841,6 @@ mod tests {
         assert_eq!(
             dcs_crds::validate::validate_resources("default", &default_runner_resources()),
             vec![]
-        );
-    }
-
-    #[test]
-    fn the_operator_flag_is_read_and_checked() {
-        assert_eq!(
-            parse_runner_resources(
-                r#"{"requests":{"memory":"256Mi"},"limits":{"memory":"1Gi","cpu":2}}"#
-            ),
-            Ok(rr(
-                "{requests: {memory: 256Mi}, limits: {memory: 1Gi, cpu: '2'}}"
-            ))
-        );
-        assert_eq!(parse_runner_resources("{}"), Ok(rr("{}")));
-        assert_eq!(
-            parse_runner_resources(r#"{"requests":{"memory":"2Gi"},"limits":{"memory":"1Gi"}}"#),
-            Err(
-                "--runner-resources.requests.memory: is 2Gi, more than the limit 1Gi \
-                 (--runner-resources.limits.memory); Kubernetes admits no pod whose request is \
-                 above its limit"
-                    .into()
-            )
-        );
-        assert_eq!(
-            parse_runner_resources(r#"{"limit":{"memory":"1Gi"}}"#),
-            Err(r#"--runner-resources: unknown field "limit"; the fields are requests, limits and claims"#.into())
-        );
-        let err = parse_runner_resources(r#"{"limits":{"memory":"lots"}}"#).unwrap_err();
-        assert!(
-            err.starts_with(r#"--runner-resources.limits.memory: "lots" is not a quantity"#),
-            "{err}"
-        );
-        let err = parse_runner_resources("[1]").unwrap_err();
-        assert!(
-            err.starts_with("--runner-resources: not an object"),
-            "{err}"
-        );
-        let err = parse_runner_resources("{").unwrap_err();
-        assert!(
-            err.starts_with("--runner-resources: not JSON or YAML"),
-            "{err}"
         );
     }
 
@@ -1044,45 +1019,13 @@ mod tests {
     }
 
     #[test]
-    fn the_metrics_address_flag_is_read_and_checked() {
-        let addr = |host: &str, port| RunnerMetricsAddr {
-            host: host.into(),
-            port,
-        };
-        for (text, want) in [
-            ("0.0.0.0:9464", addr("0.0.0.0", 9464)),
-            ("$(POD_IP):19464", addr("$(POD_IP)", 19464)),
-            ("[::]:9464", addr("[::]", 9464)),
-            ("127.0.0.1:1", addr("127.0.0.1", 1)),
-        ] {
-            assert_eq!(parse_runner_metrics_addr(text), Ok(want), "{text}");
-        }
-        assert_eq!(RunnerMetricsAddr::default().to_string(), "0.0.0.0:9464");
-        for text in [
-            "9464",
-            "0.0.0.0:0",
-            "0.0.0.0:70000",
-            "localhost:9464",
-            "$(HOST_IP):9464",
-            "::1:9464",
-            ":9464",
-        ] {
-            assert_eq!(
-                parse_runner_metrics_addr(text),
-                Err(format!(
-                    "--runner-metrics-addr: {text:?} is not HOST:PORT with an IP address or \
-                     $(POD_IP) as the host, e.g. \"0.0.0.0:9464\" or \"$(POD_IP):9464\""
-                )),
-                "{text}"
-            );
-        }
-    }
-
-    #[test]
     fn the_metrics_address_sets_the_env_and_the_container_port() {
         let s = sync();
         let defaults = RunnerDefaults {
-            metrics_addr: parse_runner_metrics_addr("$(POD_IP):19464").unwrap(),
+            metrics_addr: RunnerMetricsAddr {
+                host: "$(POD_IP)".into(),
+                port: 19464,
+            },
             ..RunnerDefaults::default()
         };
         let c = runner_container(&build(&s, &run_for(&s, 0), &defaults));
@@ -1104,6 +1047,27 @@ mod tests {
             c.liveness_probe.unwrap().http_get.unwrap().port,
             IntOrString::String("metrics".into())
         );
+        // Whole: the objects with the default address, but for that variable and that port.
+        let mut want = build(&s, &run_for(&s, 0), &RunnerDefaults::default());
+        let Workload::Deployment(d) = &mut want.workload else {
+            panic!("expected a Deployment")
+        };
+        let container = &mut d
+            .spec
+            .as_mut()
+            .unwrap()
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0];
+        for var in container.env.as_mut().unwrap() {
+            if var.name == "DCS_METRICS_ADDR" {
+                var.value = Some("$(POD_IP):19464".into());
+            }
+        }
+        container.ports.as_mut().unwrap()[0].container_port = 19464;
+        assert_eq!(build(&s, &run_for(&s, 0), &defaults), want);
     }
 
     #[test]
@@ -1251,5 +1215,35 @@ resources: {limits: {memory: 512Mi}}
                 .as_deref(),
             Some("OnFailure")
         );
+        // Whole: the objects of the same run unbounded, with a Job of their pod (restarted on
+        // failure) in place of the Deployment; nothing else differs.
+        let unbounded = build(
+            &s,
+            &Run {
+                bounded: false,
+                ..run_for(&s, 0)
+            },
+            &RunnerDefaults::default(),
+        );
+        let Workload::Deployment(d) = &unbounded.workload else {
+            panic!("expected a Deployment")
+        };
+        let mut template = d.spec.as_ref().unwrap().template.clone();
+        template.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
+        let want = RunnerObjects {
+            workload: Workload::Job(Box::new(Job {
+                metadata: d.metadata.clone(),
+                spec: Some(JobSpec {
+                    backoff_limit: Some(6),
+                    parallelism: Some(1),
+                    completions: Some(1),
+                    template,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })),
+            ..unbounded.clone()
+        };
+        assert_eq!(o, want);
     }
 }

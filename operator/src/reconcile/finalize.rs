@@ -28,8 +28,8 @@ use tracing::{info, warn};
 
 use super::{
     api::{get_opt, merge_unless_gone},
-    apply::publish,
-    shell::Context,
+    context::Context,
+    events::publish,
     stop::Purpose,
     teardown::{Teardown, stop_and_clean},
 };

@@ -7,7 +7,7 @@
 //! The I/O functions only fetch; what the fetched objects mean ([`job_outcome`], [`pods_state`], [`sort_checkpoint`], [`probe_skipped`],
 //! [`CachedProbe::fresh`]) is pure and tested here.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use dcs_crds::{DorisChangelogSync, DorisChangelogSyncSpec, conditions::reasons};
 use k8s_openapi::{
@@ -23,12 +23,14 @@ use kube::{Api, ResourceExt, api::ListParams};
 use super::{
     access::{Side, read_access},
     api::get_opt,
-    build::{self, NONCE_ANNOTATION, names},
-    plan::{
-        Observed, ProbeFailure, RunnerExit, RunnerState, SourceProbe, base_consumer_id,
-        consumer_generation, consumer_id_for, is_earlier_consumer,
+    build::{self, NONCE_ANNOTATION},
+    context::{CachedProbe, Context},
+    names,
+    observed::{
+        Observed, RunnerExit, RunnerState, base_consumer_id, consumer_generation, consumer_id_for,
+        is_earlier_consumer,
     },
-    shell::Context,
+    shard_configmaps,
     status::{WrittenStatus, current_status},
     stop::{STOPPING_ANNOTATION, StopMark},
 };
@@ -36,28 +38,9 @@ use crate::{
     Error, Result,
     checkpoint::Checkpoint,
     cleanup::Targets,
+    facts::{ProbeFailure, SourceProbe},
     probe::{probe_sink, probe_source},
 };
-
-/// How long table facts are trusted before the source is probed again.
-pub const REPROBE_INTERVAL: Duration = Duration::from_secs(180);
-
-/// A cached probe result.
-#[derive(Clone, Debug)]
-pub struct CachedProbe {
-    at: Instant,
-    generation: Option<i64>,
-    result: Result<SourceProbe, ProbeFailure>,
-    sink: Result<(), ProbeFailure>,
-}
-
-impl CachedProbe {
-    /// Whether these facts may still be used for `generation` at `now`: read for the same
-    /// generation less than [`REPROBE_INTERVAL`] ago (pure).
-    pub fn fresh(&self, generation: Option<i64>, now: Instant) -> bool {
-        self.generation == generation && now.saturating_duration_since(self.at) < REPROBE_INTERVAL
-    }
-}
 
 /// What one pass observed: the plan's input, and what acting on the plan needs besides.
 pub(super) struct World {
@@ -138,7 +121,7 @@ pub(super) async fn observe(sync: &DorisChangelogSync, ctx: &Context) -> Result<
     };
     let stored = checkpoint_cm
         .as_ref()
-        .and_then(build::checkpoint_text)
+        .and_then(crate::checkpoint::text_of)
         .map(crate::checkpoint::parse);
     let mut earlier_checkpoint = false;
     match sort_checkpoint(&observed, stored) {
@@ -147,7 +130,7 @@ pub(super) async fn observe(sync: &DorisChangelogSync, ctx: &Context) -> Result<
         Stored::Unreadable(e) => observed.checkpoint_error = Some(e),
         Stored::Ignored => {}
     }
-    super::shards::observe(&mut observed, &configmaps, config_cm.as_ref()).await?;
+    shard_configmaps::observe(&mut observed, &configmaps, config_cm.as_ref()).await?;
     Ok(World {
         ns,
         name,
@@ -315,11 +298,24 @@ async fn runner_state(ctx: &Context, ns: &str, name: &str) -> Result<RunnerFound
     Ok(found(pods_state(&list.items)))
 }
 
-/// How a runner Job ended, if it did: `Succeeded` once a pod succeeded, `Failed` (with the
-/// condition's message, else its reason) once its `Failed` condition is `True` (pure).
+/// How a runner Job ended, if it did: `Succeeded` once as many pods succeeded as it has
+/// completions (one unless set; the shards' Indexed Job has N, and one shard done is not the Job
+/// done) or its `Complete` condition is `True`, `Failed` (with the condition's message, else its
+/// reason) once its `Failed` condition is `True` (pure).
 pub(super) fn job_outcome(job: &Job) -> Option<RunnerState> {
     let status = job.status.clone().unwrap_or_default();
-    if status.succeeded.unwrap_or(0) > 0 {
+    let completions = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.completions)
+        .unwrap_or(1)
+        .max(1);
+    let complete = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Complete" && c.status == "True");
+    if complete || status.succeeded.unwrap_or(0) >= completions {
         return Some(RunnerState::Succeeded);
     }
     let failed = status
@@ -455,6 +451,9 @@ mod tests {
     };
 
     use super::*;
+    use std::time::Duration;
+
+    use crate::reconcile::context::REPROBE_INTERVAL;
     use crate::reconcile::testing::{self, streaming_checkpoint};
 
     fn job(succeeded: Option<i32>, conditions: Vec<JobCondition>) -> Job {
@@ -481,6 +480,40 @@ mod tests {
             message: message.map(Into::into),
             ..JobCondition::default()
         }
+    }
+
+    /// The shards' Indexed Job: shards done early do not end it while another still reads or
+    /// commits (taken for ended, the Job was deleted and made again, over and over, and the
+    /// last shard was stopped a second after each start).
+    #[test]
+    fn an_indexed_job_ends_when_every_index_succeeded() {
+        let indexed = |succeeded: i32, conditions: Vec<JobCondition>| Job {
+            spec: Some(k8s_openapi::api::batch::v1::JobSpec {
+                completions: Some(4),
+                completion_mode: Some("Indexed".into()),
+                ..Default::default()
+            }),
+            ..job(Some(succeeded), conditions)
+        };
+        assert_eq!(job_outcome(&indexed(1, vec![])), None);
+        assert_eq!(job_outcome(&indexed(3, vec![])), None);
+        assert_eq!(
+            job_outcome(&indexed(4, vec![])),
+            Some(RunnerState::Succeeded)
+        );
+        assert_eq!(
+            job_outcome(&indexed(3, vec![condition("Complete", "True", None, None)])),
+            Some(RunnerState::Succeeded)
+        );
+        assert_eq!(
+            job_outcome(&indexed(
+                3,
+                vec![condition("Failed", "True", Some("FailedIndexes"), None)]
+            )),
+            Some(RunnerState::Failed {
+                message: "FailedIndexes".into()
+            })
+        );
     }
 
     #[test]

@@ -2,115 +2,18 @@
 //!
 //! No I/O and no clock: the caller hands in Doris's time with the probe.
 
-use dcs_crds::doris_table::SourceTableInfo;
 use dcs_crds::preconditions::{Requirements, Unmet, preconditions};
-use dcs_crds::{
-    DorisChangelogSyncSpec, DorisChangelogSyncStatus, OnOffsetExpired, Phase, StartupMode,
-    conditions::reasons,
-};
+use dcs_crds::{DorisChangelogSyncSpec, OnOffsetExpired, Phase, StartupMode, conditions::reasons};
 
-use super::stop::StopMark;
+use super::observed::{
+    Observed, RunnerState, base_consumer_id, consumer_generation, consumer_id_for,
+};
+use super::{shards, stop};
 use crate::checkpoint::Checkpoint;
+use crate::facts::{ProbeFailure, SourceProbe};
 
 /// Headroom below this share of the TTL makes OffsetHealthy False (NearExpiry).
 pub const NEAR_EXPIRY_PERCENT: i64 = 20;
-
-/// Everything the decision depends on.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Observed {
-    /// The sync's name.
-    pub name: String,
-    /// The desired state.
-    pub spec: DorisChangelogSyncSpec,
-    /// metadata.generation.
-    pub generation: Option<i64>,
-    /// Whether metadata.deletionTimestamp is set.
-    pub deleting: bool,
-    /// Whether the operator lets `spec.runner` have its image and service account (the message
-    /// naming the field and the setting when not).
-    pub runner_allowed: Result<(), String>,
-    /// What the source probe found, or why it failed.
-    pub probe: Result<SourceProbe, ProbeFailure>,
-    /// Whether the sink answered (always `Ok` for the stdout sink), or why not.
-    pub sink_probe: Result<(), ProbeFailure>,
-    /// The runner's checkpoint, if one was saved (already filtered to the active consumer).
-    pub checkpoint: Option<Checkpoint>,
-    /// Why the stored checkpoint could not be read, if it could not.
-    pub checkpoint_error: Option<String>,
-    /// The status as it is now.
-    pub status: DorisChangelogSyncStatus,
-    /// The reinitNonce the running configuration was built with (`None` before the first launch).
-    pub applied_nonce: Option<String>,
-    /// The runner workload.
-    pub runner: RunnerState,
-    /// Container restarts over the runner's pods (`None` while there is no pod).
-    pub runner_restarts: Option<i32>,
-    /// The last time a runner container exited, if one did (its pod's current or last state).
-    pub runner_exit: Option<RunnerExit>,
-    /// A stop of the runner in progress (the sync's `dcs.dev/stopping` annotation).
-    pub stopping: Option<StopMark>,
-    /// A snapshot read by shards: T0 and the shards' checkpoints (`None` for one runner).
-    pub shards: Option<super::shards::ShardsObserved>,
-}
-
-/// How a runner container last terminated.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunnerExit {
-    /// The pod.
-    pub pod: String,
-    /// The exit code.
-    pub code: i32,
-    /// The termination message or reason.
-    pub message: String,
-}
-
-/// Facts about the source table and Doris's clock.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SourceProbe {
-    /// What the table's properties and key model say (the runner reads the same).
-    pub table: SourceTableInfo,
-    /// Doris's current time (TSO physical ms), when it could be read.
-    pub doris_now_ms: Option<i64>,
-}
-
-impl SourceProbe {
-    /// `*.ttl_seconds`, as status and the headroom arithmetic use it.
-    pub fn ttl_seconds(&self) -> i64 {
-        i64::try_from(self.table.ttl_seconds).unwrap_or(i64::MAX)
-    }
-}
-
-/// Why the source could not be probed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProbeFailure {
-    /// A CamelCase reason (SourceUnreachable, ...).
-    pub reason: &'static str,
-    /// What went wrong and what to do; never a secret.
-    pub message: String,
-}
-
-/// The runner workload as observed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RunnerState {
-    /// No Deployment or Job.
-    Absent,
-    /// Exists and is not known to be failing.
-    Running,
-    /// Its pod keeps restarting.
-    CrashLooping {
-        /// The pod's restart count.
-        restarts: i32,
-        /// The last termination message or reason.
-        message: String,
-    },
-    /// A snapshot Job that completed.
-    Succeeded,
-    /// A Job that gave up.
-    Failed {
-        /// Why.
-        message: String,
-    },
-}
 
 /// What the operator does.
 #[derive(Clone, Debug, PartialEq)]
@@ -163,7 +66,7 @@ pub struct Run {
     /// Why the source probe failed while the runner kept going, if it did.
     pub probe_warning: Option<String>,
     /// A snapshot read by shards: their Indexed Job, or the changelog after them.
-    pub shards: Option<super::shards::ShardRun>,
+    pub shards: Option<shards::ShardRun>,
 }
 
 /// A reinitialization.
@@ -184,40 +87,15 @@ pub struct Reinit {
     pub waiting: Option<String>,
 }
 
-/// The consumer id of a generation: the base for 0, `<base>-r<generation>` after that.
-pub fn consumer_id_for(base: &str, generation: i64) -> String {
-    if generation == 0 {
-        base.to_owned()
-    } else {
-        format!("{base}-r{generation}")
-    }
-}
-
-/// The base consumer id: offsets.consumerId, else the sync's name.
-pub fn base_consumer_id(observed: &Observed) -> String {
-    observed
-        .spec
-        .offsets
-        .as_ref()
-        .and_then(|o| o.consumer_id.clone())
-        .unwrap_or_else(|| observed.name.clone())
-}
-
-/// Whether `consumer` is one this sync re-initialised away from (an earlier generation).
-pub fn is_earlier_consumer(observed: &Observed, consumer: &str) -> bool {
-    let base = base_consumer_id(observed);
-    (0..consumer_generation(observed)).any(|g| consumer_id_for(&base, g) == consumer)
-}
-
-/// The active consumer generation (0 before any reinitialization).
-pub fn consumer_generation(observed: &Observed) -> i64 {
-    observed.status.consumer_generation.unwrap_or(0)
-}
-
 /// Seconds left before the oldest change still needed expires, by Doris's clock.
 pub fn headroom_seconds(ttl_seconds: i64, now_ms: i64, checkpoint: &Checkpoint) -> Option<i64> {
     let oldest = checkpoint.oldest_needed_ms()?;
-    Some(ttl_seconds - (now_ms - oldest).div_euclid(1000))
+    let ttl_seconds = u64::try_from(ttl_seconds).unwrap_or(0);
+    Some(dcs_crds::retention::headroom_seconds(
+        oldest,
+        now_ms,
+        ttl_seconds,
+    ))
 }
 
 /// Decides what to do.
@@ -274,7 +152,7 @@ pub fn plan(observed: &Observed) -> Plan {
     // may have restarted and cleared its stop record, a probe may fail.
     if let Some(mark) = &observed.stopping
         && mark.reinitializes(&current_id)
-        && let (Some(reason), super::stop::Purpose::Reinit { message, .. }) =
+        && let (Some(reason), stop::Purpose::Reinit { message, .. }) =
             (mark.reinit_reason(), &mark.purpose)
     {
         return reinit(&base, generation, current_id, reason, message.clone());
@@ -334,9 +212,13 @@ pub fn plan(observed: &Observed) -> Plan {
     }
     // A sharded snapshot without T0 and without Doris's clock (a failed probe says more below).
     if observed.probe.is_ok()
-        && let super::shards::Decision::Block(blocked) = super::shards::decide(observed)
+        && let shards::Decision::WithoutT0 { message } = shards::decide(observed)
     {
-        return Plan::Block(blocked);
+        return Plan::Block(Blocked {
+            condition: dcs_crds::conditions::types::READY,
+            reason: reasons::SOURCE_UNREACHABLE,
+            message,
+        });
     }
     // A failed probe blocks a sync that has no runner yet; a running runner is kept (a source or
     // sink blip must not stop it: it has its own retries) with the failure as its last error.
@@ -360,7 +242,7 @@ pub fn plan(observed: &Observed) -> Plan {
         Err(failure) => return probe_failed(failure, dcs_crds::conditions::types::READY),
     };
     if spec.is_incremental()
-        && let Some(blocked) = check_source(&super::shards::snapshot_spec(observed), probe)
+        && let Some(blocked) = check_source(&shards::snapshot_spec(observed), probe)
     {
         return Plan::Block(blocked);
     }
@@ -398,8 +280,8 @@ fn on_expired(
 
 fn run(observed: &Observed, consumer_id: String, generation: i64, warning: Option<String>) -> Run {
     let mode = observed.spec.startup.mode;
-    let shards = match super::shards::decide(observed) {
-        super::shards::Decision::Shards(s) => Some(s),
+    let shards = match shards::decide(observed) {
+        shards::Decision::Shards(s) => Some(s),
         _ => None,
     };
     Run {
@@ -532,6 +414,8 @@ mod tests {
     use dcs_crds::{ErrorStatus, conditions::types};
 
     use super::*;
+    use crate::reconcile::observed::{RunnerExit, is_earlier_consumer};
+    use crate::reconcile::stop::StopMark;
     use crate::{
         checkpoint::{LastError, Position},
         reconcile::testing::{NOW_MS, observed, streaming_checkpoint},
@@ -551,21 +435,24 @@ mod tests {
         }
     }
 
+    /// The run of a fresh good sync: the plans below are compared whole against it, changed
+    /// where they differ, so any other field that moves fails them.
+    fn fresh_run() -> Run {
+        Run {
+            consumer_id: "orders".into(),
+            consumer_generation: 0,
+            launch: true,
+            bounded: false,
+            startup_mode: StartupMode::Initial,
+            previous_consumer_id: None,
+            probe_warning: None,
+            shards: None,
+        }
+    }
+
     #[test]
     fn a_fresh_good_sync_launches_a_deployment() {
-        assert_eq!(
-            plan(&observed()),
-            Plan::Run(Run {
-                consumer_id: "orders".into(),
-                consumer_generation: 0,
-                launch: true,
-                bounded: false,
-                startup_mode: StartupMode::Initial,
-                previous_consumer_id: None,
-                probe_warning: None,
-                shards: None,
-            })
-        );
+        assert_eq!(plan(&observed()), Plan::Run(fresh_run()));
     }
 
     #[test]
@@ -573,10 +460,15 @@ mod tests {
         let mut o = observed();
         o.runner = RunnerState::Running;
         o.spec.startup.mode = StartupMode::Snapshot;
-        let run = run_of(plan(&o));
-        assert!(!run.launch);
-        assert!(run.bounded);
-        assert_eq!(run.startup_mode, StartupMode::Snapshot);
+        assert_eq!(
+            plan(&o),
+            Plan::Run(Run {
+                launch: false,
+                bounded: true,
+                startup_mode: StartupMode::Snapshot,
+                ..fresh_run()
+            })
+        );
     }
 
     #[test]
@@ -602,15 +494,16 @@ mod tests {
     fn ttl_one_second_short_blocks_with_the_numbers_and_exactly_enough_runs() {
         let mut o = observed();
         o.probe.as_mut().unwrap().table.ttl_seconds = 2119;
-        let b = blocked_of(plan(&o));
-        assert_eq!(b.condition, types::TTL_SUFFICIENT);
-        assert_eq!(b.reason, reasons::TTL_TOO_SHORT);
         assert_eq!(
-            b.message,
-            "changelog.ttl_seconds is 2119s but the sync needs at least 2120s (expectedSnapshotDuration 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m): ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"2120\"), or lower spec.expectedSnapshotDuration"
+            plan(&o),
+            Plan::Block(Blocked {
+                condition: types::TTL_SUFFICIENT,
+                reason: reasons::TTL_TOO_SHORT,
+                message: "changelog.ttl_seconds is 2119s but the sync needs at least 2120s (expectedSnapshotDuration 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m): ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"2120\"), or lower spec.expectedSnapshotDuration".into(),
+            })
         );
         o.probe.as_mut().unwrap().table.ttl_seconds = 2120;
-        run_of(plan(&o));
+        assert_eq!(plan(&o), Plan::Run(fresh_run()));
     }
 
     #[test]
@@ -634,7 +527,14 @@ mod tests {
         let p = &mut o.probe.as_mut().unwrap().table;
         p.enabled = false;
         p.ttl_seconds = 1;
-        assert!(run_of(plan(&o)).bounded);
+        assert_eq!(
+            plan(&o),
+            Plan::Run(Run {
+                bounded: true,
+                startup_mode: StartupMode::Snapshot,
+                ..fresh_run()
+            })
+        );
     }
 
     #[test]
@@ -771,14 +671,23 @@ mod tests {
             reason: reasons::SOURCE_UNREACHABLE,
             message: "cannot reach fe:9030".into(),
         });
-        let b = blocked_of(plan(&o));
         assert_eq!(
-            (b.reason, b.message.as_str()),
-            ("SourceUnreachable", "cannot reach fe:9030")
+            plan(&o),
+            Plan::Block(Blocked {
+                condition: types::READY,
+                reason: "SourceUnreachable",
+                message: "cannot reach fe:9030".into(),
+            })
         );
         o.runner = RunnerState::Running;
-        let run = run_of(plan(&o));
-        assert_eq!(run.probe_warning.as_deref(), Some("cannot reach fe:9030"));
+        assert_eq!(
+            plan(&o),
+            Plan::Run(Run {
+                launch: false,
+                probe_warning: Some("cannot reach fe:9030".into()),
+                ..fresh_run()
+            })
+        );
     }
 
     #[test]
@@ -788,14 +697,13 @@ mod tests {
             reason: "SinkUnreachable",
             message: "cannot reach the sink FE over HTTP at sink-fe:8030".into(),
         });
-        let b = blocked_of(plan(&o));
         assert_eq!(
-            (b.condition, b.reason, b.message.as_str()),
-            (
-                types::SINK_HEALTHY,
-                "SinkUnreachable",
-                "cannot reach the sink FE over HTTP at sink-fe:8030"
-            )
+            plan(&o),
+            Plan::Block(Blocked {
+                condition: types::SINK_HEALTHY,
+                reason: "SinkUnreachable",
+                message: "cannot reach the sink FE over HTTP at sink-fe:8030".into(),
+            })
         );
         // A source problem is reported first.
         o.probe.as_mut().unwrap().table.ttl_seconds = 60;
@@ -803,8 +711,12 @@ mod tests {
         o.probe.as_mut().unwrap().table.ttl_seconds = 86_400;
         o.runner = RunnerState::Running;
         assert_eq!(
-            run_of(plan(&o)).probe_warning.as_deref(),
-            Some("cannot reach the sink FE over HTTP at sink-fe:8030")
+            plan(&o),
+            Plan::Run(Run {
+                launch: false,
+                probe_warning: Some("cannot reach the sink FE over HTTP at sink-fe:8030".into()),
+                ..fresh_run()
+            })
         );
     }
 
@@ -999,7 +911,7 @@ mod tests {
         });
         o.stopping = Some(StopMark {
             since: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-            purpose: super::super::stop::Purpose::Reinit {
+            purpose: super::stop::Purpose::Reinit {
                 consumer: "orders".into(),
                 reason: "OffsetExpired".into(),
                 message: "headroom -5s".into(),

@@ -15,11 +15,13 @@ use tracing::info;
 
 use super::{
     api::merge_unless_gone,
-    apply::publish,
-    build::{NONCE_ANNOTATION, names},
+    build::NONCE_ANNOTATION,
+    context::Context,
+    events::publish,
+    names,
     observe::World,
     plan::Reinit,
-    shell::Context,
+    shard_configmaps, shards,
     stop::Purpose,
     teardown::{Teardown, clear_checkpoint, forget_stop, stop_and_clean},
 };
@@ -94,8 +96,8 @@ pub(super) async fn finish(ctx: &Context, sync: &DorisChangelogSync, world: &Wor
         clear_checkpoint(&configmaps, &world.name).await?;
     }
     // A sharded snapshot's shards: cleaned with the rest; the next consumer starts without them.
-    if super::shards::may_have_shards(sync) {
-        super::shards::clear(&configmaps, &world.name).await?;
+    if shards::may_have_shards(sync) {
+        shard_configmaps::clear(&configmaps, &world.name).await?;
     }
     forget_stop(ctx, sync, &world.ns).await?;
     if world.config_cm {

@@ -1,66 +1,33 @@
 //! A snapshot read by shards (`spec.snapshot.parallelism` above 1; docs/ARCHITECTURE.md §3.13,
-//! docs/ARCHITECTURE.md §4.8): the operator records one T0, runs the shards as an Indexed Job,
-//! shows each shard's progress, and hands over to the changelog Deployment once every shard is
-//! done.
+//! docs/ARCHITECTURE.md §4.8), its pure decisions: the operator records one T0, runs the shards
+//! as an Indexed Job, shows each shard's progress, and hands over to the changelog Deployment
+//! once every shard is done. Their ConfigMaps are read and written in `shard_configmaps.rs`;
+//! the Indexed Job is built in [`super::build`].
 //!
-//! - [`observe`] reads the T0 recorded in the config ConfigMap's manifest (for the active
-//!   consumer only) and every shard's checkpoint ConfigMap, and gives the plan and the status a
-//!   view of the whole snapshot as one checkpoint ([`aggregate`]) while the changelog runner has
-//!   none, so phase, TTL headroom (from T0), counters and a shard's `OffsetExpired` work as for
-//!   one runner.
-//! - [`decide`] (pure): one runner (parallelism 1, a re-initialised consumer, whose sink rebuild
-//!   one runner does, or a sync already streaming without a recorded T0), the shards at T0, or
-//!   the hand-over. T0 is the recorded one, else a shard checkpoint's, else Doris's clock now
-//!   (TSO physical milliseconds, shifted): the config ConfigMap holding it is applied before the
-//!   Job is, so no shard reads before T0 is durable, and a recorded T0 is never replaced.
-//! - [`adapt`] (pure) turns the built Job into the Indexed Job and lets the runner's Role read
-//!   and write the shards' ConfigMaps; [`shard_configmaps`] are created empty, like the
-//!   checkpoint ConfigMap.
-//! - [`status`] (pure) writes `status.snapshot.shards[]` and `shardsDone`.
-//! - [`fence`] and [`work_left`] put the shards' ConfigMaps through the stop and the cleanup of
-//!   docs/ARCHITECTURE.md §4.5, and [`clear`] empties them after a re-initialisation.
+//! - [`aggregate`] gives the plan and the status a view of the whole snapshot as one checkpoint
+//!   while the changelog runner has none, so phase, TTL headroom (from T0), counters and a
+//!   shard's `OffsetExpired` work as for one runner.
+//! - [`decide`]: one runner (parallelism 1, a re-initialised consumer, whose sink rebuild one
+//!   runner does, or a sync already streaming without a recorded T0), the shards at T0, or the
+//!   hand-over. T0 is the recorded one ([`recorded_t0`]), else a shard checkpoint's, else Doris's
+//!   clock now (TSO physical milliseconds, shifted): the config ConfigMap holding it is applied
+//!   before the Job is, so no shard reads before T0 is durable, and a recorded T0 is never
+//!   replaced.
+//! - [`status`] writes `status.snapshot.shards[]` and `shardsDone`.
 
 use dcs_crds::checkpoint::{Counters, FORMAT_VERSION, Stopped};
-use dcs_crds::conditions::{reasons, types};
-use dcs_crds::shard::{
-    SHARD_DIR_PREFIX, SNAPSHOT_T0_ANNOTATION, ShardState, shard_configmap, shard_consumer_id,
-    shard_state,
-};
+use dcs_crds::shard::{SNAPSHOT_T0_ANNOTATION, ShardState, shard_consumer_id, shard_state};
 use dcs_crds::{DorisChangelogSyncSpec, ShardStatus, StartupMode};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{
-    Api, ResourceExt,
-    api::{ListParams, PostParams},
-};
 
-use super::api::merge_unless_gone;
-use super::build::{self, CONFIG_KEY, RunnerObjects, Workload, names};
-use super::plan::{
-    Blocked, Observed, RunnerState, base_consumer_id, consumer_generation, consumer_id_for,
+use super::names::CONFIG_KEY;
+use super::observed::{
+    Observed, RunnerState, ShardsObserved, base_consumer_id, consumer_generation, consumer_id_for,
 };
 use crate::checkpoint::{Checkpoint, Position};
-use crate::cleanup::Work;
-use crate::{Error, Result};
 
 /// Retries of one shard index before the Job gives it up (its pod's restarts in place count).
 pub const BACKOFF_LIMIT_PER_INDEX: i32 = 6;
-
-/// What the operator read of a sharded snapshot.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ShardsObserved {
-    /// The shards: the parallelism the active consumer's snapshot started with (the config
-    /// ConfigMap's manifest records it; a spec changed since takes effect with the next
-    /// consumer), else `spec.snapshot.parallelism`.
-    pub count: u32,
-    /// T0 (a TSO) as the config ConfigMap's manifest records it for the active consumer.
-    pub recorded_t0: Option<i64>,
-    /// Each shard's checkpoint, by index (`None`: none saved).
-    pub checkpoints: Vec<Option<Checkpoint>>,
-    /// Which shards' ConfigMaps exist, by index.
-    pub configmaps: Vec<bool>,
-    /// Whether the active consumer has a checkpoint of its own (the changelog runner saved one).
-    pub own_checkpoint: bool,
-}
 
 /// What this pass runs of a sharded snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,8 +46,11 @@ pub struct ShardRun {
 pub enum Decision {
     /// One runner, as for parallelism 1.
     One,
-    /// Nothing can run yet; the condition says why.
-    Block(Blocked),
+    /// Nothing can run yet: T0 could not be taken from Doris's clock (`message` says so).
+    WithoutT0 {
+        /// Why, for the Ready condition.
+        message: String,
+    },
     /// The shards, or the changelog after them.
     Shards(ShardRun),
 }
@@ -136,13 +106,11 @@ pub fn decide(observed: &Observed) -> Decision {
         match known.or(now) {
             Some(t0) => Some(t0),
             None => {
-                return Decision::Block(Blocked {
-                    condition: types::READY,
-                    reason: reasons::SOURCE_UNREACHABLE,
+                return Decision::WithoutT0 {
                     message: format!(
                         "the {count} snapshot shards read at one T0 taken from Doris's clock (GET /api/tso on the source FE), which could not be read; the operator tries again"
                     ),
-                });
+                };
             }
         }
     } else {
@@ -179,7 +147,8 @@ pub fn snapshot_spec(observed: &Observed) -> std::borrow::Cow<'_, DorisChangelog
     std::borrow::Cow::Owned(spec)
 }
 
-fn active_consumer(observed: &Observed) -> String {
+/// The consumer the active snapshot runs under.
+pub fn active_consumer(observed: &Observed) -> String {
     consumer_id_for(&base_consumer_id(observed), consumer_generation(observed))
 }
 
@@ -189,77 +158,6 @@ fn active_consumer(observed: &Observed) -> String {
 /// retries) is not run again: the status says why, as for one runner's Job.
 pub fn rerun(observed: &Observed, run: Option<&ShardRun>) -> bool {
     run.is_some_and(|r| !r.handed_over) && observed.runner == RunnerState::Succeeded
-}
-
-/// The Indexed Job of the shards and the Role that reaches their ConfigMaps (pure): the built
-/// Job becomes `completionMode: Indexed` with `completions` and `parallelism` N and a back-off
-/// per index (a shard restarts alone; the others run on); the runner's Role gets the shards'
-/// ConfigMaps, which the shards write and the changelog runner reads.
-pub fn adapt(objects: &mut RunnerObjects, sync_name: &str, run: Option<&ShardRun>) {
-    let Some(run) = run else {
-        return;
-    };
-    let n = i32::try_from(run.count).unwrap_or(1);
-    if let Some((_, role, _)) = objects.rbac.as_mut()
-        && let Some(rule) = role.rules.as_mut().and_then(|r| r.first_mut())
-    {
-        let checkpoint = names::checkpoint(sync_name);
-        rule.resource_names
-            .get_or_insert_default()
-            .extend((0..run.count).map(|i| shard_configmap(&checkpoint, i)));
-    }
-    if let Workload::Job(job) = &mut objects.workload
-        && let Some(spec) = job.spec.as_mut()
-    {
-        spec.completion_mode = Some("Indexed".to_owned());
-        spec.completions = Some(n);
-        spec.parallelism = Some(n);
-        spec.backoff_limit = None;
-        spec.backoff_limit_per_index = Some(BACKOFF_LIMIT_PER_INDEX);
-    }
-}
-
-/// The shards' checkpoint ConfigMaps, empty, as the checkpoint ConfigMap is built (pure).
-pub fn shard_configmaps(objects: &RunnerObjects, count: u32) -> Vec<ConfigMap> {
-    let base = objects.checkpoint.name_any();
-    (0..count)
-        .map(|i| {
-            let mut cm = objects.checkpoint.clone();
-            cm.metadata.name = Some(shard_configmap(&base, i));
-            cm
-        })
-        .collect()
-}
-
-/// Creates the shards' ConfigMaps that `observed` did not find (one already there is kept).
-///
-/// # Errors
-/// The API server's, but a conflict (created meanwhile).
-pub async fn create_configmaps(
-    configmaps: &Api<ConfigMap>,
-    observed: &Observed,
-    objects: &RunnerObjects,
-    run: Option<&ShardRun>,
-) -> Result<()> {
-    let Some(run) = run else {
-        return Ok(());
-    };
-    let present = observed
-        .shards
-        .as_ref()
-        .map(|s| s.configmaps.clone())
-        .unwrap_or_default();
-    for (i, cm) in shard_configmaps(objects, run.count).iter().enumerate() {
-        if present.get(i).copied().unwrap_or(false) {
-            continue;
-        }
-        match configmaps.create(&PostParams::default(), cm).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(Error::Kube(e)),
-        }
-    }
-    Ok(())
 }
 
 /// T0 as a manifest records it: the annotation, if the manifest's consumer is `consumer`.
@@ -312,45 +210,6 @@ fn recorded_manifest(config: Option<&ConfigMap>, consumer: &str) -> Option<serde
         .or_else(|| manifest.get("metadata").and_then(|m| m.get("name")))
         .and_then(serde_yaml::Value::as_str)?;
     (manifest_consumer == consumer).then_some(manifest)
-}
-
-/// Reads what a sharded snapshot needs into `observed` (nothing for parallelism 1 or a
-/// re-initialised consumer): the recorded T0, the shards' checkpoints, and while the active
-/// consumer has no checkpoint of its own, their [`aggregate`] in its place.
-///
-/// # Errors
-/// The API server's.
-pub async fn observe(
-    observed: &mut Observed,
-    configmaps: &Api<ConfigMap>,
-    config: Option<&ConfigMap>,
-) -> Result<()> {
-    let consumer = active_consumer(observed);
-    let count = shard_count(observed, config);
-    if count <= 1 || consumer_generation(observed) > 0 {
-        return Ok(());
-    }
-    let checkpoint_cm = names::checkpoint(&observed.name);
-    let mut shards = ShardsObserved {
-        count,
-        recorded_t0: recorded_t0(config, &consumer),
-        own_checkpoint: observed.checkpoint.is_some(),
-        ..ShardsObserved::default()
-    };
-    for i in 0..count {
-        let cm = super::api::get_opt(configmaps, &shard_configmap(&checkpoint_cm, i)).await?;
-        shards.configmaps.push(cm.is_some());
-        let cp = cm
-            .as_ref()
-            .and_then(build::checkpoint_text)
-            .and_then(|t| crate::checkpoint::parse(t).ok().flatten());
-        shards.checkpoints.push(cp);
-    }
-    if observed.checkpoint.is_none() {
-        observed.checkpoint = aggregate(&observed.spec, &consumer, &shards);
-    }
-    observed.shards = Some(shards);
-    Ok(())
 }
 
 /// The whole sharded snapshot as one checkpoint of `consumer` (pure), for what the plan and the
@@ -519,99 +378,18 @@ pub fn may_have_shards(sync: &dcs_crds::DorisChangelogSync) -> bool {
             .is_some_and(|s| s.shards.is_some())
 }
 
-/// The shards' checkpoint ConfigMaps of sync `name` that exist, whatever the parallelism now.
-async fn shard_configmaps_of(configmaps: &Api<ConfigMap>, name: &str) -> Result<Vec<ConfigMap>> {
-    let prefix = format!("{}-{SHARD_DIR_PREFIX}", names::checkpoint(name));
-    let selector = format!("{}={name}", build::SYNC_LABEL);
-    let list = configmaps
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(Error::Kube)?;
-    Ok(list
-        .items
-        .into_iter()
-        .filter(|cm| {
-            cm.name_any()
-                .strip_prefix(&prefix)
-                .is_some_and(|i| i.parse::<u32>().is_ok())
-        })
-        .collect())
-}
-
-/// Fences every shard's checkpoint ConfigMap as the checkpoint ConfigMap is fenced on a stop:
-/// a shard still running can no longer save, so never commits.
-///
-/// # Errors
-/// The API server's.
-pub async fn fence(configmaps: &Api<ConfigMap>, name: &str, fence: &str) -> Result<()> {
-    for cm in shard_configmaps_of(configmaps, name).await? {
-        if cm
-            .annotations()
-            .get(super::stop::FENCED_ANNOTATION)
-            .map(String::as_str)
-            != Some(fence)
-        {
-            let patch = serde_json::json!({"metadata": {"annotations": {
-                super::stop::FENCED_ANNOTATION: fence,
-            }}});
-            merge_unless_gone(configmaps, &cm.name_any(), &patch).await?;
-        }
-    }
-    Ok(())
-}
-
-/// What the stopped shards left in Doris, each under its own consumer's labels: their saved
-/// checkpoints' pre-committed loads and the loads after them (a shard that never saved never
-/// loaded).
-///
-/// # Errors
-/// The API server's.
-pub async fn work_left(
-    configmaps: &Api<ConfigMap>,
-    ns: &str,
-    spec: &DorisChangelogSyncSpec,
-    name: &str,
-) -> Result<Vec<Work>> {
-    let mut works = Vec::new();
-    for cm in shard_configmaps_of(configmaps, name).await? {
-        let Some(cp) =
-            build::checkpoint_text(&cm).and_then(|t| crate::checkpoint::parse(t).ok().flatten())
-        else {
-            continue;
-        };
-        let work = super::teardown::work_left(ns, spec, Some(&cm), &cp.consumer_id);
-        if !work.is_empty() {
-            works.push(work);
-        }
-    }
-    Ok(works)
-}
-
-/// Clears the shards' checkpoints (after a re-initialisation cleaned what they left), as the
-/// checkpoint ConfigMap's is cleared: the next consumer starts without them, and a shard that
-/// outlived the stop can no longer save (the resourceVersion moved). The ConfigMaps stay (the
-/// operator deletes no ConfigMap; owner references collect them with the sync).
-///
-/// # Errors
-/// The API server's.
-pub async fn clear(configmaps: &Api<ConfigMap>, name: &str) -> Result<()> {
-    let clear = serde_json::json!({"data": {crate::checkpoint::CHECKPOINT_KEY: null}});
-    for cm in shard_configmaps_of(configmaps, name).await? {
-        if build::checkpoint_text(&cm).is_some() {
-            merge_unless_gone(configmaps, &cm.name_any(), &clear).await?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::build::{RunnerDefaults, build, effective_manifest};
-    use super::super::plan::{Plan, RunnerState, plan};
+    use super::super::build::{
+        RunnerDefaults, Workload, adapt, build, effective_manifest, shard_configmaps,
+    };
+    use super::super::plan::{Plan, plan};
     use super::super::testing::{NOW_MS, observed, streaming_checkpoint, sync};
     use super::*;
     use dcs_crds::SnapshotSpec;
     use dcs_crds::checkpoint::{LastError, Offset};
+    use dcs_crds::conditions::reasons;
+    use kube::ResourceExt;
 
     const T0: i64 = 470_903_349_657_600_000;
 
@@ -766,7 +544,7 @@ mod tests {
 
     #[test]
     fn a_failed_probe_blocks_a_fresh_sharded_sync_with_its_own_words() {
-        use super::super::plan::ProbeFailure;
+        use crate::facts::ProbeFailure;
         let mut o = sharded(vec![None, None, None, None], None);
         o.probe = Err(ProbeFailure {
             reason: reasons::SOURCE_UNREACHABLE,

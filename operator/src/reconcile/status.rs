@@ -9,10 +9,11 @@ use dcs_crds::{
 };
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 
-use super::plan::{
-    NEAR_EXPIRY_PERCENT, Observed, Plan, RunnerState, base_consumer_id, consumer_generation,
-    consumer_id_for, headroom_seconds,
+use super::observed::{
+    Observed, RunnerState, base_consumer_id, consumer_generation, consumer_id_for,
 };
+use super::plan::{NEAR_EXPIRY_PERCENT, Plan, headroom_seconds};
+use super::shards;
 use crate::checkpoint::{Checkpoint, Position};
 
 /// Lag and headroom moves smaller than this alone do not make a status write.
@@ -107,7 +108,7 @@ pub fn compute_status(
     if reinit.is_none()
         && let Some(snapshot) = s.snapshot.as_mut()
     {
-        super::shards::status(snapshot, observed);
+        shards::status(snapshot, observed);
     }
 
     s.phase = Some(phase(plan, checkpoint));
@@ -411,7 +412,7 @@ fn ttl_condition(observed: &Observed) -> Cond {
             "startup.mode snapshot reads no changelog".into(),
         );
     }
-    let requirements = Requirements::of(&super::shards::snapshot_spec(observed));
+    let requirements = Requirements::of(&shards::snapshot_spec(observed));
     match preconditions(&requirements, &probe.table)
         .into_iter()
         .find(|p| p.unmet == Unmet::Ttl)
@@ -779,7 +780,7 @@ mod tests {
     #[test]
     fn an_unreachable_sink_shows_in_sink_healthy_and_ready() {
         let mut o = observed();
-        o.sink_probe = Err(crate::reconcile::plan::ProbeFailure {
+        o.sink_probe = Err(crate::facts::ProbeFailure {
             reason: "SinkUnreachable",
             message: "cannot reach the sink FE over HTTP at sink-fe:8030".into(),
         });
@@ -1464,7 +1465,7 @@ mod tests {
     fn a_long_answer_from_doris_is_cut_in_conditions_and_last_error() {
         let mut o = observed();
         let long = format!("Doris says: {}", "x".repeat(10_000));
-        o.probe = Err(crate::reconcile::plan::ProbeFailure {
+        o.probe = Err(crate::facts::ProbeFailure {
             reason: dcs_crds::conditions::reasons::SOURCE_UNREACHABLE,
             message: long,
         });

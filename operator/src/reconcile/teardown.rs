@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use dcs_crds::{DorisChangelogSync, DorisChangelogSyncSpec};
+use dcs_crds::DorisChangelogSync;
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
@@ -27,16 +27,18 @@ use tracing::{info, warn};
 
 use super::{
     api::{delete_quietly, get_opt, merge_unless_gone},
-    apply::publish,
-    build::{self, names},
+    build,
+    context::Context,
+    events::publish,
+    names,
     observe::{stop_mark, targets},
-    shell::Context,
+    shard_configmaps, shards,
     stop::{self, FENCED_ANNOTATION, Purpose, STOPPING_ANNOTATION, StopMark, StopStep},
 };
 use crate::{
     Error, Result,
-    checkpoint::{CHECKPOINT_KEY, Checkpoint},
-    cleanup::{self, Report, Work},
+    checkpoint::CHECKPOINT_KEY,
+    cleanup::{self, Report, Work, work_left},
 };
 
 /// Where a teardown stands.
@@ -90,8 +92,8 @@ pub(super) async fn stop_and_clean(
     let checkpoint_cm = get_opt(&configmaps, &names::checkpoint(&name)).await?;
     let work = work_left(ns, &sync.spec, checkpoint_cm.as_ref(), consumer);
     // A sharded snapshot's shards, each under its own consumer's labels, first.
-    let mut works = if super::shards::may_have_shards(sync) {
-        super::shards::work_left(&configmaps, ns, &sync.spec, &name).await?
+    let mut works = if shards::may_have_shards(sync) {
+        shard_configmaps::work_left(&configmaps, ns, &sync.spec, &name).await?
     } else {
         Vec::new()
     };
@@ -113,25 +115,6 @@ pub(super) async fn stop_and_clean(
     Ok(Teardown::Cleaned {
         note: notes.join("; "),
     })
-}
-
-/// What a stopped runner of `consumer` left in Doris, from its checkpoint ConfigMap as read now
-/// that no runner can change it (pure). Without the ConfigMap no runner ever ran (it is created
-/// with the first; e.g. a sync blocked from the start), so no load can be pre-committed.
-pub(super) fn work_left(
-    ns: &str,
-    spec: &DorisChangelogSyncSpec,
-    checkpoint_cm: Option<&ConfigMap>,
-    consumer: &str,
-) -> Work {
-    let checkpoint: Option<Checkpoint> = checkpoint_cm
-        .and_then(build::checkpoint_text)
-        .and_then(|t| crate::checkpoint::parse(t).ok().flatten());
-    let mut work = cleanup::plan_cleanup(ns, spec, checkpoint.as_ref(), consumer);
-    if checkpoint_cm.is_none() {
-        work.stale_labels = None;
-    }
-    work
 }
 
 /// What an attempt at `work` came to, from its report (pure).
@@ -212,8 +195,8 @@ async fn stop_runner(
             serde_json::json!({"metadata": {"annotations": {FENCED_ANNOTATION: mark.fence()}}});
         merge_unless_gone(&configmaps, &cm.name_any(), &patch).await?;
     }
-    if super::shards::may_have_shards(sync) {
-        super::shards::fence(&configmaps, name, &mark.fence()).await?;
+    if shards::may_have_shards(sync) {
+        shard_configmaps::fence(&configmaps, name, &mark.fence()).await?;
     }
 
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -339,6 +322,7 @@ mod tests {
 
     use super::*;
     use crate::{
+        checkpoint::Checkpoint,
         cleanup::{OffsetRow, TxnAbort},
         reconcile::testing::{at, offset_row_work, spec, streaming_checkpoint},
     };

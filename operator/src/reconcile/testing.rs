@@ -7,7 +7,8 @@ use dcs_crds::doris_table::{KeysModel, PropertySpelling, SourceTableInfo};
 use dcs_crds::{DorisChangelogSync, DorisChangelogSyncSpec, DorisChangelogSyncStatus};
 use k8s_openapi::jiff::Timestamp;
 
-use super::plan::{Observed, RunnerState, SourceProbe};
+use super::observed::{Observed, RunnerState};
+use crate::facts::SourceProbe;
 use crate::{
     checkpoint::{Checkpoint, Counters, Offset, Position},
     cleanup::{OffsetRow, Work},

@@ -7,6 +7,7 @@
 mod cleanup;
 mod common;
 mod controller;
+mod layers;
 mod leader;
 mod reconcile;
 mod reinit;

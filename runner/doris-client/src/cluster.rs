@@ -88,7 +88,7 @@ impl ClusterHosts {
         credentials: (&str, &str),
     ) -> Result<(), Refusal> {
         let matches = |nodes: &[String]| belongs(target, nodes);
-        let target = crate::request::host_port(target);
+        let target = crate::url::host_port(target);
         self.admit_where(&matches, http, scheme, credentials)
             .await
             .map_err(|unavailable| match unavailable {
@@ -211,7 +211,7 @@ impl ClusterHosts {
                     Ok(nodes) => return Ok(nodes),
                     Err(e) => last = format!("FE {fe}: {e}"),
                 },
-                Err(e) => last = format!("FE {fe}: {}", crate::without_url(&e)),
+                Err(e) => last = format!("FE {fe}: {}", crate::url::without_url(&e)),
             }
         }
         Err(last)

@@ -36,11 +36,13 @@ pub mod sql;
 pub mod stream_load;
 pub mod table;
 pub mod tls;
+mod url;
 
 pub use answer::{LabelAbort, TxnOutcome, classify_label_abort, classify_txn, snippet};
 pub use body::{MAX_ANSWER_BYTES, read_answer, read_capped};
 pub use node::{host_of, port_of};
 pub use request::{
     Answer, Error, MAX_REDIRECTS, Reach, TxnKey, TxnOperation, is_downgrade, redirect_target,
-    two_phase, without_url,
+    two_phase,
 };
+pub use url::without_url;

@@ -2,6 +2,8 @@
 
 use reqwest::{StatusCode, Url};
 
+use crate::url::{host_port, without_url};
+
 /// How many 307s one request follows (FE → BE is one).
 pub const MAX_REDIRECTS: usize = 3;
 
@@ -197,32 +199,6 @@ pub fn redirect_target(resp: &reqwest::Response) -> Option<Url> {
 /// Whether following a redirect from `from` to `to` leaves TLS (`https` → anything else).
 pub fn is_downgrade(from: &str, to: &Url) -> bool {
     from.starts_with("https://") && to.scheme() != "https"
-}
-
-pub(crate) fn host_port(url: &Url) -> String {
-    match (url.host_str(), url.port_or_known_default()) {
-        (Some(host), Some(port)) => format!("{host}:{port}"),
-        (Some(host), None) => host.to_owned(),
-        _ => "?".to_owned(),
-    }
-}
-
-/// A reqwest error as text, with its causes, and without the URL it names (which after a Doris
-/// redirect may carry credentials).
-pub fn without_url(e: &reqwest::Error) -> String {
-    let mut msg = e.to_string();
-    if let Some(url) = e.url() {
-        msg = msg
-            .replace(&format!(" for url ({url})"), "")
-            .replace(url.as_str(), "<url>");
-    }
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        source = s.source();
-    }
-    msg
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::cluster::Refusal;
 use crate::{
     Answer, LabelAbort, TxnKey, TxnOperation, TxnOutcome, classify_label_abort, classify_txn,
-    redirect_target, request::host_port, snippet, two_phase, without_url,
+    redirect_target, snippet, two_phase, url::host_port, without_url,
 };
 use bytes::Bytes;
 use reqwest::StatusCode;

@@ -50,20 +50,22 @@ pub enum TableReadError {
     BadProperties(crate::Error),
 }
 
-/// The SQL of the two reads, quoted ([`quote_ident`], [`string_literal`]).
-fn statements(db: &str, table: &str) -> (String, String) {
-    (
-        format!(
-            "SHOW CREATE TABLE {}.{}",
-            quote_ident(db),
-            quote_ident(table)
-        ),
-        format!(
-            "SELECT PROPERTY_NAME, PROPERTY_VALUE FROM information_schema.table_properties \
-             WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
-            string_literal(db),
-            string_literal(table)
-        ),
+/// `SHOW CREATE TABLE`, quoted ([`quote_ident`]).
+fn show_create(db: &str, table: &str) -> String {
+    format!(
+        "SHOW CREATE TABLE {}.{}",
+        quote_ident(db),
+        quote_ident(table)
+    )
+}
+
+/// The properties' read, quoted ([`string_literal`]).
+fn select_properties(db: &str, table: &str) -> String {
+    format!(
+        "SELECT PROPERTY_NAME, PROPERTY_VALUE FROM information_schema.table_properties \
+         WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
+        string_literal(db),
+        string_literal(table)
     )
 }
 
@@ -89,18 +91,20 @@ fn properties_from(
     }
 }
 
-/// Read `db`.`table`'s DDL and properties on an open connection.
+/// `db`.`table`'s DDL as `SHOW CREATE TABLE` answers it on an open connection, `None` when it
+/// answers no row: the one place the client issues it ([`read_table`] reads the properties
+/// after it).
 ///
 /// # Errors
-/// A [`TableReadError`] saying which read failed and how.
-pub async fn read_table(
+/// [`TableReadError::Definition`] when the statement fails, [`TableReadError::BadDefinition`]
+/// when its row does not read as two strings.
+pub async fn ddl(
     conn: &mut mysql_async::Conn,
     db: &str,
     table: &str,
-) -> Result<TableDefinition, TableReadError> {
-    let (show_create, select_properties) = statements(db, table);
+) -> Result<Option<String>, TableReadError> {
     let row: Option<mysql_async::Row> = conn
-        .query_first(show_create)
+        .query_first(show_create(db, table))
         .await
         .map_err(TableReadError::Definition)?;
     let ddl: Option<(String, String)> =
@@ -110,10 +114,24 @@ pub async fn read_table(
                 other => other.to_string(),
             },
         })?;
-    let Some((_, ddl)) = ddl else {
+    Ok(ddl.map(|(_, ddl)| ddl))
+}
+
+/// Read `db`.`table`'s DDL and properties on an open connection.
+///
+/// # Errors
+/// A [`TableReadError`] saying which read failed and how.
+pub async fn read_table(
+    conn: &mut mysql_async::Conn,
+    db: &str,
+    table: &str,
+) -> Result<TableDefinition, TableReadError> {
+    let Some(ddl) = ddl(conn, db, table).await? else {
         return Err(TableReadError::NoDefinition);
     };
-    let listed = conn.query::<mysql_async::Row, _>(select_properties).await;
+    let listed = conn
+        .query::<mysql_async::Row, _>(select_properties(db, table))
+        .await;
     let (properties, properties_unavailable) = properties_from(listed, &ddl)?;
     Ok(TableDefinition {
         ddl,
@@ -132,7 +150,7 @@ mod tests {
 
     #[test]
     fn names_are_quoted() {
-        let (show, select) = statements("d`b", "it's");
+        let (show, select) = (show_create("d`b", "it's"), select_properties("d`b", "it's"));
         assert_eq!(show, "SHOW CREATE TABLE `d``b`.`it's`");
         assert!(
             select.ends_with("WHERE TABLE_SCHEMA = 'd`b' AND TABLE_NAME = 'it''s'"),

@@ -68,8 +68,7 @@ pub enum Verdict {
 
 /// Judge a window start (epoch ms) against Doris's now and the TTL (pure).
 pub fn judge(start_ms: i64, doris_now_ms: i64, ttl_seconds: u64, margin: Duration) -> Verdict {
-    let ttl_ms = i64::try_from(ttl_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
-    let edge_ms = doris_now_ms.saturating_sub(ttl_ms);
+    let edge_ms = dcs_crds::retention::edge_ms(doris_now_ms, ttl_seconds);
     let margin_ms = i64::try_from(margin.as_millis()).unwrap_or(i64::MAX);
     if start_ms <= edge_ms {
         return Verdict::Expired {

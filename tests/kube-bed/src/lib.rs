@@ -30,7 +30,7 @@ use kube::api::PostParams;
 
 pub use control_plane::ControlPlane;
 pub use kubelet::{Kubelet, KubeletConfig};
-pub use proxy::{FaultProxy, HeldResponse};
+pub use proxy::{FaultProxy, HeldResponse, ProxyControl};
 
 /// Errors of the test bed.
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +95,7 @@ pub async fn shared_kubelet() -> Result<(), Error> {
                                 node_name: NODE_NAME.into(),
                                 image_map: Vec::new(),
                                 work_dir,
+                                api_via: None,
                             };
                             match Kubelet::start(cp, cfg).await {
                                 Ok(k) => {

@@ -214,3 +214,104 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, st: Arc<State>) {
         }
     }
 }
+
+/// A plain-HTTP control endpoint for a [`FaultProxy`], so that scripts (the e2e suite) can play
+/// [`FaultProxy::hold_next_response`] too. Every answer is a JSON object
+/// `{"armed","applied","dropped"}`: a hold waiting for its request, whether the server has
+/// answered the held one (it applied it) while the client still waits, and how many answers were
+/// lost so far.
+///
+/// - `GET /`: the state.
+/// - `POST /hold`: the next request's answer is held once the server has answered it (an earlier
+///   hold still unreleased is released first).
+/// - `POST /release`: the held answer is lost: the client sees its connection reset.
+/// - `POST /disarm`: a hold still waiting for its request is dropped (and one held is released).
+#[derive(Debug)]
+pub struct ProxyControl {
+    proxy: FaultProxy,
+    applied: Arc<AtomicBool>,
+    release: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+}
+
+impl ProxyControl {
+    /// Serves `proxy`'s control endpoint on `listener` until the task is aborted.
+    pub async fn serve(proxy: FaultProxy, listener: TcpListener) {
+        let control = Arc::new(Self {
+            proxy,
+            applied: Arc::new(AtomicBool::new(false)),
+            release: Mutex::new(None),
+        });
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let control = control.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let control = control.clone();
+                    async move { Ok::<_, std::convert::Infallible>(control.handle(&req)) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
+                    .await;
+            });
+        }
+    }
+
+    fn let_go(&self) -> bool {
+        self.release
+            .lock()
+            .take()
+            .is_some_and(|tx| tx.send(()).is_ok())
+    }
+
+    fn handle<B>(
+        &self,
+        req: &http::Request<B>,
+    ) -> http::Response<http_body_util::Full<bytes::Bytes>> {
+        let status = match (req.method().as_str(), req.uri().path()) {
+            ("GET", "/") => http::StatusCode::OK,
+            ("POST", "/hold") => {
+                self.let_go();
+                self.applied.store(false, Ordering::SeqCst);
+                let mut held = self.proxy.hold_next_response();
+                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                *self.release.lock() = Some(tx);
+                let applied = self.applied.clone();
+                tokio::spawn(async move {
+                    if held.applied().await {
+                        applied.store(true, Ordering::SeqCst);
+                    }
+                    let _ = rx.await;
+                    held.release();
+                });
+                http::StatusCode::OK
+            }
+            ("POST", "/release") => {
+                if self.let_go() {
+                    http::StatusCode::OK
+                } else {
+                    http::StatusCode::CONFLICT
+                }
+            }
+            ("POST", "/disarm") => {
+                self.proxy.disarm();
+                self.let_go();
+                http::StatusCode::OK
+            }
+            _ => http::StatusCode::NOT_FOUND,
+        };
+        let body = serde_json::json!({
+            "armed": self.proxy.armed(),
+            "applied": self.applied.load(Ordering::SeqCst),
+            "dropped": self.proxy.dropped(),
+        });
+        http::Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                body.to_string(),
+            )))
+            .expect("valid response")
+    }
+}

@@ -330,10 +330,12 @@ mod key;
 mod props;
 mod replace;
 mod row;
+mod schema_change;
 mod table;
 #[cfg(test)]
 mod tests;
 
+pub use schema_change::{ColumnPosition, ModifiedColumn, ROW_BINLOG_NOT_ALLOWED};
 use table::{Commit, NormWrite, Rows, Table};
 
 /// MySQL `ER_DB_CREATE_EXISTS`.
@@ -799,92 +801,6 @@ impl Engine {
         if d.tables.remove(table).is_none() && !if_exists {
             return Err(err_unknown_table(table));
         }
-        Ok(())
-    }
-
-    /// `ALTER TABLE ADD COLUMN` (`after` = column to place it after; `None` = at the end).
-    pub fn add_column(
-        &self,
-        db: &str,
-        table: &str,
-        col: ColumnDef,
-        after: Option<&str>,
-    ) -> Result<()> {
-        let mut st = self.state.write();
-        let t = st.table_mut(db, table)?;
-        let bad = |m: &str| DorisError::analysis(m);
-        if t.column_index(&col.name).is_some() {
-            return Err(bad(&format!(
-                "Can not add column which already exists in base table: {}",
-                col.name
-            )));
-        }
-        if col.is_key && t.keys_type == KeysType::Unique {
-            return Err(bad(&format!(
-                "Can not add key column {} to UNIQUE KEY table with binlog or merge-on-write",
-                col.name
-            )));
-        }
-        let pos = match after {
-            Some(a) => {
-                t.column_index(a)
-                    .ok_or_else(|| bad(&format!("Column[{a}] does not exists")))?
-                    + 1
-            }
-            None => t.columns.len(),
-        };
-        let fill = match &col.default {
-            Some(d) => crate::types::coerce(&col.ty, d.clone())
-                .map_err(|e| bad(&format!("Invalid default value for '{}': {e}", col.name)))?,
-            None if col.nullable => Value::Null,
-            None => {
-                return Err(bad(&format!(
-                    "Can not add column which is NOT NULL and has no default value: {}",
-                    col.name
-                )));
-            }
-        };
-        if col.is_key {
-            // key columns stay a prefix
-            let n_keys = t.key_columns.len();
-            if pos > n_keys {
-                return Err(bad("Key columns should be a ordered prefix of the schema."));
-            }
-            t.key_columns.insert(pos, col.name.clone());
-        }
-        t.insert_column(pos, col, fill);
-        Ok(())
-    }
-
-    /// `ALTER TABLE DROP COLUMN`.
-    pub fn drop_column(&self, db: &str, table: &str, column: &str) -> Result<()> {
-        let mut st = self.state.write();
-        let t = st.table_mut(db, table)?;
-        let bad = |m: &str| DorisError::analysis(m);
-        let pos = t
-            .column_index(column)
-            .ok_or_else(|| bad(&format!("Column does not exists: {column}")))?;
-        let c = &t.columns[pos];
-        if c.is_key && t.keys_type == KeysType::Unique {
-            return Err(bad("Can not drop key column in Unique data model table"));
-        }
-        if t.distribution.hash_columns.iter().any(|h| h == column) {
-            return Err(bad(&format!("Can not drop distribution column: {column}")));
-        }
-        if t.auto_partition
-            .as_ref()
-            .is_some_and(|a| a.column == column)
-        {
-            return Err(bad(&format!("Can not drop partition column: {column}")));
-        }
-        if t.columns.len() == 1 {
-            return Err(bad("Can not drop all columns"));
-        }
-        if c.is_key && t.key_columns.len() == 1 {
-            return Err(bad("Can not drop all key columns"));
-        }
-        t.key_columns.retain(|k| k != column);
-        t.remove_column(pos);
         Ok(())
     }
 

@@ -363,6 +363,9 @@ pub(crate) fn alter_set(t: &mut Table, props: &[(String, String)]) -> Result<()>
                         format!("tag.location.default: {n}"),
                     ));
                 }
+                "bloom_filter_columns" | "bloom_filter_fpp" if cl.enabled => {
+                    return Err(bad(super::ROW_BINLOG_NOT_ALLOWED));
+                }
                 _ => plain.push((k.clone(), v.clone())),
             }
             continue;

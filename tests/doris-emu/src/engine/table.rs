@@ -568,7 +568,7 @@ impl Table {
 
     /// Rewrite every stored row and history image with `edit` (after `reindex`, so the tablet
     /// is the new column list's), keeping the images that shared their bytes shared.
-    fn rewrite_rows(&mut self, edit: impl Fn(&mut Vec<Value>)) {
+    pub(crate) fn rewrite_rows(&mut self, edit: impl Fn(&mut Vec<Value>)) {
         let mut done: HashMap<Row, Row> = HashMap::new();
         let hash_idx = self.hash_idx.clone();
         let n_tablets = self.tablets.len().max(1) as u64;

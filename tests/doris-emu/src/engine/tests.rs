@@ -1242,7 +1242,8 @@ fn precommitted_load_survives_schema_change() {
     e.finish_txn(x, vec![up(1, "a")], true).unwrap();
     let mut c = col("n", DorisType::Int, false, true);
     c.default = Some(Value::Int(9));
-    e.add_column("d", "t", c, Some("id")).unwrap();
+    e.add_column("d", "t", c, ColumnPosition::After("id"))
+        .unwrap();
     e.two_phase("d", &TxnRef::Id(x), TxnOperation::Commit)
         .unwrap();
     assert_eq!(
@@ -1317,7 +1318,8 @@ fn schema_change_rewrites_rows_and_history() {
     let a = e.write("d", "t", vec![up(1, "a")]).unwrap().tso;
     let mut c = col("n", DorisType::Int, false, true);
     c.default = Some(Value::Int(7));
-    e.add_column("d", "t", c.clone(), None).unwrap();
+    e.add_column("d", "t", c.clone(), ColumnPosition::Unchanged)
+        .unwrap();
     e.write(
         "d",
         "t",
@@ -1344,7 +1346,7 @@ fn schema_change_rewrites_rows_and_history() {
     );
     let p = "errCode = 2, detailMessage = ";
     assert_eq!(
-        err_of(e.add_column("d", "t", c, None)),
+        err_of(e.add_column("d", "t", c, ColumnPosition::Unchanged)),
         format!("{p}Can not add column which already exists in base table: n")
     );
     assert_eq!(
@@ -1352,7 +1354,7 @@ fn schema_change_rewrites_rows_and_history() {
             "d",
             "t",
             col("z", DorisType::Int, false, true),
-            Some("nope")
+            ColumnPosition::After("nope")
         )),
         format!("{p}Column[nope] does not exists")
     );
@@ -1700,12 +1702,418 @@ fn a_table_rebuilt_packed_keeps_its_rows_and_their_order() {
             .map(|t| e.count_rows("d", "t", Some(&[*t])).unwrap())
             .sum();
         assert_eq!(by_tablet, e.count_rows("d", "t", None).unwrap());
-        e.add_column("d", "t", col("extra", DorisType::Int, false, true), None)
-            .unwrap();
+        e.add_column(
+            "d",
+            "t",
+            col("extra", DorisType::Int, false, true),
+            ColumnPosition::Unchanged,
+        )
+        .unwrap();
         let after = e.scan("d", "t", None, None).unwrap();
         assert_eq!(after.len(), by_tablet);
         assert!(after.iter().all(|r| r.len() == 3 && r[2] == Value::Null));
         let changes = run_incr(&e, incr_req(None, None, IncrementType::Detail)).unwrap();
         assert!(changes.len() >= n as usize, "{keys:?}: {}", changes.len());
     }
+}
+
+// ---------------------------------------------------------------- column changes (docs/doris-protocols.md §1.9)
+
+fn names(e: &Engine) -> Vec<String> {
+    e.table_info("d", "t")
+        .unwrap()
+        .columns
+        .into_iter()
+        .map(|c| c.name)
+        .collect()
+}
+
+fn modified(name: &str, ty: DorisType) -> ModifiedColumn {
+    ModifiedColumn {
+        name: name.into(),
+        ty,
+        nullable: None,
+        default: None,
+        comment: None,
+    }
+}
+
+#[test]
+fn column_changes_doris_refuses_on_a_changelog_table_leave_it_as_it_was() {
+    let p = "errCode = 2, detailMessage = ";
+    let refused = format!("{p}Not allowed to perform current operation on Table With binlog<row>");
+    for props in [
+        CL_HIST,
+        &[("changelog.enable", "true")][..],
+        &[("binlog.enable", "true"), ("binlog.format", "ROW")][..],
+    ] {
+        let e = setup(KeysType::Unique, props);
+        e.write("d", "t", vec![up(1, "a")]).unwrap();
+        assert_eq!(err_of(e.rename_column("d", "t", "v", "w")), refused);
+        assert_eq!(
+            err_of(e.modify_column(
+                "d",
+                "t",
+                modified("v", DorisType::Varchar(40)),
+                ColumnPosition::Unchanged
+            )),
+            refused
+        );
+        // refused before the column is even looked up, as Doris's analysis does
+        assert_eq!(
+            err_of(e.modify_column(
+                "d",
+                "t",
+                modified("nope", DorisType::Int),
+                ColumnPosition::Unchanged
+            )),
+            refused
+        );
+        assert_eq!(err_of(e.reorder_columns("d", "t")), refused);
+        assert_eq!(
+            err_of(e.set_properties("d", "t", &[("bloom_filter_columns".into(), "v".into())])),
+            refused
+        );
+        assert_eq!(names(&e), ["id", "v"]);
+        assert_eq!(
+            e.table_info("d", "t").unwrap().columns[1].ty,
+            DorisType::Varchar(20)
+        );
+        // allowed: a column's comment, ADD and DROP COLUMN
+        e.modify_column_comment("d", "t", "v", "why").unwrap();
+        assert_eq!(e.table_info("d", "t").unwrap().columns[1].comment, "why");
+        e.add_column(
+            "d",
+            "t",
+            col("n", DorisType::Int, false, true),
+            ColumnPosition::Unchanged,
+        )
+        .unwrap();
+        e.drop_column("d", "t", "n").unwrap();
+    }
+}
+
+#[test]
+fn a_window_across_add_drop_and_add_again_reads_every_row_with_the_current_columns() {
+    // As Doris's regression test `row_binlog_p0/test_row_binlog_schema_change` reads it: an added
+    // column is NULL (or its default) in the changes before it, a dropped column is gone from every
+    // change, and a column added again under a dropped one's name does not bring its old values
+    // back.
+    let e = setup(KeysType::Unique, CL_HIST);
+    e.write("d", "t", vec![up(1, "a"), up(2, "b")]).unwrap();
+    let mut n = col("n", DorisType::Int, false, true);
+    n.default = Some(Value::Int(5));
+    e.add_column("d", "t", n, ColumnPosition::Unchanged)
+        .unwrap();
+    e.add_column(
+        "d",
+        "t",
+        col("m", DorisType::Int, false, true),
+        ColumnPosition::After("id"),
+    )
+    .unwrap();
+    assert_eq!(names(&e), ["id", "m", "v", "n"]);
+    e.write(
+        "d",
+        "t",
+        vec![RowWrite::Upsert(vec![
+            Value::Int(1),
+            Value::Int(10),
+            Value::Str("a2".into()),
+            Value::Int(11),
+        ])],
+    )
+    .unwrap();
+    let rows = run_incr(&e, incr_req(None, None, IncrementType::Detail)).unwrap();
+    let got: Vec<(i8, Vec<Value>)> = rows.iter().map(|r| (r.op, r.values.clone())).collect();
+    let r = |id, m: Value, v: &str, n| vec![Value::Int(id), m, Value::Str(v.into()), Value::Int(n)];
+    assert_eq!(
+        got,
+        vec![
+            (op::APPEND, r(1, Value::Null, "a", 5)),
+            (op::APPEND, r(2, Value::Null, "b", 5)),
+            (op::UPDATE_BEFORE, r(1, Value::Null, "a", 5)),
+            (op::UPDATE_AFTER, r(1, Value::Int(10), "a2", 11)),
+        ]
+    );
+    e.drop_column("d", "t", "v").unwrap();
+    e.add_column(
+        "d",
+        "t",
+        col("v", DorisType::String, false, true),
+        ColumnPosition::Unchanged,
+    )
+    .unwrap();
+    let rows = run_incr(&e, incr_req(None, None, IncrementType::Detail)).unwrap();
+    assert!(
+        rows.iter()
+            .all(|r| r.values.len() == 4 && r.values[3] == Value::Null)
+    );
+    assert_eq!(names(&e), ["id", "m", "n", "v"]);
+}
+
+#[test]
+fn add_column_positions_follow_dorises_key_then_value_order() {
+    let p = "errCode = 2, detailMessage = ";
+    let e = setup(KeysType::Duplicate, &[]);
+    e.write("d", "t", vec![up(1, "a")]).unwrap();
+    assert_eq!(
+        err_of(e.add_column(
+            "d",
+            "t",
+            col("f", DorisType::Int, false, true),
+            ColumnPosition::First
+        )),
+        format!("{p}Invalid column order. value should be after key. index[t]")
+    );
+    e.add_column(
+        "d",
+        "t",
+        col("k0", DorisType::Int, true, true),
+        ColumnPosition::First,
+    )
+    .unwrap();
+    assert_eq!(names(&e), ["k0", "id", "v"]);
+    assert_eq!(e.table_info("d", "t").unwrap().key_columns, ["k0", "id"]);
+    assert_eq!(
+        err_of(e.add_column(
+            "d",
+            "t",
+            col("x", DorisType::Int, false, true),
+            ColumnPosition::After("k0")
+        )),
+        format!("{p}Invalid column order. value should be after key. index[t]")
+    );
+    assert_eq!(
+        e.scan("d", "t", None, None).unwrap(),
+        vec![vec![Value::Null, Value::Int(1), Value::Str("a".into())]]
+    );
+}
+
+#[test]
+fn rename_column_keeps_the_values_under_the_new_name() {
+    let p = "errCode = 2, detailMessage = ";
+    let e = setup(KeysType::Unique, &[]);
+    e.write("d", "t", vec![up(1, "a"), up(2, "b")]).unwrap();
+    e.rename_column("d", "t", "v", "w").unwrap();
+    e.rename_column("d", "t", "id", "key_id").unwrap();
+    assert_eq!(names(&e), ["key_id", "w"]);
+    let info = e.table_info("d", "t").unwrap();
+    assert_eq!(info.key_columns, ["key_id"]);
+    assert_eq!(
+        e.scan("d", "t", None, None).unwrap(),
+        vec![row(1, "a"), row(2, "b")]
+    );
+    // the renamed key still keys: an upsert replaces
+    e.write("d", "t", vec![up(1, "a2")]).unwrap();
+    assert_eq!(
+        e.scan("d", "t", None, None).unwrap(),
+        vec![row(1, "a2"), row(2, "b")]
+    );
+    assert_eq!(
+        err_of(e.rename_column("d", "t", "nope", "x")),
+        format!("{p}Column[nope] does not exists")
+    );
+    assert_eq!(
+        err_of(e.rename_column("d", "t", "w", "key_id")),
+        format!("{p}Column name[key_id] is already used")
+    );
+}
+
+#[test]
+fn modify_column_widens_in_place_and_refuses_narrowing() {
+    let p = "errCode = 2, detailMessage = ";
+    let e = engine();
+    e.create_database("d", false).unwrap();
+    let mut t = def("t", KeysType::Unique, &[]);
+    t.columns.push(col("n", DorisType::Int, false, true));
+    t.columns.push(col(
+        "amount",
+        DorisType::Decimal {
+            precision: 10,
+            scale: 2,
+        },
+        false,
+        true,
+    ));
+    e.create_table(t).unwrap();
+    let big = i32::MAX as i64;
+    e.write(
+        "d",
+        "t",
+        vec![RowWrite::Upsert(vec![
+            Value::Int(1),
+            Value::Str("abcd".into()),
+            Value::Int(big),
+            Value::Decimal(12345, 2),
+        ])],
+    )
+    .unwrap();
+    e.modify_column(
+        "d",
+        "t",
+        modified("n", DorisType::BigInt),
+        ColumnPosition::Unchanged,
+    )
+    .unwrap();
+    e.modify_column(
+        "d",
+        "t",
+        modified("v", DorisType::Varchar(64)),
+        ColumnPosition::Unchanged,
+    )
+    .unwrap();
+    e.modify_column(
+        "d",
+        "t",
+        modified(
+            "amount",
+            DorisType::Decimal {
+                precision: 20,
+                scale: 2,
+            },
+        ),
+        ColumnPosition::Unchanged,
+    )
+    .unwrap();
+    // a value the old type could not hold now fits
+    e.write(
+        "d",
+        "t",
+        vec![RowWrite::Upsert(vec![
+            Value::Int(2),
+            Value::Str("x".repeat(64)),
+            Value::Int(big * 4),
+            Value::Decimal(123_456_789_012_345, 2),
+        ])],
+    )
+    .unwrap();
+    let info = e.table_info("d", "t").unwrap();
+    let types: Vec<_> = info.columns.iter().map(|c| c.ty).collect();
+    assert_eq!(
+        types,
+        [
+            DorisType::Int,
+            DorisType::Varchar(64),
+            DorisType::BigInt,
+            DorisType::Decimal {
+                precision: 20,
+                scale: 2
+            }
+        ]
+    );
+    assert_eq!(
+        e.scan("d", "t", None, None).unwrap()[0],
+        vec![
+            Value::Int(1),
+            Value::Str("abcd".into()),
+            Value::Int(big),
+            Value::Decimal(12345, 2)
+        ]
+    );
+    // a move: the values go with the column
+    e.modify_column(
+        "d",
+        "t",
+        modified("n", DorisType::LargeInt),
+        ColumnPosition::After("id"),
+    )
+    .unwrap();
+    assert_eq!(names(&e), ["id", "n", "v", "amount"]);
+    assert_eq!(
+        e.scan("d", "t", None, None).unwrap()[0][..3],
+        [
+            Value::Int(1),
+            Value::LargeInt(big as i128),
+            Value::Str("abcd".into())
+        ]
+    );
+    for (c, ty, want) in [
+        ("n", DorisType::Int, "Can not change LARGEINT to INT"),
+        ("v", DorisType::Varchar(8), "Cannot shorten string length"),
+        ("v", DorisType::Boolean, "Can not change VARCHAR to BOOLEAN"),
+    ] {
+        assert_eq!(
+            err_of(e.modify_column("d", "t", modified(c, ty), ColumnPosition::Unchanged)),
+            format!("{p}{want}")
+        );
+    }
+    assert_eq!(
+        err_of(e.modify_column(
+            "d",
+            "t",
+            modified("id", DorisType::BigInt),
+            ColumnPosition::Unchanged
+        )),
+        format!("{p}Can not modify distribution column[id]")
+    );
+    assert_eq!(
+        err_of(e.modify_column(
+            "d",
+            "t",
+            modified("nope", DorisType::BigInt),
+            ColumnPosition::Unchanged
+        )),
+        format!("{p}Column[nope] does not exists")
+    );
+    // nothing was changed by the refusals
+    assert_eq!(names(&e), ["id", "n", "v", "amount"]);
+    assert_eq!(
+        e.table_info("d", "t").unwrap().columns[2].ty,
+        DorisType::Varchar(64)
+    );
+}
+
+#[test]
+fn a_load_precommitted_before_a_rename_and_a_widening_commits_into_the_same_columns() {
+    // A sink table (no changelog) widened while a two-phase load waits for its commit: the load's
+    // values land in the renamed and widened columns, converted, not as NULLs.
+    let e = engine();
+    e.create_database("d", false).unwrap();
+    let mut t = def("t", KeysType::Unique, &[]);
+    t.columns.push(col("n", DorisType::Int, false, true));
+    e.create_table(t).unwrap();
+    let full = |id, v: &str, n| {
+        RowWrite::Upsert(vec![Value::Int(id), Value::Str(v.into()), Value::Int(n)])
+    };
+    let x = e.begin_txn("d", "t", "p").unwrap();
+    e.finish_txn(x, vec![full(1, "a", 7)], true).unwrap();
+    let y = e.begin_txn("d", "t", "q").unwrap();
+    e.finish_txn(
+        y,
+        vec![RowWrite::Partial {
+            columns: vec![0, 2],
+            values: vec![Value::Int(1), Value::Int(8)],
+        }],
+        true,
+    )
+    .unwrap();
+    e.rename_column("d", "t", "v", "w").unwrap();
+    e.modify_column(
+        "d",
+        "t",
+        modified("n", DorisType::LargeInt),
+        ColumnPosition::After("id"),
+    )
+    .unwrap();
+    e.two_phase("d", &TxnRef::Id(x), TxnOperation::Commit)
+        .unwrap();
+    assert_eq!(
+        e.scan("d", "t", None, None).unwrap(),
+        vec![vec![
+            Value::Int(1),
+            Value::LargeInt(7),
+            Value::Str("a".into())
+        ]]
+    );
+    e.two_phase("d", &TxnRef::Id(y), TxnOperation::Commit)
+        .unwrap();
+    assert_eq!(
+        e.scan("d", "t", None, None).unwrap(),
+        vec![vec![
+            Value::Int(1),
+            Value::LargeInt(8),
+            Value::Str("a".into())
+        ]]
+    );
 }

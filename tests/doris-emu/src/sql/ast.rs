@@ -325,6 +325,15 @@ pub enum Show {
     Empty,
 }
 
+/// `AFTER c` / `FIRST` in ADD COLUMN and MODIFY COLUMN.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnPos {
+    /// FIRST.
+    First,
+    /// AFTER column.
+    After(String),
+}
+
 /// ALTER TABLE operations.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AlterOp {
@@ -332,11 +341,36 @@ pub enum AlterOp {
     AddColumn {
         /// The column.
         column: ColumnSpec,
-        /// AFTER column.
-        after: Option<String>,
+        /// `AFTER c` / `FIRST` (`None`: at the end).
+        position: Option<ColumnPos>,
     },
     /// DROP COLUMN c
     DropColumn(String),
+    /// MODIFY COLUMN col <type> … [AFTER c | FIRST]
+    ModifyColumn {
+        /// The column as the statement declares it.
+        column: ColumnSpec,
+        /// Whether the statement said `COMMENT` (an empty comment is a comment).
+        has_comment: bool,
+        /// `AFTER c` / `FIRST` (`None`: where it is).
+        position: Option<ColumnPos>,
+    },
+    /// MODIFY COLUMN c COMMENT '…'
+    ModifyColumnComment {
+        /// The column.
+        column: String,
+        /// The new comment.
+        comment: String,
+    },
+    /// RENAME COLUMN old new
+    RenameColumn {
+        /// Current name.
+        from: String,
+        /// New name.
+        to: String,
+    },
+    /// ORDER BY (c, …)
+    OrderBy(Vec<String>),
     /// SET ("k"="v", ...)
     SetProperties(Vec<(String, String)>),
     /// REPLACE WITH TABLE other [PROPERTIES ("swap" = "...")]

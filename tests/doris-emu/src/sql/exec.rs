@@ -6,8 +6,8 @@ use super::{RowSink, Session, keyed, time};
 use crate::Doris;
 use crate::clock::{TSO_LOGICAL_BITS, compose_tso, tso_logical, tso_physical_ms};
 use crate::engine::{
-    AutoPartition, ChangeRow, ColumnDef, Distribution, IncrRequest, IncrementType, KeysType,
-    RowWrite, StoredRows, TableDef, TableInfo,
+    AutoPartition, ChangeRow, ColumnDef, ColumnPosition, Distribution, IncrRequest, IncrementType,
+    KeysType, ModifiedColumn, RowWrite, StoredRows, TableDef, TableInfo,
 };
 use crate::error::{DorisError, ERR_INCR_VISIBLE_WAIT_TIMEOUT, ERR_INCR_WINDOW_NOT_READY, Result};
 use crate::types::{ColumnMeta, DorisType, QueryResult, ResultSet, Value, coerce};
@@ -149,13 +149,36 @@ pub async fn run(
             }
             for op in ops {
                 match op {
-                    AlterOp::AddColumn { column, after } => {
+                    AlterOp::AddColumn { column, position } => {
                         let def = column_def(column, false)?;
-                        doris
-                            .engine
-                            .add_column(&db, &name.name, def, after.as_deref())?;
+                        doris.engine.add_column(
+                            &db,
+                            &name.name,
+                            def,
+                            column_position(position.as_ref()),
+                        )?;
                     }
                     AlterOp::DropColumn(c) => doris.engine.drop_column(&db, &name.name, &c)?,
+                    AlterOp::ModifyColumn {
+                        column,
+                        has_comment,
+                        position,
+                    } => {
+                        let modified = modified_column(column, has_comment)?;
+                        doris.engine.modify_column(
+                            &db,
+                            &name.name,
+                            modified,
+                            column_position(position.as_ref()),
+                        )?;
+                    }
+                    AlterOp::ModifyColumnComment { column, comment } => doris
+                        .engine
+                        .modify_column_comment(&db, &name.name, &column, &comment)?,
+                    AlterOp::RenameColumn { from, to } => {
+                        doris.engine.rename_column(&db, &name.name, &from, &to)?
+                    }
+                    AlterOp::OrderBy(_) => doris.engine.reorder_columns(&db, &name.name)?,
                     AlterOp::SetProperties(p) => {
                         doris.engine.set_properties(&db, &name.name, &p)?
                     }
@@ -326,6 +349,29 @@ fn type_size(ty: &DorisType) -> usize {
         DorisType::Char(n) | DorisType::Varchar(n) => *n as usize,
         DorisType::String | DorisType::Json => 65533,
     }
+}
+
+/// `AFTER c` / `FIRST` as the engine takes it.
+fn column_position(pos: Option<&ColumnPos>) -> ColumnPosition<'_> {
+    match pos {
+        None => ColumnPosition::Unchanged,
+        Some(ColumnPos::First) => ColumnPosition::First,
+        Some(ColumnPos::After(c)) => ColumnPosition::After(c),
+    }
+}
+
+/// A `MODIFY COLUMN` definition: what the statement says; the engine fills in the rest from the
+/// column.
+fn modified_column(spec: ColumnSpec, has_comment: bool) -> Result<ModifiedColumn> {
+    let nullable = spec.nullable;
+    let def = column_def(spec, false)?;
+    Ok(ModifiedColumn {
+        name: def.name,
+        ty: def.ty,
+        nullable,
+        default: def.default,
+        comment: has_comment.then_some(def.comment),
+    })
 }
 
 fn column_def(spec: ColumnSpec, is_key: bool) -> Result<ColumnDef> {

@@ -921,20 +921,11 @@ impl<'a> Parser<'a> {
                     return Err(self.unexpected("column definition"));
                 }
                 let column = self.column_spec()?;
-                let after = if self.eat_kw("after") {
-                    Some(self.ident()?)
-                } else {
-                    if self.eat_kw("first") {
-                        return Err(ParseError::Analysis(
-                            "Can not add column at first position".into(),
-                        ));
-                    }
-                    None
-                };
+                let position = self.column_pos()?;
                 if self.eat_kw("to") {
                     self.ident()?;
                 }
-                ops.push(AlterOp::AddColumn { column, after });
+                ops.push(AlterOp::AddColumn { column, position });
             } else if self.eat_kw("drop") {
                 self.expect_kw("column")?;
                 ops.push(AlterOp::DropColumn(self.ident()?));
@@ -951,16 +942,74 @@ impl<'a> Parser<'a> {
                     Vec::new()
                 };
                 ops.push(AlterOp::ReplaceWith { table, properties });
-            } else if self.eat_kw("modify") && self.eat_kw("comment") {
-                self.string_lit()?;
+            } else if self.eat_kw("modify") {
+                if self.eat_kw("comment") {
+                    self.string_lit()?;
+                } else {
+                    self.expect_kw("column")?;
+                    ops.push(self.modify_column()?);
+                }
+            } else if self.eat_kw("rename") {
+                self.expect_kw("column")?;
+                let from = self.ident()?;
+                let to = self.ident()?;
+                ops.push(AlterOp::RenameColumn { from, to });
+            } else if self.eat_kws(&["order", "by"]) {
+                self.expect(&Tok::LParen)?;
+                let mut columns = vec![self.ident()?];
+                while self.eat(&Tok::Comma) {
+                    columns.push(self.ident()?);
+                }
+                self.expect(&Tok::RParen)?;
+                ops.push(AlterOp::OrderBy(columns));
             } else {
-                return Err(self.unexpected("ADD COLUMN, DROP COLUMN, SET or REPLACE WITH TABLE"));
+                return Err(self.unexpected(
+                    "ADD COLUMN, DROP COLUMN, MODIFY COLUMN, RENAME COLUMN, ORDER BY, SET or REPLACE WITH TABLE",
+                ));
             }
             if !self.eat(&Tok::Comma) {
                 break;
             }
         }
         Ok(Statement::Alter { name, ops })
+    }
+
+    /// `[AFTER c | FIRST]` after a column definition.
+    fn column_pos(&mut self) -> PResult<Option<ColumnPos>> {
+        if self.eat_kw("after") {
+            Ok(Some(ColumnPos::After(self.ident()?)))
+        } else if self.eat_kw("first") {
+            Ok(Some(ColumnPos::First))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// After `MODIFY COLUMN`: `c COMMENT '…'`, or `c <type> [KEY] [NULL | NOT NULL] [DEFAULT …]
+    /// [COMMENT '…'] [AFTER c | FIRST]`.
+    fn modify_column(&mut self) -> PResult<AlterOp> {
+        if matches!(self.peek(), Tok::Word(_) | Tok::Quoted(_))
+            && matches!(self.peek_at(1), Tok::Word(w) if w.eq_ignore_ascii_case("comment"))
+        {
+            let column = self.ident()?;
+            self.expect_kw("comment")?;
+            let comment = self.string_lit()?;
+            return Ok(AlterOp::ModifyColumnComment { column, comment });
+        }
+        let start = self.pos;
+        let column = self.column_spec()?;
+        let has_comment = self.toks[start..self.pos]
+            .iter()
+            .any(|t| matches!(&t.tok, Tok::Word(w) if w.eq_ignore_ascii_case("comment")));
+        let position = self.column_pos()?;
+        if self.eat_kw("from") {
+            self.ident()?;
+        }
+        Ok(AlterOp::ModifyColumn {
+            column,
+            has_comment,
+            position,
+        })
     }
 
     fn insert(&mut self) -> PResult<Statement> {

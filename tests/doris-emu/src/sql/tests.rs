@@ -169,8 +169,44 @@ fn ddl_shapes() {
         panic!()
     };
     assert!(
-        matches!(&ops[0], AlterOp::AddColumn { column, after: Some(a) } if column.name == "c" && a == "b")
+        matches!(&ops[0], AlterOp::AddColumn { column, position: Some(ColumnPos::After(a)) } if column.name == "c" && a == "b")
     );
+    let Statement::Alter { ops, .. } = p("ALTER TABLE t ADD COLUMN c INT KEY FIRST") else {
+        panic!()
+    };
+    assert!(
+        matches!(&ops[0], AlterOp::AddColumn { column, position: Some(ColumnPos::First) } if column.key)
+    );
+    let Statement::Alter { ops, .. } =
+        p("ALTER TABLE t MODIFY COLUMN v BIGINT NULL COMMENT '' AFTER k, RENAME COLUMN a b")
+    else {
+        panic!()
+    };
+    assert!(
+        matches!(&ops[0], AlterOp::ModifyColumn { column, has_comment: true, position: Some(ColumnPos::After(k)) }
+            if column.name == "v" && column.ty == DorisType::BigInt && column.nullable == Some(true) && k == "k")
+    );
+    assert_eq!(
+        ops[1],
+        AlterOp::RenameColumn {
+            from: "a".into(),
+            to: "b".into()
+        }
+    );
+    let Statement::Alter { ops, .. } = p("ALTER TABLE t MODIFY COLUMN v COMMENT 'why'") else {
+        panic!()
+    };
+    assert_eq!(
+        ops[0],
+        AlterOp::ModifyColumnComment {
+            column: "v".into(),
+            comment: "why".into()
+        }
+    );
+    let Statement::Alter { ops, .. } = p("ALTER TABLE t ORDER BY (k, v)") else {
+        panic!()
+    };
+    assert_eq!(ops[0], AlterOp::OrderBy(vec!["k".into(), "v".into()]));
     let Statement::Alter { ops, .. } = p("ALTER TABLE t DROP COLUMN c") else {
         panic!()
     };

@@ -67,6 +67,9 @@ pub struct KubeletConfig {
     pub image_map: Vec<(String, PathBuf)>,
     /// Where pod volumes and claim directories live.
     pub work_dir: PathBuf,
+    /// Pods of these namespaces reach the API server at this address instead (their
+    /// `KUBERNETES_SERVICE_HOST`/`_PORT`): a [`crate::FaultProxy`] in front of it.
+    pub api_via: Option<(Vec<String>, std::net::SocketAddr)>,
 }
 
 pub(super) struct Shared {
@@ -75,6 +78,8 @@ pub(super) struct Shared {
     /// The API server's host and port, for `KUBERNETES_SERVICE_HOST`/`_PORT`.
     pub(super) api_host: String,
     pub(super) api_port: u16,
+    /// Namespaces whose pods reach the API server elsewhere, and where.
+    pub(super) api_via: Option<(Vec<String>, std::net::SocketAddr)>,
     pub(super) image_map: Vec<(String, PathBuf)>,
     pub(super) work_dir: PathBuf,
     pub(super) ips: Mutex<BTreeSet<u8>>,
@@ -141,6 +146,7 @@ impl Kubelet {
             node: cfg.node_name.clone(),
             api_host: cp.address.ip().to_string(),
             api_port: cp.address.port(),
+            api_via: cfg.api_via,
             image_map: cfg.image_map,
             work_dir: cfg.work_dir,
             ips: Mutex::new(BTreeSet::new()),

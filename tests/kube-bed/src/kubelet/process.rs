@@ -102,7 +102,14 @@ pub(super) async fn prepare(ctx: &PodCtx, c: &Value) -> Result<Prepared, (String
     let security =
         security::resolve(pod, c, nix::unistd::geteuid().as_raw()).map_err(config_err)?;
     // The real API server's address: nothing routes the `kubernetes` Service's cluster IP here.
-    let (host, port) = (shared.api_host.as_str(), shared.api_port.to_string());
+    // Pods of the namespaces given to the fault proxy reach it through the proxy.
+    let (host, port) = match &shared.api_via {
+        Some((namespaces, via)) if namespaces.iter().any(|n| n == ns) => {
+            (via.ip().to_string(), via.port().to_string())
+        }
+        _ => (shared.api_host.clone(), shared.api_port.to_string()),
+    };
+    let host = host.as_str();
     let port = port.as_str();
     let mut env: Vec<(String, String)> = vec![
         (
