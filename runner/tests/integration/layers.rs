@@ -101,6 +101,39 @@ fn concrete_sinks() -> BTreeSet<String> {
         .collect()
 }
 
+/// The concrete sinks `code` names inside a nested group, `sink::{Sink, doris::DorisSink}`,
+/// which the uses (read to the group only) do not show.
+fn grouped_under_sink(code: &str, concrete: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut from = 0;
+    while let Some(i) = code[from..].find("sink::{") {
+        let start = from + i + "sink::{".len();
+        from = start;
+        let mut depth = 0;
+        let mut member = String::new();
+        for c in code[start..].chars() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => break,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    member.clear();
+                    continue;
+                }
+                _ => {}
+            }
+            member.push(c);
+            let head = member.trim_start();
+            if let Some(m) = head.strip_suffix("::")
+                && concrete.contains(m)
+            {
+                found.insert(m.to_owned());
+            }
+        }
+    }
+    found
+}
+
 /// The pipeline's files that name a module of a concrete sink (`sink::<concrete>…`).
 fn pipeline_reaching_past_the_trait(uses: &[Use], concrete: &BTreeSet<String>) -> Vec<String> {
     uses.iter()
@@ -130,6 +163,21 @@ fn a_pipeline_file_naming_a_concrete_sink_is_found() {
     ));
     assert!(!implements_sink("impl DorisSink {"));
     assert!(!implements_sink("impl From<Sink> for X {"));
+    let concrete_doris = BTreeSet::from(["doris".to_owned()]);
+    assert_eq!(
+        grouped_under_sink(
+            "use crate::sink::{Sink, doris::{DorisSink, schema}};",
+            &concrete_doris
+        ),
+        BTreeSet::from(["doris".to_owned()])
+    );
+    assert_eq!(
+        grouped_under_sink(
+            "use crate::sink::{Sink, encode::op, rebuild::Rebuild};\nuse dcs_doris_client::x;",
+            &concrete_doris
+        ),
+        BTreeSet::new()
+    );
     let path = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>();
     let used = |from: &[&str], to: &[&str], file: &str| Use {
         from: path(from),
@@ -187,6 +235,12 @@ fn the_pipeline_reaches_the_sinks_through_the_trait_only() {
     rust_files(&root.join("pipeline"), &mut files);
     for file in files {
         let code = code_of(&std::fs::read_to_string(&file).unwrap());
+        for m in grouped_under_sink(&code, &concrete) {
+            problems.push(format!(
+                "runner/src/{} uses sink::{m}: the pipeline reaches a sink through the Sink trait only (add what it needs to the trait in runner/src/sink/mod.rs)",
+                file.strip_prefix(&root).unwrap().display()
+            ));
+        }
         for name in SINK_SETTINGS.iter().filter(|n| code.contains(*n)) {
             problems.push(format!(
                 "runner/src/{} names {name}: a sink's settings are read by the sink (built in runner/src/sink/configured.rs)",
