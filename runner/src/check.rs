@@ -4,21 +4,20 @@
 //! table).
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use dcs_crds::DorisChangelogSync;
 use dcs_crds::doris_table::{KeysModel, LIGHT_DELETE_PROPERTY};
 use dcs_crds::preconditions::{Requirements, preconditions};
 use dcs_crds::spec::StartupMode;
 
+use crate::Error;
 use crate::checkpoint::{Checkpoint, CheckpointStore, Offset};
 use crate::pipeline::start::{StartPlan, StartSource, plan_start_with_offset_row};
 use crate::settings::{PipelineConfig, Sharding};
-use crate::sink::doris::schema::{MysqlTarget, SinkTablePlan, evolves_schema, inspect_sink_table};
+use crate::sink::doris::schema::{SinkTablePlan, evolves_schema, inspect_sink_table};
 use crate::source::fe_http::FeHttpClient;
 use crate::source::properties::{SourceTableInfo, read_table_info};
 use crate::source::snapshot;
-use crate::{Error, Result};
 use dcs_crds::shard::SNAPSHOT_T0_ANNOTATION;
 
 /// Something that stops `run` (or would make it fail later), and what to do about it.
@@ -484,7 +483,7 @@ pub async fn gather<S: CheckpointStore>(
                 )),
                 Err(e) => {
                     // The source failed (reported above); still tell whether the sink answers.
-                    let sink = MysqlTarget::sink(d);
+                    let sink = d.mysql_target();
                     Err(match sink.connect().await {
                         Ok(c) => {
                             let _ = c.disconnect().await;
@@ -519,39 +518,6 @@ pub async fn gather<S: CheckpointStore>(
         sink,
         tls: tls_lines(config),
         sharding: config.sharding.clone(),
-    }
-}
-
-/// Read the checkpoint file of `dir` without taking the runner's lock (a running runner may
-/// hold it).
-#[derive(Debug)]
-pub struct ReadOnlyDir {
-    dir: std::path::PathBuf,
-}
-
-impl ReadOnlyDir {
-    /// A reader of `dir/checkpoint.json`.
-    pub fn new(dir: &Path) -> Self {
-        Self {
-            dir: dir.to_path_buf(),
-        }
-    }
-}
-
-impl CheckpointStore for ReadOnlyDir {
-    async fn load(&mut self) -> Result<Option<Checkpoint>> {
-        let path = self.dir.join("checkpoint.json");
-        match std::fs::read_to_string(&path) {
-            Ok(json) => crate::checkpoint::parse(&path.display().to_string(), &json).map(Some),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
-        }
-    }
-
-    async fn save(&mut self, _checkpoint: &Checkpoint) -> Result<()> {
-        Err(Error::Config {
-            reason: "check never writes a checkpoint".into(),
-        })
     }
 }
 

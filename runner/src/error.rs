@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use dcs_doris_client::mysql_target::{Failure, Side};
+
 /// Everything that can stop the runner, each with what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -297,6 +299,53 @@ pub mod exit_code {
     /// The table's tablets changed under the snapshot: it must be read again under a new
     /// consumer.
     pub const TABLETS_CHANGED: u8 = dcs_crds::checkpoint::TABLETS_CHANGED_EXIT_CODE;
+}
+
+impl From<Failure> for Error {
+    /// A MySQL call to an FE that failed, as the side it met reports it, with what to check.
+    fn from(failure: Failure) -> Self {
+        match failure {
+            Failure::LoginRefused {
+                side: Side::Source,
+                detail,
+            } => Self::SourceCredentials { detail },
+            Failure::LoginRefused {
+                side: Side::Sink,
+                detail,
+            } => Self::Sink {
+                message: format!(
+                    "Doris rejected the sink credentials ({detail}); check the user and password in the sink Secret (DCS_SINK_USERNAME / DCS_SINK_PASSWORD)"
+                ),
+            },
+            Failure::Unreachable {
+                side: Side::Source,
+                reason,
+            } => Self::SourceUnavailable {
+                context: "connecting to the source FE query port".into(),
+                reason: format!("{reason} (check source.feNodes and source.queryPort)"),
+            },
+            Failure::Unreachable {
+                side: Side::Sink,
+                reason,
+            } => Self::Sink {
+                message: format!(
+                    "cannot reach the sink FE query port: {reason}; check sink.doris.feNodes; the MySQL port is the source's queryPort when the sink FE is a source FE, else 9030, and that the FE is up"
+                ),
+            },
+            Failure::Statement {
+                side: Side::Source,
+                context,
+                message,
+            } => Self::Doris { context, message },
+            Failure::Statement {
+                side: Side::Sink,
+                context,
+                message,
+            } => Self::Sink {
+                message: format!("{context}: {message}"),
+            },
+        }
+    }
 }
 
 impl Error {

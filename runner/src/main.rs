@@ -6,13 +6,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use dcs_crds::shard;
 use dcs_runner::Error;
 use dcs_runner::checkpoint::configmap::CONFIGMAP_ENV;
-use dcs_runner::checkpoint::{CheckpointStore, ConfigMapStore, FileStore};
+use dcs_runner::checkpoint::{CheckpointStore, ConfigMapStore, FileStore, ReadOnlyDir};
 use dcs_runner::error::exit_code;
+use dcs_runner::launch::{self, StoreChoice};
 use dcs_runner::pipeline::{self, Control, Outcome};
-use dcs_runner::settings::{Credentials, PipelineConfig, Role, TlsFiles};
+use dcs_runner::settings::{Credentials, PipelineConfig, TlsFiles};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -166,68 +166,27 @@ async fn run(
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    // The base consumer id: shards' stores are named after it.
-    let base_consumer = config.consumer_id.clone();
-    let index = match shard_index(shard, config.sharding.count) {
-        Ok(i) => i,
+    let env = |k: &str| std::env::var(k).ok();
+    let launch = match launch::prepare(&mut config, shard, checkpoint_dir, env).await {
+        Ok(l) => l,
         Err(e) => return fail(&e),
     };
-    if let Some(i) = index
-        && let Err(e) = config.assign_shard(i)
-    {
-        return fail(&e);
-    }
-    let configmap = std::env::var(CONFIGMAP_ENV).ok().filter(|v| !v.is_empty());
-    let default_dir = || PathBuf::from("dcs-checkpoints").join(&base_consumer);
-    let shards_done = match config.sharding.role(config.startup_mode) {
-        Ok(Role::AfterShards { count, t0 }) => Some(
-            read_shards(
-                configmap.as_deref(),
-                checkpoint_dir.clone().unwrap_or_else(default_dir),
-                &base_consumer,
-                count,
-                t0.tso,
-            )
-            .await,
-        ),
-        // A run with a checkpoint of its own needs neither; one without stops on the error.
-        Ok(_) | Err(_) => None,
-    };
-    // A shard keeps its checkpoint beside the sync's: `<dir>/shard-<i>`, `<configmap>-shard-<i>`.
-    let (configmap, checkpoint_dir) = match (index, configmap, checkpoint_dir) {
-        (Some(i), Some(c), None) => (Some(shard::shard_configmap(&c, i)), None),
-        (Some(i), None, dir) => (
-            None,
-            Some(
-                dir.unwrap_or_else(default_dir)
-                    .join(shard::shard_dir_name(i)),
-            ),
-        ),
-        (_, configmap, dir) => (configmap, dir),
-    };
-    match (configmap, checkpoint_dir) {
-        (Some(_), Some(_)) => fail(&Error::Config {
-            reason: format!(
-                "both {CONFIGMAP_ENV} and --checkpoint-dir are set; choose one checkpoint store"
-            ),
-        }),
-        (Some(name), None) => {
+    match launch.store {
+        StoreChoice::ConfigMap(name) => {
             let mut store = match ConfigMapStore::from_env(&name).await {
                 Ok(s) => s,
                 Err(e) => return fail(&e),
             };
             tracing::info!(sync = %config.sync_name, consumer = %config.consumer_id, checkpoint = %store.location(), "starting");
-            run_with(config, &mut store, grace, metrics_addr, shards_done).await
+            run_with(config, &mut store, grace, metrics_addr, launch.shards_done).await
         }
-        (None, dir) => {
-            let dir =
-                dir.unwrap_or_else(|| PathBuf::from("dcs-checkpoints").join(&config.consumer_id));
+        StoreChoice::Dir(dir) => {
             let mut store = match FileStore::open(&dir) {
                 Ok(s) => s,
                 Err(e) => return fail(&e),
             };
             tracing::info!(sync = %config.sync_name, consumer = %config.consumer_id, checkpoint_dir = %dir.display(), "starting");
-            run_with(config, &mut store, grace, metrics_addr, shards_done).await
+            run_with(config, &mut store, grace, metrics_addr, launch.shards_done).await
         }
     }
 }
@@ -279,50 +238,6 @@ async fn run_with<S: CheckpointStore>(
     }
 }
 
-/// This run's shard: `--shard`, else (for a sharded sync only) the Indexed Job's
-/// `JOB_COMPLETION_INDEX`.
-fn shard_index(flag: Option<u32>, count: u32) -> dcs_runner::Result<Option<u32>> {
-    if flag.is_some() || count <= 1 {
-        return Ok(flag);
-    }
-    match std::env::var(shard::JOB_COMPLETION_INDEX_ENV) {
-        Ok(v) if !v.is_empty() => v.parse().map(Some).map_err(|_| Error::Config {
-            reason: format!(
-                "{} is {v:?}, not a shard index",
-                shard::JOB_COMPLETION_INDEX_ENV
-            ),
-        }),
-        _ => Ok(None),
-    }
-}
-
-/// Whether every shard of a sharded snapshot is done at T0, from their stores (read only: the
-/// shards may still run). A store that cannot be read counts as not done, with its error.
-async fn read_shards(
-    configmap: Option<&str>,
-    dir: PathBuf,
-    consumer_id: &str,
-    count: u32,
-    t0_tso: i64,
-) -> Result<(), String> {
-    let mut checkpoints = Vec::new();
-    for i in 0..count {
-        let loaded = match configmap {
-            Some(name) => match ConfigMapStore::from_env(&shard::shard_configmap(name, i)).await {
-                Ok(mut store) => store.load().await,
-                Err(e) => Err(e),
-            },
-            None => {
-                dcs_runner::check::ReadOnlyDir::new(&dir.join(shard::shard_dir_name(i)))
-                    .load()
-                    .await
-            }
-        };
-        checkpoints.push(loaded.map_err(|e| format!("shard {i} of {count}: {e}"))?);
-    }
-    shard::handover(&checkpoints, consumer_id, count, t0_tso)
-}
-
 fn load_config(file: &PathBuf) -> dcs_runner::Result<PipelineConfig> {
     let yaml = std::fs::read_to_string(file).map_err(|e| Error::Config {
         reason: format!("cannot read {}: {e}", file.display()),
@@ -336,7 +251,7 @@ fn load_config(file: &PathBuf) -> dcs_runner::Result<PipelineConfig> {
 
 /// `check`: gather, plan, print; 0 without problems, 2 with.
 async fn check(file: PathBuf, checkpoint_dir: Option<PathBuf>) -> u8 {
-    use dcs_runner::check::{CheckReport, ReadOnlyDir, check_report, gather};
+    use dcs_runner::check::{CheckReport, check_report, gather};
     let loaded = std::fs::read_to_string(&file)
         .map_err(|e| Error::Config {
             reason: format!("cannot read {}: {e}", file.display()),

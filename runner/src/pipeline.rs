@@ -48,14 +48,13 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::checkpoint::{Checkpoint, CheckpointStore, Offset, Position, WindowProgress};
+use crate::checkpoint::{Checkpoint, CheckpointStore, Counters, Offset, Position, WindowProgress};
 pub use crate::progress::{Phase, Progress};
-use crate::settings::{PipelineConfig, SinkConfig};
+use crate::settings::PipelineConfig;
 use crate::sink::Sink;
-use crate::sink::doris::DorisSink;
-use crate::sink::doris::rebuild::Rebuild;
+use crate::sink::configured::ConfiguredSink;
 use crate::sink::encode::op;
-use crate::sink::stdout::StdoutSink;
+use crate::sink::rebuild::Rebuild;
 use crate::source::changelog::ChangelogWindow;
 use crate::{Error, Result};
 use late_sweep::LateSweep;
@@ -164,20 +163,9 @@ pub async fn run<S: CheckpointStore>(
         let mut rewinds = 0;
         loop {
             let may_rewind = rewinds < MAX_REWINDS;
-            let outcome = match &config.sink {
-                SinkConfig::Doris(d) => {
-                    let sink = DorisSink::new(
-                        (**d).clone(),
-                        config.namespace.clone(),
-                        config.consumer_id.clone(),
-                    );
-                    run_once(&config, store, (&progress, &hooks), sink, &mut shutdown, may_rewind).await
-                }
-                SinkConfig::Stdout => {
-                    let sink = StdoutSink;
-                    run_once(&config, store, (&progress, &hooks), sink, &mut shutdown, may_rewind).await
-                }
-            };
+            let sink = ConfiguredSink::new(&config);
+            let outcome =
+                run_once(&config, store, (&progress, &hooks), sink, &mut shutdown, may_rewind).await;
             match outcome {
                 // The store holds the position to read on from: start over from it.
                 Err(Error::Rewound { reason }) if may_rewind => {
@@ -212,47 +200,139 @@ async fn run_once<S: CheckpointStore, K: Sink>(
         Err(Error::Rewound { .. }) if may_rewind => {}
         Err(e) => flow.record_error(e).await,
     }
-    if let Some(offsets) = flow.offsets.take() {
+    if let Some(offsets) = flow.publishing.offsets.take() {
         offsets.finish(OFFSET_TABLE_FINISH).await;
     }
     result
 }
 
-/// The state of one run. Its parts live beside it: the opening ([`opening`]), the two phases
-/// ([`snapshot_phase`], [`changelog_phase`]), the checkpoint ([`checkpointing`]) and the write
-/// side ([`Loads`]), which the phases hand rows to.
+/// The state of one run, in parts: where it reads ([`Reading`]), its checkpoints ([`Saving`]),
+/// the snapshot's tablets ([`SnapshotTablets`]), what it publishes ([`Publishing`]), the write side ([`Loads`], which
+/// the phases hand rows to) and the sink's rebuild. The steps live beside it: the opening
+/// ([`opening`]), the two phases ([`snapshot_phase`], [`changelog_phase`]) and the checkpoint
+/// ([`checkpointing`]).
 struct Flow<'a, S, K> {
     config: &'a PipelineConfig,
     store: &'a mut S,
-    progress_tx: &'a watch::Sender<Progress>,
     hooks: Hooks,
     /// The sink, the open batch and the loads since the last checkpoint.
     loads: Loads<K>,
-    /// The last checkpoint loaded or saved.
-    saved: Option<Checkpoint>,
-    position: Position,
-    start_point: Option<Offset>,
-    /// Something changed since the last checkpoint.
-    dirty: bool,
-    next_checkpoint: Instant,
-    progress: Progress,
+    /// The position to checkpoint, the start point, the changelog window being read.
+    reading: Reading,
+    /// The snapshot's tablets.
+    tablets: SnapshotTablets,
+    /// Progress and the offset-table row.
+    publishing: Publishing<'a>,
+    /// The last checkpoint, whether something changed since, when the next is due.
+    saving: Saving,
     /// The source columns the sink was last prepared for; `None` without schema evolution.
     known_columns: Option<Vec<String>>,
-    /// Writes the offset-table row after changelog checkpoints, when `offsets.table` is set.
-    offsets: Option<OffsetPublisher>,
     /// The previous run's labels, to abort again once its loads in flight must have landed.
     late_sweep: Option<LateSweep>,
+    /// The sink rebuild of a re-initialised consumer ([`rebuilding`]), if it rebuilds.
+    rebuild: Rebuild,
+}
+
+/// Where a run reads: what its next checkpoint records as the position, the start point (T0),
+/// and the changelog window it is in.
+struct Reading {
+    /// Set by the phase before anything is checkpointed.
+    position: Position,
+    start_point: Option<Offset>,
     /// The changelog window being read, and its rows handed over so far (skipped ones included).
     window: Option<(ChangelogWindow, u64)>,
     /// The window starting at the position's offset is in the sink up to this many rows.
     in_window: Option<WindowProgress>,
+}
+
+impl Reading {
+    /// Nothing read yet: the phase sets the position before anything is checkpointed.
+    fn new() -> Self {
+        Self {
+            position: Position::Done,
+            start_point: None,
+            window: None,
+            in_window: None,
+        }
+    }
+
+    /// The window being read is all in the sink (or given up): the next checkpoint is between
+    /// windows.
+    fn window_closed(&mut self) {
+        self.window = None;
+        self.in_window = None;
+    }
+
+    /// Read on from `position` (its windows' progress forgotten).
+    fn rewind_to(&mut self, position: Position) {
+        self.position = position;
+        self.window_closed();
+    }
+
+    /// The TSO of the seam: changelog rows at or before it are in the snapshot already.
+    fn seam_tso(&self) -> Option<i64> {
+        self.start_point.as_ref().map(|t0| t0.tso)
+    }
+}
+
+/// The checkpoints of a run: the last one, whether something changed since, when the next is due.
+struct Saving {
+    /// The last checkpoint loaded or saved.
+    last: Option<Checkpoint>,
+    /// Something changed since the last checkpoint.
+    dirty: bool,
+    /// When the timer asks for the next checkpoint.
+    next_at: Instant,
+}
+
+impl Saving {
+    /// Something the next checkpoint records changed.
+    fn changed(&mut self) {
+        self.dirty = true;
+    }
+}
+
+/// The snapshot's tablets: those this run reads, and every tablet of the table at the first
+/// plan.
+#[derive(Default)]
+struct SnapshotTablets {
     /// The snapshot's tablets, sorted (empty outside the snapshot phase).
-    snapshot_tablets: Vec<i64>,
-    /// The sink rebuild of a re-initialised consumer ([`rebuilding`]), if it rebuilds.
-    rebuild: Rebuild,
+    sorted: Vec<i64>,
     /// Every tablet of the table at the snapshot's first plan (from the stored checkpoint, or
     /// this run's plan), kept in the checkpoints of the snapshot and of its end.
-    tablet_set: Option<dcs_crds::tablets::TabletSet>,
+    planned: Option<dcs_crds::tablets::TabletSet>,
+}
+
+impl SnapshotTablets {
+    /// A snapshot planned `table_tablets` and reads `sorted`: the first plan's tablets are
+    /// recorded once, and kept whatever later plans say.
+    fn record_plan(&mut self, table_tablets: &[i64], sorted: Vec<i64>) {
+        if self.planned.is_none() {
+            self.planned = Some(dcs_crds::tablets::tablet_set(table_tablets));
+        }
+        self.sorted = sorted;
+    }
+}
+
+/// What a run shows the outside: its progress, and the offset-table row after changelog
+/// checkpoints.
+struct Publishing<'a> {
+    tx: &'a watch::Sender<Progress>,
+    progress: Progress,
+    /// Writes the offset-table row after changelog checkpoints, when `offsets.table` is set.
+    offsets: Option<OffsetPublisher>,
+}
+
+impl Publishing<'_> {
+    /// Publish the progress with the write side's counters and retries.
+    fn publish(&mut self, counters: &Counters, load_retries: u64) {
+        self.progress.counters = counters.clone();
+        self.progress.load_retries = load_retries;
+        if let Some(offsets) = &self.offsets {
+            self.progress.offset_table_write_failures = offsets.failures();
+        }
+        self.tx.send_replace(self.progress.clone());
+    }
 }
 
 impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
@@ -266,24 +346,23 @@ impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
         Self {
             config,
             store,
-            progress_tx,
             hooks,
             loads: Loads::new(sink),
-            saved: None,
-            // Set by the phase before anything is checkpointed.
-            position: Position::Done,
-            start_point: None,
-            dirty: false,
-            next_checkpoint: Instant::now() + config.checkpoint_interval,
-            progress: Progress::default(),
+            reading: Reading::new(),
+            tablets: SnapshotTablets::default(),
+            publishing: Publishing {
+                tx: progress_tx,
+                progress: Progress::default(),
+                offsets: None,
+            },
+            saving: Saving {
+                last: None,
+                dirty: false,
+                next_at: Instant::now() + config.checkpoint_interval,
+            },
             known_columns: None,
-            offsets: None,
             late_sweep: None,
-            window: None,
-            in_window: None,
-            snapshot_tablets: Vec::new(),
             rebuild: Rebuild::default(),
-            tablet_set: None,
         }
     }
 
@@ -319,8 +398,8 @@ impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
     /// source's columns.
     async fn rows(&mut self, batch: &RecordBatch, changelog: bool) -> Result<()> {
         self.follow_schema(batch).await?;
-        self.dirty = true;
-        let synthetic_tso = self.start_point.as_ref().map_or(0, |o| o.tso);
+        self.saving.changed();
+        let synthetic_tso = self.reading.seam_tso().unwrap_or(0);
         let snapshot_op = if self.rebuild.marks_snapshot() {
             op::RESNAPSHOT
         } else {
@@ -337,19 +416,15 @@ impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
     /// Load the open batch, if any.
     async fn flush(&mut self) -> Result<()> {
         if self.loads.flush().await? {
-            self.dirty = true;
+            self.saving.changed();
             self.publish();
         }
         Ok(())
     }
 
     fn publish(&mut self) {
-        self.progress.counters = self.loads.counters.clone();
-        self.progress.load_retries = self.loads.retries;
-        if let Some(offsets) = &self.offsets {
-            self.progress.offset_table_write_failures = offsets.failures();
-        }
-        self.progress_tx.send_replace(self.progress.clone());
+        self.publishing
+            .publish(&self.loads.counters, self.loads.retries);
     }
 }
 

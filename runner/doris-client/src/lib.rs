@@ -16,6 +16,8 @@
 //!   ([`mysql::connect_first`]);
 //! - what an FE answers over MySQL is decoded fallibly ([`mysql`]): an odd answer fails the
 //!   operation, never the process; SQL text quotes identifiers and strings one way ([`sql`]);
+//! - an FE's MySQL endpoint, for statements and a table's columns and key model, is one client
+//!   ([`mysql_target::MysqlTarget`]);
 //! - a source table's DDL and properties are read one way ([`table::read_table`]).
 //!
 //! The runner commits and aborts its own loads; the operator aborts what a deleted or
@@ -27,6 +29,7 @@ mod body;
 pub mod cluster;
 pub mod fe_api;
 pub mod mysql;
+pub mod mysql_target;
 mod node;
 mod request;
 pub mod sql;

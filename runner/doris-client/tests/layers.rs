@@ -13,7 +13,7 @@ const LAYERS: &[&[&str]] = &[
     &["cluster"],
     &["request"],
     &["answer", "mysql"],
-    &["table", "stream_load"],
+    &["table", "stream_load", "mysql_target"],
 ];
 
 #[test]

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::{Checkpoint, CheckpointStore};
 use crate::{Error, Result};
 
-const CHECKPOINT_FILE: &str = "checkpoint.json";
+pub(super) const CHECKPOINT_FILE: &str = "checkpoint.json";
 const LOCK_FILE: &str = "runner.lock";
 
 /// A directory holding one sync's checkpoint.

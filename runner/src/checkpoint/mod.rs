@@ -20,9 +20,11 @@
 
 pub mod configmap;
 mod file;
+mod read_only;
 
 pub use configmap::ConfigMapStore;
 pub use file::FileStore;
+pub use read_only::ReadOnlyDir;
 
 pub use dcs_crds::checkpoint::{
     CHECKPOINT_KEY, Checkpoint, CheckpointFormatError, Counters, FORMAT_VERSION, LastError,

@@ -34,15 +34,15 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         let guard = RetentionGuard::new(http.clone());
         let reader = self.changelog_reader(http, columns).await?;
         let (tx, mut rx) = mpsc::channel(CHANNEL_CAPACITY);
-        let mut handle = tokio::spawn(reader.run(from.clone(), self.in_window.clone(), tx));
-        self.position = Position::Changelog { offset: from };
-        self.progress.phase = Phase::Changelog;
+        let mut handle = tokio::spawn(reader.run(from.clone(), self.reading.in_window.clone(), tx));
+        self.reading.position = Position::Changelog { offset: from };
+        self.publishing.progress.phase = Phase::Changelog;
         self.publish();
         let mut due = false;
         let mut stopping = false;
         let outcome = loop {
             let flush_at = self.loads.deadline();
-            let mid_window = self.window.is_some();
+            let mid_window = self.reading.window.is_some();
             tokio::select! {
                 biased;
                 () = wait_for_shutdown(shutdown), if !stopping => {
@@ -56,16 +56,16 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 event = rx.recv() => match event {
                     Some(ChangelogEvent::WindowStart { window, skip }) => {
                         self.loads.ledger.window_started(&window, skip);
-                        self.window = Some((window, skip));
+                        self.reading.window = Some((window, skip));
                     }
                     Some(ChangelogEvent::Batch(batch)) => {
-                        self.progress.ready = true;
+                        self.publishing.progress.ready = true;
                         // In slices of at most a load, so the bound is checked after every load.
-                        for slice in slices(&batch, slice_rows(self.config)) {
-                            if let Some((_, done)) = &mut self.window {
+                        for slice in slices(&batch, slice_rows(&self.loads.sink.limits())) {
+                            if let Some((_, done)) = &mut self.reading.window {
                                 *done += slice.num_rows() as u64;
                             }
-                            if let Some(slice) = after_seam(slice, self.seam_tso())? {
+                            if let Some(slice) = after_seam(slice, self.reading.seam_tso())? {
                                 self.rows(&slice, true).await?;
                             }
                             if self.loads.pending.len() >= MAX_PENDING_LOADS {
@@ -74,21 +74,20 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                         }
                     }
                     Some(ChangelogEvent::WindowDone { window, rows }) => {
-                        self.window = None;
-                        self.in_window = None;
+                        self.reading.window_closed();
                         tracing::debug!(window = %window.split_id(), rows, "changelog window handed to the sink");
-                        self.progress.ready = true;
-                        self.progress.last_window_seconds =
+                        self.publishing.progress.ready = true;
+                        self.publishing.progress.last_window_seconds =
                             Some((window.end.epoch_ms - window.start.epoch_ms) as f64 / 1000.0);
-                        self.progress.window_end = Some(window.end.clone());
-                        self.position = Position::Changelog { offset: window.end };
-                        self.dirty = true;
+                        self.publishing.progress.window_end = Some(window.end.clone());
+                        self.reading.position = Position::Changelog { offset: window.end };
+                        self.saving.changed();
                         self.publish();
                         let at_end = WindowEnd {
                             due,
                             stopping,
                             pending: self.loads.pending.len(),
-                            until_timer: self.next_checkpoint.saturating_duration_since(Instant::now()),
+                            until_timer: self.saving.next_at.saturating_duration_since(Instant::now()),
                             poll: self.config.changelog.poll_interval,
                         };
                         if at_end.checkpoint() {
@@ -114,10 +113,10 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                     }
                 },
                 () = sleep_until(flush_at) => self.flush().await?,
-                () = tokio::time::sleep_until(self.next_checkpoint) => {
+                () = tokio::time::sleep_until(self.saving.next_at) => {
                     if mid_window {
                         due = true;
-                        self.next_checkpoint = Instant::now() + self.config.checkpoint_interval;
+                        self.saving.next_at = Instant::now() + self.config.checkpoint_interval;
                     } else {
                         self.checkpoint(false).await?;
                     }
@@ -133,7 +132,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
     /// restart reads the window on from there. Taken only while the window's start is still in
     /// the changelog (so the rows read so far are all the window has up to there).
     async fn checkpoint_inside_window(&mut self, guard: &RetentionGuard) -> Result<()> {
-        let Some((window, done)) = self.window.clone() else {
+        let Some((window, done)) = self.reading.window.clone() else {
             return Ok(());
         };
         // Everything read so far goes into loads first, so `done` rows are all in them.
@@ -142,11 +141,11 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             .check(&window.start, std::time::Duration::ZERO)
             .await?;
         tracing::info!(window = %window.split_id(), rows = done, loads = self.loads.pending.len(), "checkpoint inside a changelog window (its loads reached the bound)");
-        self.in_window = Some(WindowProgress {
+        self.reading.in_window = Some(WindowProgress {
             end: window.end.clone(),
             rows: done,
         });
-        self.dirty = true;
+        self.saving.changed();
         self.checkpoint(false).await
     }
 }

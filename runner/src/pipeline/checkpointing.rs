@@ -21,22 +21,25 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
     /// nothing changed, unless `force`.
     pub(super) async fn checkpoint(&mut self, force: bool) -> Result<()> {
         self.flush().await?;
-        self.next_checkpoint = Instant::now() + self.config.checkpoint_interval;
-        if !self.dirty && !force {
+        self.saving.next_at = Instant::now() + self.config.checkpoint_interval;
+        if !self.saving.dirty && !force {
             return Ok(());
         }
         let loads_source = (!self.loads.pending.is_empty()).then(|| {
             let from = self
-                .saved
+                .saving
+                .last
                 .as_ref()
-                .map_or_else(|| self.position.clone(), |c| c.position.clone());
+                .map_or_else(|| self.reading.position.clone(), |c| c.position.clone());
             self.loads.ledger.source(from)
         });
         let cp = self.checkpoint_of(self.loads.pending.clone(), loads_source);
         self.save_and_commit(cp).await?;
         // The offset table follows the completed checkpoint (docs/ARCHITECTURE.md §3.10), in the
         // background.
-        if let (Some(offsets), Position::Changelog { offset }) = (&self.offsets, &self.position) {
+        if let (Some(offsets), Position::Changelog { offset }) =
+            (&self.publishing.offsets, &self.reading.position)
+        {
             offsets.publish(offset.clone());
         }
         self.late_sweep(false).await;
@@ -55,18 +58,18 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             consumer_id: self.config.consumer_id.clone(),
             checkpoint_id: self.loads.next_id,
             saved_at: jiff::Timestamp::now().to_string(),
-            position: compact(&self.position, &self.snapshot_tablets),
-            start_point: self.start_point.clone(),
+            position: compact(&self.reading.position, &self.tablets.sorted),
+            start_point: self.reading.start_point.clone(),
             pending_txns: pending,
             counters: self.loads.counters.clone(),
-            last_error: self.saved.as_ref().and_then(|c| c.last_error.clone()),
+            last_error: self.saving.last.as_ref().and_then(|c| c.last_error.clone()),
             stopped: None,
-            in_window: self.in_window.clone(),
+            in_window: self.reading.in_window.clone(),
             loads_source,
             label_scheme: LabelScheme::V2.number(),
             rebuild: self.rebuild.record.clone(),
-            snapshot_tablets: match self.position {
-                Position::Snapshot { .. } | Position::Done => self.tablet_set.clone(),
+            snapshot_tablets: match self.reading.position {
+                Position::Snapshot { .. } | Position::Done => self.tablets.planned.clone(),
                 Position::Changelog { .. } => None,
             },
         }
@@ -93,14 +96,15 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             // transactions to be committed again by the next start.
             self.loads.saved(
                 cp.checkpoint_id,
-                self.window.as_ref().map(|(w, done)| (w, *done)),
+                self.reading.window.as_ref().map(|(w, done)| (w, *done)),
             );
-            self.progress.checkpoint_id = cp.checkpoint_id;
-            self.progress.last_checkpoint_ms = Some(jiff::Timestamp::now().as_millisecond());
-            self.dirty = false;
+            self.publishing.progress.checkpoint_id = cp.checkpoint_id;
+            self.publishing.progress.last_checkpoint_ms =
+                Some(jiff::Timestamp::now().as_millisecond());
+            self.saving.dirty = false;
             let pending = cp.pending_txns.clone();
             let source = cp.loads_source.clone();
-            self.saved = Some(cp);
+            self.saving.last = Some(cp);
             if self.hooks.stop_after_saving_pending && !pending.is_empty() {
                 return Err(Error::Injected {
                     point: "after saving a checkpoint, before committing its loads",
@@ -134,7 +138,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
     /// save leaves `Done` with the loads listed; the restart commits them again ("already
     /// committed" is success) and saves this.
     pub(super) async fn settle_done(&mut self) -> Result<()> {
-        let Some(saved) = self.saved.as_ref() else {
+        let Some(saved) = self.saving.last.as_ref() else {
             return Ok(());
         };
         if saved.position != Position::Done || saved.pending_txns.is_empty() {
@@ -153,15 +157,13 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             checkpoint_id = cp.checkpoint_id,
             "the snapshot's last loads are committed: done"
         );
-        self.saved = Some(cp);
+        self.saving.last = Some(cp);
         Ok(())
     }
 
-    /// The sink's mode (a sink other than Doris takes every row as an upsert).
+    /// The sink's mode ([`Sink::mode`]).
     pub(super) fn sink_mode(&self) -> SinkMode {
-        self.config
-            .doris_sink()
-            .map_or(SinkMode::Upsert, |d| d.policy.mode)
+        self.loads.sink.mode()
     }
 
     /// Loads of the last saved checkpoint were lost: make them again (see [`repair`]). `Some`
@@ -181,12 +183,10 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                     loads = lost.len(),
                     "loads of the checkpoint were lost; going back to the position before it (upsert sink)"
                 );
-                self.position = position;
-                self.in_window = None;
-                self.window = None;
+                self.reading.rewind_to(position);
                 let cp = self.checkpoint_of(Vec::new(), None);
                 self.store.save(&cp).await?;
-                self.saved = Some(cp);
+                self.saving.last = Some(cp);
                 Err(Error::Rewound {
                     reason: format!(
                         "{} pre-committed load(s) were lost before their commit ({})",
@@ -216,7 +216,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         let http = FeHttpClient::new(self.config.source.clone())?;
         let columns = self.columns_with(&http).await?;
         let reader = self.changelog_reader(http, columns).await?;
-        let seam = self.seam_tso();
+        let seam = self.reading.seam_tso();
         self.loads.reload(reader, seam, source, spans).await
     }
 
@@ -239,7 +239,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         ) {
             return;
         }
-        let Some(saved) = self.saved.clone() else {
+        let Some(saved) = self.saving.last.clone() else {
             return;
         };
         if self.loads.sink.two_phase()
@@ -276,7 +276,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
 
     /// After a graceful end: note in the last checkpoint how the runner stopped (best effort).
     pub(super) async fn record_stop(&mut self, outcome: Outcome) {
-        let Some(saved) = self.saved.clone() else {
+        let Some(saved) = self.saving.last.clone() else {
             return;
         };
         let (reason, message) = match outcome {
@@ -296,7 +296,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             ..saved
         };
         match self.store.save(&cp).await {
-            Ok(()) => self.saved = Some(cp),
+            Ok(()) => self.saving.last = Some(cp),
             Err(e) => tracing::warn!("could not record the stop in the checkpoint: {e}"),
         }
     }

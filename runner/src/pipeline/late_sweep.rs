@@ -19,11 +19,9 @@ pub(super) struct LateSweep {
 
 impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
     /// How long after its start a run sweeps the previous run's labels again: a load that run had
-    /// in flight is answered (or given up) within the Stream Load request timeout.
+    /// in flight is answered (or given up) within the sink's load timeout.
     pub(super) fn late_sweep_delay(&self) -> std::time::Duration {
-        self.config
-            .doris_sink()
-            .map_or(std::time::Duration::ZERO, |d| d.request_timeout)
+        self.loads.sink.request_timeout()
     }
 
     /// Abort, once more, the loads the previous run may have had in flight under the checkpoint id

@@ -12,7 +12,7 @@ use super::ledger::LoadLedger;
 use super::rows::{SLICE_ROWS, with_changes};
 use crate::Result;
 use crate::checkpoint::{Counters, PendingTxn};
-use crate::settings::PipelineConfig;
+use crate::settings::BatchLimits;
 use crate::sink::Sink;
 use crate::sink::batcher::Batcher;
 use crate::sink::label::LabelScheme;
@@ -156,13 +156,10 @@ impl<K: Sink> Loads<K> {
     }
 }
 
-/// Rows handed to the sink at a time: at most a load's worth, so the loads a checkpoint holds
-/// are counted after each.
-pub(super) fn slice_rows(config: &PipelineConfig) -> usize {
-    let max_rows = config
-        .doris_sink()
-        .map_or(SLICE_ROWS as u64, |d| d.limits.max_rows);
-    usize::try_from(max_rows)
+/// Rows handed to the sink at a time: at most a load's worth (`limits.max_rows`), so the loads a
+/// checkpoint holds are counted after each.
+pub(super) fn slice_rows(limits: &BatchLimits) -> usize {
+    usize::try_from(limits.max_rows)
         .unwrap_or(SLICE_ROWS)
         .clamp(1, SLICE_ROWS)
 }
@@ -179,8 +176,11 @@ mod tests {
 
     use super::*;
     use crate::checkpoint::{Checkpoint, RowSpan};
-    use crate::settings::BatchLimits;
+    use crate::settings::SourceSettings;
+    use crate::sink::rebuild::{Planned, Rebuild};
+    use crate::sink::schema_change::SchemaChange;
     use crate::sink::{Encoding, LoadResult, LostLoad};
+    use dcs_crds::SinkMode;
 
     /// A two-phase sink of three rows a load that records what it was sent; its first load
     /// takes two attempts.
@@ -209,7 +209,49 @@ mod tests {
                 interval: Duration::from_secs(3600),
             }
         }
-        fn set_table(&mut self, _table: TableRef) {}
+        fn mode(&self) -> SinkMode {
+            SinkMode::Upsert
+        }
+        fn request_timeout(&self) -> Duration {
+            Duration::ZERO
+        }
+        fn has_table(&self) -> bool {
+            false
+        }
+        fn evolves_schema(&self) -> bool {
+            false
+        }
+        async fn prepare(&self, _source: &SourceSettings, _columns: &[String]) -> Result<()> {
+            Ok(())
+        }
+        async fn follow_columns(
+            &self,
+            _source: &SourceSettings,
+            _change: &SchemaChange,
+            _current: &[String],
+            _arrow_types: &[(String, DataType)],
+        ) -> Result<Vec<String>> {
+            Ok(Vec::new())
+        }
+        fn plan_rebuild(
+            &self,
+            _stored: Option<&Checkpoint>,
+            _directive: Option<&str>,
+            _snapshot_first: bool,
+        ) -> std::result::Result<Planned, String> {
+            Ok((Rebuild::default(), None))
+        }
+        async fn begin_rebuild(
+            &mut self,
+            _rebuild: &Rebuild,
+            _source: &SourceSettings,
+            _columns: &[String],
+        ) -> Result<()> {
+            Ok(())
+        }
+        async fn swap_rebuilt(&mut self, _shadow: &TableRef) -> Result<()> {
+            Ok(())
+        }
         async fn load(&self, body: Bytes, checkpoint_id: u64, seq: u32) -> Result<LoadResult> {
             let lines = body
                 .split(|b| *b == b'\n')

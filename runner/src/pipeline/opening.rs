@@ -120,17 +120,17 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         if let Some(cp) = loaded {
             self.loads.next_id = cp.checkpoint_id + 1;
             self.loads.counters = cp.counters.clone();
-            self.position = cp.position.clone();
-            self.in_window = cp.in_window.clone();
-            self.start_point = cp.start_point.clone();
-            self.tablet_set = cp.snapshot_tablets.clone();
-            self.progress.checkpoint_id = cp.checkpoint_id;
-            self.progress.last_checkpoint_ms = cp
+            self.reading.position = cp.position.clone();
+            self.reading.in_window = cp.in_window.clone();
+            self.reading.start_point = cp.start_point.clone();
+            self.tablets.planned = cp.snapshot_tablets.clone();
+            self.publishing.progress.checkpoint_id = cp.checkpoint_id;
+            self.publishing.progress.last_checkpoint_ms = cp
                 .saved_at
                 .parse::<jiff::Timestamp>()
                 .ok()
                 .map(|t| t.as_millisecond());
-            self.saved = Some(cp);
+            self.saving.last = Some(cp);
         }
         // A configured offset table must be readable even when a checkpoint wins: its writes
         // would fail all along otherwise.
@@ -139,7 +139,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 let row =
                     offset_table::read_start(&self.config.source, table, &self.config.consumer_id)
                         .await?;
-                self.offsets = Some(OffsetPublisher::spawn(
+                self.publishing.offsets = Some(OffsetPublisher::spawn(
                     self.config.source.clone(),
                     table.clone(),
                     self.config.consumer_id.clone(),
@@ -150,7 +150,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             None => None,
         };
         let (plan, source) = plan_start_with_offset_row(
-            self.saved.as_ref(),
+            self.saving.last.as_ref(),
             offset_row.as_ref(),
             self.config.startup_mode,
             self.config.startup_timestamp_ms,
@@ -168,7 +168,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             self.settle_done().await?;
             // A rebuild whose swap a kill interrupted is finished first.
             self.finish_rebuild().await?;
-            self.progress.phase = Phase::Done;
+            self.publishing.progress.phase = Phase::Done;
             self.publish();
             return Ok(None);
         }
@@ -285,7 +285,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             Role::AfterShards { count, t0 } => match &self.hooks.shards_done {
                 Some(Ok(())) => {
                     tracing::info!(shards = count, t0 = %t0.timestamp, tso = t0.tso, "every snapshot shard is done: reading the changelog from T0");
-                    self.start_point = Some(t0.clone());
+                    self.reading.start_point = Some(t0.clone());
                     Ok((StartPlan::Changelog { from: t0.clone() }, None))
                 }
                 Some(Err(why)) => Err(Error::ShardsNotDone {
@@ -314,7 +314,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
     async fn open_run(&mut self, first: &FirstPhase, first_id: Option<u64>) -> Result<()> {
         let (position, start_point) = match first {
             FirstPhase::Snapshot { then, .. } => (
-                match &self.position {
+                match &self.reading.position {
                     // Resumed: the loaded position as it is.
                     p @ Position::Snapshot { .. } => p.clone(),
                     _ => Position::Snapshot {
@@ -331,10 +331,10 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 Position::Changelog {
                     offset: from.clone(),
                 },
-                self.start_point.clone(),
+                self.reading.start_point.clone(),
             ),
         };
-        let id = match (first_id, &self.saved) {
+        let id = match (first_id, &self.saving.last) {
             (Some(id), _) => id.max(self.loads.next_id),
             (None, Some(saved)) => {
                 // Loads under the id after the loaded checkpoint may be in flight still.
@@ -347,10 +347,10 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             }
             (None, None) => self.loads.next_id,
         };
-        self.position = position;
-        self.start_point = start_point;
+        self.reading.position = position;
+        self.reading.start_point = start_point;
         self.loads.next_id = id;
-        self.dirty = true;
+        self.saving.changed();
         self.checkpoint(true).await
     }
 }

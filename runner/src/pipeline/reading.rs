@@ -39,13 +39,8 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         };
         let mut options = self.config.changelog.clone();
         options.stream_retry = self.config.stream_retry;
-        options.seam_start_ms = self.start_point.as_ref().map(|t0| t0.epoch_ms);
+        options.seam_start_ms = self.reading.start_point.as_ref().map(|t0| t0.epoch_ms);
         ChangelogReader::new(http, columns, options).await
-    }
-
-    /// The TSO of the seam: changelog rows at or before it are in the snapshot already.
-    pub(super) fn seam_tso(&self) -> Option<i64> {
-        self.start_point.as_ref().map(|t0| t0.tso)
     }
 }
 

@@ -7,18 +7,20 @@ use super::Flow;
 use crate::Result;
 use crate::checkpoint::CheckpointStore;
 use crate::sink::Sink;
-use crate::sink::doris::schema;
+use crate::sink::schema_change::diff_columns;
 use crate::source::changelog;
 
 impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
-    /// Before any load or 2PC recovery: create the Doris sink table when missing, check it
-    /// otherwise, and remember the columns schema evolution starts from.
+    /// Before any load or 2PC recovery: prepare the sink ([`Sink::prepare`]: its table created
+    /// when missing, checked otherwise), and remember the columns schema evolution starts from.
     pub(super) async fn prepare_sink(&mut self) -> Result<()> {
-        let Some(sink) = self.config.doris_sink() else {
+        if !self.loads.sink.has_table() {
             return Ok(());
-        };
+        }
         let columns = self.source_columns().await?;
-        schema::prepare_sink_table(sink, &self.config.source, &columns, self.evolves_schema())
+        self.loads
+            .sink
+            .prepare(&self.config.source, &columns)
             .await?;
         if self.evolves_schema() {
             self.known_columns = Some(columns);
@@ -26,10 +28,10 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         Ok(())
     }
 
-    /// Whether the runner keeps the sink's columns in step with the source: a Doris sink with
-    /// `createTable.enabled` and no `source.columns` list.
+    /// Whether the runner keeps the sink's columns in step with the source
+    /// ([`Sink::evolves_schema`]).
     pub(super) fn evolves_schema(&self) -> bool {
-        schema::evolves_schema(self.config)
+        self.loads.sink.evolves_schema()
     }
 
     /// Schema evolution: when `batch` has other source columns than the last one, load the open
@@ -50,17 +52,16 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             .map(|f| (f.name().clone(), f.data_type().clone()))
             .collect();
         let names: Vec<String> = current.iter().map(|(n, _)| n.clone()).collect();
-        let Some(change) = schema::diff_columns(known, &names) else {
-            return Ok(());
-        };
-        let Some(sink) = self.config.doris_sink() else {
+        let Some(change) = diff_columns(known, &names) else {
             return Ok(());
         };
         tracing::info!(added = ?change.added, dropped = ?change.dropped, "the source's columns changed; updating the sink table");
         self.flush().await?;
-        let statements =
-            schema::apply_schema_change(sink, &self.config.source, &change, &names, &current)
-                .await?;
+        let statements = self
+            .loads
+            .sink
+            .follow_columns(&self.config.source, &change, &names, &current)
+            .await?;
         for s in &statements {
             tracing::info!(statement = %s, "applied to the sink table");
         }

@@ -55,14 +55,13 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         let guard = RetentionGuard::new(http.clone());
         // The tablets this snapshot planned first are recorded; a later plan (a restart) that
         // lacks one means they moved under it (docs/ARCHITECTURE.md §3.2).
-        let recorded = self.tablet_set.clone();
+        let recorded = self.tablets.planned.clone();
         let (plan, mut rx, handle) = snapshot::read_checked(http, &options, |plan| {
             tablets_still_there(recorded.as_deref(), &plan.table_tablets)
         })
         .await?;
-        if self.tablet_set.is_none() {
-            self.tablet_set = Some(dcs_crds::tablets::tablet_set(&plan.table_tablets));
-        }
+        self.tablets
+            .record_plan(&plan.table_tablets, plan.tablets_total.clone());
         let tablets_total = plan.tablets_total.len();
         // The done tablets as a list of the snapshot's tablets (compacted again at each save).
         let listed: std::collections::HashSet<i64> = tablets_done.iter().copied().collect();
@@ -72,19 +71,18 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             .copied()
             .filter(|t| listed.contains(t) || in_ranges(&done_ranges, *t))
             .collect();
-        self.progress.tablets_done = done.len();
-        self.snapshot_tablets = plan.tablets_total.clone();
-        self.position = Position::Snapshot {
+        self.publishing.progress.tablets_done = done.len();
+        self.reading.position = Position::Snapshot {
             tablets_done: done,
             tablets_done_ranges: Vec::new(),
             tablets_done_count: None,
             tablets_total: tablets_total as u64,
             rows_total: None,
         };
-        self.start_point = then.clone();
-        self.dirty = true;
-        self.progress.phase = Phase::Snapshot;
-        self.progress.tablets_total = tablets_total;
+        self.reading.start_point = then.clone();
+        self.saving.changed();
+        self.publishing.progress.phase = Phase::Snapshot;
+        self.publishing.progress.tablets_total = tablets_total;
         self.publish();
         tracing::info!(
             tablets = tablets_total,
@@ -111,10 +109,10 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 }
                 event = rx.recv() => match event {
                     Some(SnapshotEvent::Batch { split, batch }) => {
-                        self.progress.ready = true;
-                        self.progress.snapshot_rows_read += batch.num_rows() as u64;
+                        self.publishing.progress.ready = true;
+                        self.publishing.progress.snapshot_rows_read += batch.num_rows() as u64;
                         bounds.batch(split);
-                        for slice in slices(&batch, slice_rows(self.config)) {
+                        for slice in slices(&batch, slice_rows(&self.loads.sink.limits())) {
                             self.rows(&slice, false).await?;
                             if self.loads.pending.len() >= MAX_PENDING_LOADS {
                                 // Enough held open: checkpoint now, or at the next split boundary.
@@ -124,21 +122,21 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                         }
                     }
                     Some(SnapshotEvent::SplitDone { split, tablets }) => {
-                        self.progress.ready = true;
-                        if let Position::Snapshot { tablets_done, .. } = &mut self.position {
+                        self.publishing.progress.ready = true;
+                        if let Position::Snapshot { tablets_done, .. } = &mut self.reading.position {
                             tablets_done.extend(tablets);
-                            self.progress.tablets_done = tablets_done.len();
+                            self.publishing.progress.tablets_done = tablets_done.len();
                         }
                         tracing::info!(split, "snapshot split finished");
-                        self.dirty = true;
+                        self.saving.changed();
                         bounds.split_done(split);
                         self.checkpoint_at_boundary(&mut bounds, &hold_tx).await?;
                     }
                     None => break,
                 },
                 () = sleep_until(flush_at) => self.flush().await?,
-                () = tokio::time::sleep_until(self.next_checkpoint) => {
-                    self.next_checkpoint = Instant::now() + self.config.checkpoint_interval;
+                () = tokio::time::sleep_until(self.saving.next_at) => {
+                    self.saving.next_at = Instant::now() + self.config.checkpoint_interval;
                     if let Some(t0) = &then {
                         // The changelog must still hold T0 when the snapshot is done: stop as
                         // soon as it does not rather than at the snapshot's end.
@@ -157,25 +155,28 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         // an error (docs/doris-protocols.md §2.4), so the planned tablets must all still be
         // there now for what was read to be the table (tablet ids are never reused).
         let now = snapshot::fetch_tablets(http, &http.settings().table, &plan.columns).await?;
-        tablets_still_there(self.tablet_set.as_deref(), &now)?;
-        tracing::info!(rows = self.progress.snapshot_rows_read, "snapshot finished");
+        tablets_still_there(self.tablets.planned.as_deref(), &now)?;
+        tracing::info!(
+            rows = self.publishing.progress.snapshot_rows_read,
+            "snapshot finished"
+        );
         // A shard's part ends here whatever follows: the changelog starts from T0 once every shard
         // is done, in a run of its own.
         let then = then.filter(|_| self.config.sharding.shard().is_none());
         match then {
             Some(t0) => {
-                self.position = Position::Changelog { offset: t0.clone() };
-                self.dirty = true;
+                self.reading.position = Position::Changelog { offset: t0.clone() };
+                self.saving.changed();
                 self.checkpoint(true).await?;
                 Ok(SnapshotEnd::Changelog(t0))
             }
             None => {
-                self.position = Position::Done;
-                self.dirty = true;
+                self.reading.position = Position::Done;
+                self.saving.changed();
                 self.checkpoint(true).await?;
                 // Its loads committed, the snapshot is swapped in (recorded by a second save).
                 self.finish_rebuild().await?;
-                self.progress.phase = Phase::Done;
+                self.publishing.progress.phase = Phase::Done;
                 self.publish();
                 Ok(SnapshotEnd::Done)
             }

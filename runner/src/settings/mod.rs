@@ -119,7 +119,7 @@ pub struct PipelineConfig {
     /// How a failed offset-table write is retried.
     pub offset_table_retry: RetryPolicy,
     /// The manifest's `dcs.dev/reinitialized-from`: the consumer this one re-initialises, whose
-    /// sink a run without a checkpoint rebuilds (`crate::sink::doris::rebuild`).
+    /// sink a run without a checkpoint rebuilds (`crate::sink::rebuild`).
     pub reinitialized_from: Option<String>,
     /// `spec.snapshot.parallelism`, this run's shard and the shards' T0 ([`Sharding`]).
     pub sharding: Sharding,

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use dcs_crds::SinkMode;
 use dcs_crds::spec::TableRef;
+use dcs_doris_client::host_of;
+use dcs_doris_client::mysql_target::{MysqlTarget, Side};
 use dcs_doris_client::stream_load::Backoff;
 
 use super::SourceSettings;
@@ -74,6 +76,26 @@ pub fn sink_query_port(sink_fe_nodes: &[String], source: &SourceSettings) -> u16
             .any(|s| s.trim_end_matches('/') == n.trim_end_matches('/'))
     });
     if same { source.query_port } else { 9030 }
+}
+
+impl DorisSinkConfig {
+    /// The sink FE's MySQL endpoint (the host of each `feNodes` entry, port
+    /// [`DorisSinkConfig::query_port`]).
+    pub fn mysql_target(&self) -> MysqlTarget {
+        MysqlTarget {
+            hosts: self
+                .fe_nodes
+                .iter()
+                .map(|n| host_of(n).to_owned())
+                .collect(),
+            port: self.query_port,
+            user: self.user.clone(),
+            password: self.password.clone(),
+            side: Side::Sink,
+            deadline: self.request_timeout,
+            tls: self.tls.clone(),
+        }
+    }
 }
 
 impl fmt::Debug for DorisSinkConfig {

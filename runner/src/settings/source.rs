@@ -8,6 +8,7 @@ use dcs_crds::spec::{IncrementType, SourceSpec, TableRef};
 
 use crate::{Error, Result};
 use dcs_doris_client::host_of;
+use dcs_doris_client::mysql_target::{MysqlTarget, Side};
 
 /// The Doris user and password from the source Secret. `Debug` never shows the password.
 #[derive(Clone)]
@@ -52,6 +53,23 @@ pub struct SourceSettings {
 pub const DEFAULT_REQUEST_RETRIES: u32 = 3;
 
 impl SourceSettings {
+    /// The source FE's MySQL endpoint (the host of each `feNodes` entry, port `queryPort`).
+    pub fn mysql_target(&self) -> MysqlTarget {
+        MysqlTarget {
+            hosts: self
+                .fe_nodes
+                .iter()
+                .map(|n| host_of(n).to_owned())
+                .collect(),
+            port: self.query_port,
+            user: self.credentials.user.clone(),
+            password: self.credentials.password.clone(),
+            side: Side::Source,
+            deadline: self.request_timeout,
+            tls: self.tls.clone(),
+        }
+    }
+
     /// Settings from the spec and the credentials read from the source Secret.
     ///
     /// # Errors

@@ -45,7 +45,7 @@ pub mod op {
     /// Update, after image.
     pub const UPDATE_AFTER: i8 = 3;
     /// Not a Doris code: a snapshot row of a re-initialised consumer (`+R` in changelog mode, an
-    /// upsert in upsert mode), see [`crate::sink::doris::rebuild`].
+    /// upsert in upsert mode), see [`crate::sink::rebuild`].
     pub const RESNAPSHOT: i8 = -1;
 }
 
@@ -76,7 +76,7 @@ impl EventPolicy {
 }
 
 /// The `dcs_op` of a re-initialised consumer's snapshot rows in a changelog-mode sink
-/// (`crate::sink::doris::rebuild`).
+/// (`crate::sink::rebuild`).
 pub const RESNAPSHOT_OP: &str = "+R";
 
 /// The `dcs_op` text of an op code (Flink RowKind short strings).

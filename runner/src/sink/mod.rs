@@ -4,35 +4,49 @@
 //! [`batcher`], hands each full batch to [`Sink::load`], and after saving the checkpoint that
 //! records the loads it [`Sink::commit`]s them (with two-phase commit a load is pre-committed and
 //! invisible until then). [`Sink::abort`] drops the loads no checkpoint records, and
-//! [`Sink::recover`] settles what an earlier run left when a run starts. Two implementations:
+//! [`Sink::recover`] settles what an earlier run left when a run starts. Around the loads, the
+//! trait says what else the pipeline asks of a sink: its table prepared before the first load
+//! ([`Sink::prepare`]), its columns following the source's ([`Sink::follow_columns`]), the
+//! rebuild of a re-initialised consumer ([`Sink::plan_rebuild`], [`Sink::begin_rebuild`],
+//! [`Sink::swap_rebuilt`]), its limits, encoding and mode. The pipeline names no implementation:
+//! [`configured::ConfiguredSink`] builds the one the settings ask for. Two implementations:
 //!
 //! - [`doris`]: Stream Load into a Doris table, with its request building (labels, headers),
 //!   retries, the table's DDL and schema evolution ([`doris::schema`]) and its rebuild after a
 //!   re-initialisation ([`doris::rebuild`]);
-//! - [`stdout`]: one JSON record per change on standard output (a debugging sink).
+//! - [`stdout`]: one JSON record per change on standard output (a debugging sink); it has no table,
+//!   so preparing, following columns and rebuilding do nothing.
 //!
-//! Shared by both: the [`batcher`] and the body encoders ([`encode`]). A sink reads its settings
-//! from `crate::settings` and knows nothing of the source or the pipeline.
+//! Shared by both: the [`batcher`], the body encoders ([`encode`]), which columns changed
+//! ([`schema_change`], pure) and what a rebuild does ([`rebuild`], pure). A sink reads its settings
+//! from `crate::settings` and knows nothing of the pipeline.
 
 pub mod batcher;
+pub mod configured;
 mod digits;
 pub mod doris;
 pub mod encode;
 pub use dcs_crds::label;
+pub mod rebuild;
+pub mod schema_change;
 pub mod stdout;
 
 use std::future::Future;
+use std::time::Duration;
 
 use arrow_array::RecordBatch;
+use arrow_schema::DataType;
 use bytes::Bytes;
 use dcs_crds::SinkMode;
 use dcs_crds::spec::TableRef;
 
 use crate::Result;
 use crate::checkpoint::{Checkpoint, PendingTxn};
-use crate::settings::{BatchLimits, BodyFormat, EventPolicy};
+use crate::settings::{BatchLimits, BodyFormat, EventPolicy, SourceSettings};
 use encode::{ChangeColumns, EncodeError, Encoded};
 use label::LabelScheme;
+use rebuild::{Planned, Rebuild};
+use schema_change::SchemaChange;
 
 /// What one successful load did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,9 +119,82 @@ pub trait Sink {
     /// When a batch is full.
     fn limits(&self) -> BatchLimits;
 
-    /// Loads from now on go into `table` (a rebuild's shadow table, then the sink table again);
-    /// a sink without tables ignores it.
-    fn set_table(&mut self, table: TableRef);
+    /// How rows land: upserts keyed like the source, or appended as a changelog. A sink without
+    /// modes takes every row as an upsert.
+    fn mode(&self) -> SinkMode;
+
+    /// How long a load request may go unanswered: a load an earlier run had in flight has landed
+    /// or failed this long after that run stopped (zero for a sink without loads in flight).
+    fn request_timeout(&self) -> Duration;
+
+    /// Whether the sink's columns follow the source's (schema evolution): the pipeline then
+    /// hands each change of the source's columns to [`Sink::follow_columns`].
+    fn evolves_schema(&self) -> bool;
+
+    /// Whether rows go into a table that [`Sink::prepare`] makes ready for the source's columns
+    /// (which are read for it) before the first load.
+    fn has_table(&self) -> bool;
+
+    /// Before any load or recovery: make the sink ready for rows of the source's `columns`
+    /// (create its table when missing, check it otherwise); a sink without tables has nothing to
+    /// do.
+    ///
+    /// # Errors
+    /// A table that cannot take the rows (naming the problems), or a sink that refuses the DDL
+    /// or cannot be reached.
+    fn prepare(
+        &self,
+        source: &SourceSettings,
+        columns: &[String],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Schema evolution: the source's columns changed by `change` (`current` the new list,
+    /// `arrow_types` their Arrow types); change the sink's to match before a row that needs
+    /// them is loaded. Returns what was run, for the log.
+    ///
+    /// # Errors
+    /// A source or sink that cannot be reached, a statement refused, a type the sink's column
+    /// cannot hold.
+    fn follow_columns(
+        &self,
+        source: &SourceSettings,
+        change: &SchemaChange,
+        current: &[String],
+        arrow_types: &[(String, DataType)],
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// Decide the rebuild of a re-initialised consumer ([`rebuild::plan`], pure): `stored` is the
+    /// checkpoint the run starts from, `directive` the manifest's annotation, `snapshot_first`
+    /// whether the run starts with a snapshot.
+    ///
+    /// # Errors
+    /// A checkpoint whose rebuild cannot be read.
+    fn plan_rebuild(
+        &self,
+        stored: Option<&Checkpoint>,
+        directive: Option<&str>,
+        snapshot_first: bool,
+    ) -> std::result::Result<Planned, String>;
+
+    /// Before the first load of a run whose `rebuild` uses a shadow: create it (or check that it
+    /// is still there and takes the source's `columns`), then load into it until
+    /// [`Sink::swap_rebuilt`].
+    ///
+    /// # Errors
+    /// The shadow cannot be made, or it is gone while its snapshot is not complete.
+    fn begin_rebuild(
+        &mut self,
+        rebuild: &Rebuild,
+        source: &SourceSettings,
+        columns: &[String],
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Once the rebuilt snapshot is committed: swap `shadow` in for the sink's table, and load
+    /// into the sink's table again.
+    ///
+    /// # Errors
+    /// The sink refused the swap and the shadow is still there.
+    fn swap_rebuilt(&mut self, shadow: &TableRef) -> impl Future<Output = Result<()>> + Send;
 
     /// Load `body` as load `seq` of checkpoint `checkpoint_id`; under two-phase commit the load is
     /// pre-committed and its transaction is in the result.

@@ -59,7 +59,7 @@ fn shard_dir(root: &Path, index: u32) -> PathBuf {
 async fn shards_done(root: &Path, t0: &Offset) -> Result<(), String> {
     let mut cps = Vec::new();
     for i in 0..SHARDS {
-        let mut store = dcs_runner::check::ReadOnlyDir::new(&shard_dir(root, i));
+        let mut store = dcs_runner::checkpoint::ReadOnlyDir::new(&shard_dir(root, i));
         cps.push(store.load().await.unwrap());
     }
     handover(&cps, "student-sync", SHARDS, t0.tso)
@@ -267,7 +267,7 @@ fn refuse_commits_of(emu: &RunningEmulator, label_part: Option<&str>) {
 
 /// Shard `index`'s saved checkpoint, read as the changelog run reads it.
 async fn shard_checkpoint(root: &Path, index: u32) -> Option<Checkpoint> {
-    dcs_runner::check::ReadOnlyDir::new(&shard_dir(root, index))
+    dcs_runner::checkpoint::ReadOnlyDir::new(&shard_dir(root, index))
         .load()
         .await
         .unwrap()

@@ -217,7 +217,7 @@ async fn a_statement_the_fe_never_answers_fails_within_the_request_timeout() {
     drop(stall);
 
     // The sink-table statements (DDL, columns), here against the source's FE.
-    let target = dcs_runner::sink::doris::schema::MysqlTarget::source(&s);
+    let target = s.mysql_target();
     let mut conn = target.connect().await.unwrap();
     let stall = Stalled::on(&emu, "information_schema.columns");
     let err = tokio::time::timeout(bound, target.columns(&mut conn, &"src.t".parse().unwrap()))

@@ -181,7 +181,8 @@ async fn shards_that_planned_around_a_truncate_never_hand_over() {
     assert_eq!(run_shard(1).await.unwrap().unwrap(), Outcome::Done);
     let mut cps = Vec::new();
     for i in 0..2 {
-        let mut store = dcs_runner::check::ReadOnlyDir::new(&root.path().join(shard_dir_name(i)));
+        let mut store =
+            dcs_runner::checkpoint::ReadOnlyDir::new(&root.path().join(shard_dir_name(i)));
         cps.push(store.load().await.unwrap());
     }
     let why = handover(&cps, "student-sync", 2, t0.tso).unwrap_err();

@@ -89,6 +89,31 @@ pub fn problems(root: &Path, shown: &str, read: Read, layered: &[Layers<'_>]) ->
     problems
 }
 
+/// One use of a module: the module of the file, the module it names (its longest prefix that is a
+/// module of the crate), and the file, as shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Use {
+    /// The module of the file, e.g. `["pipeline", "loads"]`.
+    pub from: Vec<String>,
+    /// The module it names, e.g. `["sink", "doris", "schema"]`.
+    pub to: Vec<String>,
+    /// The file, e.g. `runner/src/pipeline/loads.rs`.
+    pub file: String,
+}
+
+/// Every use of a module by a file of the crate whose sources are `root` (shown as `shown`), for
+/// a crate's own rules beside its layers (the binaries left out, as in [`problems`]).
+///
+/// # Panics
+/// When `root` cannot be read.
+pub fn uses(root: &Path, shown: &str, read: Read) -> Vec<Use> {
+    edges(root, shown, read)
+        .1
+        .into_iter()
+        .map(|(from, to, file)| Use { from, to, file })
+        .collect()
+}
+
 /// A module path, e.g. `["sink", "doris", "schema"]`.
 type ModPath = Vec<String>;
 

@@ -56,18 +56,7 @@ pub const MAX_VARCHAR: u32 = 65_533;
 /// Largest CHAR length Doris allows.
 pub const MAX_CHAR: u32 = 255;
 
-/// A column of a Doris table as `information_schema.columns` lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableColumn {
-    /// Column name.
-    pub name: String,
-    /// `COLUMN_TYPE`, e.g. `varchar(64)`, `decimal(10,2)`, `datetime(3)`.
-    pub column_type: String,
-    /// `IS_NULLABLE = 'YES'`.
-    pub nullable: bool,
-    /// Part of the key (`COLUMN_KEY` not empty).
-    pub is_key: bool,
-}
+pub use dcs_doris_client::mysql_target::TableColumn;
 
 /// What the sink table is created from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,7 @@
 //! abort, recover); [`retry`] the back-off (what an answer means is classified by
 //! `dcs_doris_client::stream_load`, shared with the operator). The table itself: [`create_table`]
 //! (DDL, pure), [`schema`] (creating, checking and evolving it over MySQL), [`rebuild`] (the
-//! shadow table of a re-initialised consumer).
+//! shadow table of a re-initialised consumer; the decision is `crate::sink::rebuild`).
 
 pub mod create_table;
 pub mod rebuild;
@@ -22,6 +22,10 @@ mod retry;
 pub mod schema;
 pub mod type_fit;
 
+use std::borrow::Cow;
+use std::time::Duration;
+
+use arrow_schema::DataType;
 use bytes::Bytes;
 use dcs_crds::SinkMode;
 use dcs_crds::spec::TableRef;
@@ -29,9 +33,11 @@ use dcs_crds::spec::TableRef;
 pub use request::load_headers;
 
 use super::label::LabelScheme;
+use super::rebuild::{Planned, Rebuild};
+use super::schema_change::SchemaChange;
 use super::{Encoding, LoadResult, LostLoad, Sink};
 use crate::checkpoint::{Checkpoint, PendingTxn};
-use crate::settings::{BatchLimits, DorisSinkConfig};
+use crate::settings::{BatchLimits, DorisSinkConfig, SourceSettings};
 use crate::{Error, Result};
 use dcs_doris_client::stream_load::{
     LoadOutcome, LoadRequest, StreamLoadClient, Sweep, rejection_message,
@@ -51,7 +57,12 @@ enum Finished {
 #[derive(Debug)]
 pub struct DorisSink {
     client: StreamLoadClient,
+    /// The settings; loads go to its `table` (a rebuild's shadow while one is in use).
     config: DorisSinkConfig,
+    /// The sink table of the settings, which a rebuild's shadow replaces.
+    home: TableRef,
+    /// Whether the table's columns follow the source's (`schema::evolves_schema`).
+    evolve: bool,
     namespace: String,
     consumer_id: String,
     run_tag: String,
@@ -73,11 +84,32 @@ impl DorisSink {
         .expect("the sink HTTP client builds");
         Self {
             client,
+            home: config.table.clone(),
             config,
+            evolve: false,
             namespace,
             consumer_id,
             // Random, not the clock: a clock that steps back must not repeat an earlier run's tag.
             run_tag: format!("r{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+        }
+    }
+
+    /// With `evolve`, the table's columns follow the source's (`schema::evolves_schema` of the
+    /// run's settings).
+    #[must_use]
+    pub fn evolving(mut self, evolve: bool) -> Self {
+        self.evolve = evolve;
+        self
+    }
+
+    /// The settings with the sink table of the settings (not a rebuild's shadow).
+    fn home_config(&self) -> Cow<'_, DorisSinkConfig> {
+        if self.config.table == self.home {
+            Cow::Borrowed(&self.config)
+        } else {
+            let mut config = self.config.clone();
+            config.table = self.home.clone();
+            Cow::Owned(config)
         }
     }
 
@@ -197,8 +229,73 @@ impl Sink for DorisSink {
         self.config.limits
     }
 
-    fn set_table(&mut self, table: TableRef) {
-        self.config.table = table;
+    fn mode(&self) -> SinkMode {
+        self.config.policy.mode
+    }
+
+    /// The Stream Load request timeout.
+    fn request_timeout(&self) -> Duration {
+        self.config.request_timeout
+    }
+
+    fn evolves_schema(&self) -> bool {
+        self.evolve
+    }
+
+    fn has_table(&self) -> bool {
+        true
+    }
+
+    /// Creates the sink table when missing, checks it otherwise (`schema::prepare_sink_table`).
+    async fn prepare(&self, source: &SourceSettings, columns: &[String]) -> Result<()> {
+        schema::prepare_sink_table(&self.home_config(), source, columns, self.evolve).await
+    }
+
+    /// ADD/DROP COLUMN on the sink table (`schema::apply_schema_change`).
+    async fn follow_columns(
+        &self,
+        source: &SourceSettings,
+        change: &SchemaChange,
+        current: &[String],
+        arrow_types: &[(String, DataType)],
+    ) -> Result<Vec<String>> {
+        schema::apply_schema_change(&self.home_config(), source, change, current, arrow_types).await
+    }
+
+    fn plan_rebuild(
+        &self,
+        stored: Option<&Checkpoint>,
+        directive: Option<&str>,
+        snapshot_first: bool,
+    ) -> std::result::Result<Planned, String> {
+        crate::sink::rebuild::plan(
+            stored,
+            directive,
+            Some((&self.home, self.config.policy.mode)),
+            snapshot_first,
+        )
+    }
+
+    /// Creates or checks the shadow ([`rebuild::begin`]); loads go into it from now on.
+    async fn begin_rebuild(
+        &mut self,
+        plan: &Rebuild,
+        source: &SourceSettings,
+        columns: &[String],
+    ) -> Result<()> {
+        let Some(shadow) = plan.shadow() else {
+            return Ok(());
+        };
+        rebuild::begin(plan, &self.home_config(), source, columns, self.evolve).await?;
+        self.config.table = shadow.clone();
+        Ok(())
+    }
+
+    /// Swaps the shadow in ([`rebuild::swap`]); loads go to the sink table again.
+    async fn swap_rebuilt(&mut self, shadow: &TableRef) -> Result<()> {
+        rebuild::swap(&self.home_config(), shadow).await?;
+        self.config.table = self.home.clone();
+        Ok(())
     }
 
     /// Load `body` as load `seq` of checkpoint `checkpoint_id`, retrying transient failures with

@@ -1,7 +1,9 @@
 //! The sink table's schema: created when missing, checked when it exists, and kept in step with
 //! the source's ADD/DROP COLUMN (schema evolution). Decisions are pure functions
-//! ([`plan_sink_table`], [`diff_columns`], [`alter_statements`]); the MySQL I/O is
-//! [`MysqlTarget`], [`prepare_sink_table`] and [`apply_schema_change`].
+//! ([`plan_sink_table`], [`alter_statements`]; which columns changed is
+//! [`diff_columns`](crate::sink::schema_change::diff_columns)); the MySQL I/O is
+//! [`prepare_sink_table`] and [`apply_schema_change`], over the client's
+//! [`MysqlTarget`](dcs_doris_client::mysql_target::MysqlTarget).
 //!
 //! Schema evolution: the pipeline compares the columns of every record batch with the last
 //! known ones. On a change it flushes the open batch, asks the source's
@@ -10,16 +12,9 @@
 //! `DROP COLUMN` on the sink, and only then encodes the batch. Added columns are nullable; in
 //! changelog mode they go before `dcs_op` (`AFTER` the last data column).
 
-use std::fmt;
-
 use arrow_schema::{DataType, TimeUnit};
 use dcs_crds::SinkMode;
 use dcs_crds::spec::TableRef;
-use dcs_doris_client::mysql::{
-    ConnectFailure, connect_first_tls, decode_all, decode_first, describe_connect_error,
-    login_refused, within,
-};
-use mysql_async::prelude::Queryable;
 
 use super::create_table::{
     CreateTableInput, ExistingSink, SinkColumn, TableColumn, changelog_columns, check_existing,
@@ -27,244 +22,10 @@ use super::create_table::{
 };
 use super::type_fit::type_problems;
 use crate::settings::{BodyFormat, DorisSinkConfig, PipelineConfig, SourceSettings};
+use crate::sink::schema_change::SchemaChange;
 use crate::{Error, Result};
-use dcs_crds::doris_table::{KeysModel, keys_model_of_ddl};
-use dcs_doris_client::host_of;
-use dcs_doris_client::sql::{quote_ident, string_literal};
-
-/// Which side a MySQL endpoint belongs to, for messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    /// The source cluster.
-    Source,
-    /// The sink cluster.
-    Sink,
-}
-
-impl Side {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Source => "source",
-            Self::Sink => "sink",
-        }
-    }
-}
-
-/// A Doris FE MySQL endpoint and the user to log in as. `Debug` never shows the password.
-#[derive(Clone)]
-pub struct MysqlTarget {
-    /// FE hosts, tried in turn.
-    pub hosts: Vec<String>,
-    /// The MySQL port.
-    pub port: u16,
-    /// User.
-    pub user: String,
-    /// Password.
-    pub password: String,
-    /// Source or sink.
-    pub side: Side,
-    /// How long one statement may take before it counts as unanswered (the side's request
-    /// timeout).
-    pub deadline: std::time::Duration,
-    /// TLS towards the side's cluster.
-    pub tls: dcs_doris_client::tls::Tls,
-}
-
-impl fmt::Debug for MysqlTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MysqlTarget")
-            .field("hosts", &self.hosts)
-            .field("port", &self.port)
-            .field("user", &self.user)
-            .field("side", &self.side)
-            .finish_non_exhaustive()
-    }
-}
-
-impl MysqlTarget {
-    /// The sink FE (host of each `feNodes` entry, port [`DorisSinkConfig::query_port`]).
-    pub fn sink(config: &DorisSinkConfig) -> Self {
-        Self {
-            hosts: config
-                .fe_nodes
-                .iter()
-                .map(|n| host_of(n).to_owned())
-                .collect(),
-            port: config.query_port,
-            user: config.user.clone(),
-            password: config.password.clone(),
-            side: Side::Sink,
-            deadline: config.request_timeout,
-            tls: config.tls.clone(),
-        }
-    }
-
-    /// The source FE.
-    pub fn source(settings: &SourceSettings) -> Self {
-        Self {
-            hosts: settings
-                .fe_nodes
-                .iter()
-                .map(|n| host_of(n).to_owned())
-                .collect(),
-            port: settings.query_port,
-            user: settings.credentials.user.clone(),
-            password: settings.credentials.password.clone(),
-            side: Side::Source,
-            deadline: settings.request_timeout,
-            tls: settings.tls.clone(),
-        }
-    }
-
-    /// Log in to the first FE that answers.
-    ///
-    /// # Errors
-    /// A rejected login at once ([`Error::SourceCredentials`] for the source, [`Error::Sink`]
-    /// for the sink), else the last connection failure.
-    pub async fn connect(&self) -> Result<mysql_async::Conn> {
-        let connected = connect_first_tls(
-            &self.hosts,
-            self.port,
-            &self.user,
-            &self.password,
-            &self.tls,
-        )
-        .await;
-        let reason = match connected {
-            Ok(connected) => return Ok(connected.conn),
-            Err(ConnectFailure::LoginRefused { error, .. }) => {
-                let detail = login_refused(&error).unwrap_or_default().to_owned();
-                return Err(match self.side {
-                    Side::Source => Error::SourceCredentials { detail },
-                    Side::Sink => Error::Sink {
-                        message: format!(
-                            "Doris rejected the sink credentials ({detail}); check the user and password in the sink Secret (DCS_SINK_USERNAME / DCS_SINK_PASSWORD)"
-                        ),
-                    },
-                });
-            }
-            Err(ConnectFailure::NoAnswer { host, error }) => {
-                describe_connect_error(&host, self.port, &self.tls, &error)
-            }
-            Err(ConnectFailure::NoNodes) => "no FE node configured".to_owned(),
-        };
-        let hint = match self.side {
-            Side::Source => "check source.feNodes and source.queryPort",
-            Side::Sink => {
-                "check sink.doris.feNodes; the MySQL port is the source's queryPort when the sink FE is a source FE, else 9030"
-            }
-        };
-        Err(match self.side {
-            Side::Source => Error::SourceUnavailable {
-                context: "connecting to the source FE query port".into(),
-                reason: format!("{reason} ({hint})"),
-            },
-            Side::Sink => Error::Sink {
-                message: format!(
-                    "cannot reach the sink FE query port: {reason}; {hint}, and that the FE is up"
-                ),
-            },
-        })
-    }
-
-    fn error(&self, context: &str, e: mysql_async::Error) -> Error {
-        let message = match e {
-            mysql_async::Error::Server(s) => s.message,
-            other => other.to_string(),
-        };
-        self.error_text(context, message)
-    }
-
-    /// An answer that could not be read ([`dcs_doris_client::mysql::decode`]).
-    fn bad_answer(&self, e: &dcs_doris_client::Error) -> Error {
-        self.error_text("reading the answer", e.to_string())
-    }
-
-    fn error_text(&self, context: &str, message: String) -> Error {
-        match self.side {
-            Side::Source => Error::Doris {
-                context: context.to_owned(),
-                message,
-            },
-            Side::Sink => Error::Sink {
-                message: format!("{context}: {message}"),
-            },
-        }
-    }
-
-    /// Run one statement.
-    ///
-    /// # Errors
-    /// Doris's message.
-    pub async fn exec(&self, conn: &mut mysql_async::Conn, sql: &str) -> Result<()> {
-        within(self.deadline, conn.query_drop(sql))
-            .await
-            .map_err(|e| {
-                self.error(
-                    &format!("{} statement {}", self.side.name(), first_line(sql)),
-                    e,
-                )
-            })
-    }
-
-    /// The columns of `table` in table order; empty when the table does not exist.
-    ///
-    /// # Errors
-    /// Doris's message.
-    pub async fn columns(
-        &self,
-        conn: &mut mysql_async::Conn,
-        table: &TableRef,
-    ) -> Result<Vec<TableColumn>> {
-        let sql = format!(
-            "SELECT COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY \
-             FROM information_schema.columns WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
-            string_literal(&table.database),
-            string_literal(&table.table)
-        );
-        let what = format!("reading the columns of {table}");
-        let rows: Vec<mysql_async::Row> = within(self.deadline, conn.query(sql))
-            .await
-            .map_err(|e| self.error(&what, e))?;
-        let mut rows: Vec<(String, i64, String, String, Option<String>)> =
-            decode_all(rows, &what).map_err(|e| self.bad_answer(&e))?;
-        rows.sort_by_key(|r| r.1);
-        Ok(rows
-            .into_iter()
-            .map(|(name, _, column_type, nullable, key)| TableColumn {
-                name,
-                column_type,
-                nullable: nullable.eq_ignore_ascii_case("yes"),
-                is_key: key.is_some_and(|k| !k.trim().is_empty()),
-            })
-            .collect())
-    }
-
-    /// The key model of `table` (from `SHOW CREATE TABLE`).
-    ///
-    /// # Errors
-    /// Doris's message.
-    pub async fn keys_model(
-        &self,
-        conn: &mut mysql_async::Conn,
-        table: &TableRef,
-    ) -> Result<KeysModel> {
-        let what = format!("reading the definition of {table}");
-        let row: Option<mysql_async::Row> = within(
-            self.deadline,
-            conn.query_first(format!("SHOW CREATE TABLE {}", table.quoted())),
-        )
-        .await
-        .map_err(|e| self.error(&what, e))?;
-        let row: Option<(String, String)> =
-            decode_first(row, &what).map_err(|e| self.bad_answer(&e))?;
-        Ok(row.map_or(KeysModel::Unknown, |(_, ddl)| keys_model_of_ddl(&ddl)))
-    }
-}
-
-fn first_line(sql: &str) -> &str {
-    sql.lines().next().unwrap_or(sql)
-}
+use dcs_crds::doris_table::KeysModel;
+use dcs_doris_client::sql::quote_ident;
 
 /// What to do about the sink table before the first load.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -389,12 +150,12 @@ pub async fn inspect_sink_table(
     columns: &[String],
     evolve: bool,
 ) -> Result<SinkTablePlan> {
-    let src = MysqlTarget::source(source);
+    let src = source.mysql_target();
     let mut conn = src.connect().await?;
     let source_columns = src.columns(&mut conn, &source.table).await;
     let _ = conn.disconnect().await;
     let source_columns = source_columns?;
-    let dst = MysqlTarget::sink(sink);
+    let dst = sink.mysql_target();
     let mut conn = dst.connect().await?;
     let result = async {
         let existing = dst.columns(&mut conn, &sink.table).await?;
@@ -456,7 +217,7 @@ pub async fn prepare_sink_table(
             Ok(())
         }
         SinkTablePlan::Create { ddl } => {
-            let dst = MysqlTarget::sink(sink);
+            let dst = sink.mysql_target();
             let mut conn = dst.connect().await?;
             let result = async {
                 dst.exec(
@@ -479,26 +240,6 @@ pub async fn prepare_sink_table(
             reason: problems.join("; "),
         }),
     }
-}
-
-/// Columns added to and dropped from the source since the last known column list.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SchemaChange {
-    /// New columns, in their order.
-    pub added: Vec<String>,
-    /// Columns gone.
-    pub dropped: Vec<String>,
-}
-
-/// Compare the known columns with the current ones (names compared case-insensitively);
-/// `None` when the same set. Pure.
-pub fn diff_columns(known: &[String], current: &[String]) -> Option<SchemaChange> {
-    let has = |list: &[String], n: &str| list.iter().any(|c| c.eq_ignore_ascii_case(n));
-    let change = SchemaChange {
-        added: current.iter().filter(|c| !has(known, c)).cloned().collect(),
-        dropped: known.iter().filter(|c| !has(current, c)).cloned().collect(),
-    };
-    (!change.added.is_empty() || !change.dropped.is_empty()).then_some(change)
 }
 
 /// A Doris type for an Arrow type (docs/doris-protocols.md §3.5 read backwards), for a new column
@@ -577,7 +318,7 @@ pub async fn apply_schema_change(
     let source_columns = if change.added.is_empty() {
         Vec::new()
     } else {
-        let src = MysqlTarget::source(source);
+        let src = source.mysql_target();
         let mut conn = src.connect().await?;
         let cols = src.columns(&mut conn, &source.table).await;
         let _ = conn.disconnect().await;
@@ -588,7 +329,7 @@ pub async fn apply_schema_change(
     let existing = if change.added.is_empty() {
         Vec::new()
     } else {
-        let dst = MysqlTarget::sink(sink);
+        let dst = sink.mysql_target();
         let mut conn = dst.connect().await?;
         let cols = dst.columns(&mut conn, &sink.table).await;
         let _ = conn.disconnect().await;
@@ -635,7 +376,7 @@ pub async fn apply_schema_change(
         })
         .flatten();
     let statements = alter_statements(&sink.table, &added, &change.dropped, after);
-    let dst = MysqlTarget::sink(sink);
+    let dst = sink.mysql_target();
     let mut conn = dst.connect().await?;
     let result = async {
         for s in &statements {
@@ -654,21 +395,6 @@ mod tests {
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| (*s).to_owned()).collect()
-    }
-
-    #[test]
-    fn column_changes_are_found_by_name() {
-        assert_eq!(
-            diff_columns(&names(&["id", "a"]), &names(&["ID", "a"])),
-            None
-        );
-        assert_eq!(
-            diff_columns(&names(&["id", "a", "b"]), &names(&["id", "b", "c", "d"])),
-            Some(SchemaChange {
-                added: names(&["c", "d"]),
-                dropped: names(&["a"]),
-            })
-        );
     }
 
     #[test]
