@@ -13,10 +13,10 @@ use dcs_crds::spec::TableRef;
 use mysql_async::prelude::Queryable;
 
 use crate::mysql::{
-    ConnectFailure, connect_first_tls, decode_all, decode_first, describe_connect_error,
-    login_refused, within,
+    ConnectFailure, connect_first_tls, decode_all, describe_connect_error, login_refused, within,
 };
 use crate::sql::string_literal;
+use crate::table::TableReadError;
 use crate::tls::Tls;
 
 /// Which side a MySQL endpoint belongs to, for messages.
@@ -226,15 +226,26 @@ impl MysqlTarget {
         table: &TableRef,
     ) -> Result<KeysModel, Failure> {
         let what = format!("reading the definition of {table}");
-        let row: Option<mysql_async::Row> = within(
+        let ddl = tokio::time::timeout(
             self.deadline,
-            conn.query_first(format!("SHOW CREATE TABLE {}", table.quoted())),
+            crate::table::ddl(conn, &table.database, &table.table),
         )
         .await
-        .map_err(|e| self.error(&what, e))?;
-        let row: Option<(String, String)> =
-            decode_first(row, &what).map_err(|e| self.bad_answer(&e))?;
-        Ok(row.map_or(KeysModel::Unknown, |(_, ddl)| keys_model_of_ddl(&ddl)))
+        .unwrap_or_else(|_| {
+            Err(TableReadError::Definition(crate::mysql::timed_out(
+                "answer",
+                self.deadline,
+            )))
+        })
+        .map_err(|e| match e {
+            TableReadError::Definition(e) => self.error(&what, e),
+            TableReadError::BadDefinition { detail } => self.bad_answer(&crate::Error::BadRow {
+                what: what.clone(),
+                detail,
+            }),
+            other => self.failure(&what, format!("{other:?}")),
+        })?;
+        Ok(ddl.map_or(KeysModel::Unknown, |ddl| keys_model_of_ddl(&ddl)))
     }
 }
 

@@ -13,7 +13,8 @@ const LAYERS: &[&[&str]] = &[
     &["cluster"],
     &["request"],
     &["answer", "mysql"],
-    &["table", "stream_load", "mysql_target"],
+    &["table", "stream_load"],
+    &["mysql_target"],
 ];
 
 #[test]
