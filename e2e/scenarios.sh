@@ -908,7 +908,8 @@ scenario_adversarial() {
                 pod-delete)
                     local pod
                     pod=$(runner_pods "$ns" s13 | head -n 1)
-                    [[ -z "$pod" ]] || kubectl -n "$ns" delete pod "$pod" --wait=false >/dev/null ;;
+                    # The pod may be gone meanwhile (a re-initialisation in the same step replaces it).
+                    [[ -z "$pod" ]] || kubectl -n "$ns" delete pod "$pod" --wait=false --ignore-not-found >/dev/null ;;
                 sigkill)
                     if [[ -z "${E2E_KUBECONFIG:-}" ]]; then
                         local pid
