@@ -764,6 +764,35 @@ audit_writes() {
     wait_for "step $step: sync $name deleted" 90 bash -c "! kubectl -n $ns get dcs $name >/dev/null 2>&1"
 }
 
+# columns_of DB TABLE: the table's column names in order, on one line.
+columns_of() {
+    sql "SELECT ORDINAL_POSITION, COLUMN_NAME FROM information_schema.columns WHERE TABLE_SCHEMA = '$1' AND TABLE_NAME = '$2'" |
+        sort -n | cut -f2 | tr '\n' ' '
+}
+
+# schema_change NS STEP DB: the adversarial class schema-change on the main sync s13 (schemaChange
+# evolve, the default): the source gains a column x<STEP>, rows are written with it, the runner pod
+# is force-deleted at once (so the runner may be anywhere between loading the rows before the
+# change, the sink's ALTER and the checkpoint after it), and the column the previous schema-change
+# step added is dropped. The step's outcome (schema_followed) then wants the sink's columns to be
+# the source's and the new column's values in it.
+schema_change() {
+    local ns=$1 step=$2 db=$3 col="x$2" prev
+    prev=$(columns_of "$db" src | tr ' ' '\n' | grep '^x' | head -n 1 || true)
+    sql "ALTER TABLE $db.src ADD COLUMN $col INT"
+    sql "UPDATE $db.src SET $col = id * $step WHERE id <= 10"
+    kubectl -n "$ns" delete pods -l dcs.dev/sync=s13 --grace-period=0 --force >/dev/null 2>&1 || true
+    [[ -z "$prev" ]] || sql "ALTER TABLE $db.src DROP COLUMN $prev"
+    sql "UPDATE $db.src SET $col = id + $step WHERE id > 10 AND id <= 15"
+}
+
+# schema_followed DB COLUMN: the sink has the source's columns, and COLUMN's values.
+schema_followed() {
+    local db=$1 col=$2
+    [[ "$(columns_of "$db" src)" == "$(columns_of "${db}_sink" dst)" ]] &&
+        [[ "$(sql "SELECT id, $col FROM $db.src ORDER BY id")" == "$(sql "SELECT id, $col FROM ${db}_sink.dst ORDER BY id")" ]]
+}
+
 # fence_during_a_save NS STEP: the adversarial class fence-ambiguous-save (on the bed, whose fault
 # proxy stands between this namespace's pods and the API server): the runner's next request is
 # held once the API server has answered it; when it was a write of the checkpoint ConfigMap (a
@@ -836,15 +865,16 @@ fence_during_a_save() {
 # answering 5xx, Doris refusing connections, Doris answering slowly, a TRUNCATE under a
 # re-initialisation's snapshot, a shard's last commit refused (shard_commit_refused), the
 # operator's fence during a save whose answer is lost (fence_during_a_save), writes through an
-# audit sink's held snapshot (audit_writes)) while the source
+# audit sink's held snapshot (audit_writes), a column added to and one dropped from the source with
+# the runner killed at once (schema_change)) while the source
 # changes. After
 # every step: the sink equals the source, the sync is Streaming, and the consumer moved to the next
 # generation (`lastReinit` OffsetExpired naming the previous one) exactly when the step's clock
 # moved past the TTL, never otherwise; at the end no load is left pre-committed and no pod
 # panicked. E2E_SEED picks the sequence (printed; the same seed replays the same steps),
-# E2E_ADVERSARIAL_STEPS how many (default 11), E2E_ADVERSARIAL_CLASSES among which classes.
+# E2E_ADVERSARIAL_STEPS how many (default 13), E2E_ADVERSARIAL_CLASSES among which classes.
 scenario_adversarial() {
-    local ns=$1 db=e2e_adv seed=${E2E_SEED:-20264088} steps=${E2E_ADVERSARIAL_STEPS:-11}
+    local ns=$1 db=e2e_adv seed=${E2E_SEED:-20269663} steps=${E2E_ADVERSARIAL_STEPS:-13}
     RANDOM=$seed
     log "adversarial: seed $seed, $steps steps (E2E_SEED=$seed E2E_ADVERSARIAL_STEPS=$steps e2e/run.sh adversarial replays them)"
     local ttl=600 low_ttl=400
@@ -858,7 +888,7 @@ scenario_adversarial() {
     base=$(jget "$ns" s13 .status.consumerId)
     consumer=$base
     local -A faults=()
-    local classes=(pod-delete sigkill operator-delete clock-short clock-past ttl-lower ttl-raise sink-5xx doris-refuses doris-slow tablets-replaced shard-commit-refused fence-ambiguous-save audit-writes)
+    local classes=(pod-delete sigkill operator-delete clock-short clock-past ttl-lower ttl-raise sink-5xx doris-refuses doris-slow tablets-replaced shard-commit-refused fence-ambiguous-save audit-writes schema-change)
     # E2E_ADVERSARIAL_CLASSES: only these classes (a seed then picks among them).
     [[ -z "${E2E_ADVERSARIAL_CLASSES:-}" ]] || read -r -a classes <<<"$E2E_ADVERSARIAL_CLASSES"
     for ((step = 1; step <= steps; step++)); do
@@ -879,6 +909,8 @@ scenario_adversarial() {
                     shard-commit-refused) ((n == 1)) || continue ;;
                     # Alone in its step: a sync of its own, into an audit sink.
                     audit-writes) ((n == 1)) || continue ;;
+                    # Alone in its step: its check wants the source's columns in the sink.
+                    schema-change) ((n == 1)) || continue ;;
                     # On the bed only: its fault proxy loses the save's answer. Not after a jump
                     # past the TTL in its step: the re-initialisation replaces the runner (and
                     # fences its ConfigMap itself) meanwhile.
@@ -890,7 +922,7 @@ scenario_adversarial() {
             picked+=("$c")
         done
         local lo=$((ttl_before < ttl_after ? ttl_before : ttl_after)) hi=$((ttl_before > ttl_after ? ttl_before : ttl_after))
-        local expect_reinit=0 expect_moved=0 jumps=()
+        local expect_reinit=0 expect_moved=0 jumps=() schema_step=
         for c in "${picked[@]}"; do
             case $c in
                 clock-short) jumps+=($((30 + RANDOM % (lo - 210)))) ;;
@@ -951,6 +983,9 @@ scenario_adversarial() {
                     fence_during_a_save "$ns" "$step" ;;
                 audit-writes)
                     audit_writes "$ns" "$step" ;;
+                schema-change)
+                    schema_change "$ns" "$step" "$db"
+                    schema_step=$step ;;
                 doris-slow)
                     local ms=$((200 + RANDOM % 2000))
                     doris_faults "{\"http_delay_ms\": $ms}"
@@ -989,6 +1024,13 @@ scenario_adversarial() {
         fi
         wait_phase "$ns" s13 Streaming 180
         wait_tables_equal "$db.src" "${db}_sink.dst" 180
+        if [[ -n "$schema_step" ]]; then
+            wait_for "step $step: the sink follows the source's columns ($(columns_of "$db" src))" 120 \
+                schema_followed "$db" "x$schema_step"
+            wait_for "step $step: status.sink.lastSchemaChange says the change was followed" 60 \
+                bash -c "kubectl -n $ns get dcs s13 -o json | jq -e '.status.sink.lastSchemaChange | .action == \"Followed\" and (.added | index(\"x$schema_step\"))' >/dev/null"
+            log "  s13 follows the source's columns: $(columns_of "${db}_sink" dst)"
+        fi
         [[ "$(jget "$ns" s13 .status.consumerId)" == "$consumer" ]] ||
             fail "step $step: consumer $(jget "$ns" s13 .status.consumerId), expected $consumer (a reinit without an expiry, or more than one)"
         checks=$((checks + 1))

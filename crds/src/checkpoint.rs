@@ -84,6 +84,11 @@ pub struct Checkpoint {
     /// and in checkpoints of older runners.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_tablets: Option<crate::tablets::TabletSet>,
+    /// The source columns the sink is in step with, and the last change of them (schema
+    /// evolution, `spec.sink.doris.schemaChange`); absent when the columns read are fixed and in
+    /// checkpoints of older runners.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<SchemaRecord>,
 }
 
 fn label_scheme_v1() -> u32 {
@@ -305,6 +310,39 @@ pub struct Counters {
     pub loads: u64,
     /// Bytes of load bodies sent.
     pub bytes: u64,
+}
+
+/// The source columns a sink is in step with, as a checkpoint records them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchemaRecord {
+    /// The source's columns when the rows of this checkpoint were written, in order.
+    pub columns: Vec<String>,
+    /// Source columns not written to the sink (`schemaChange: ignore`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<String>,
+    /// The last change of the source's columns the runner met.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_change: Option<SchemaChangeNote>,
+}
+
+/// A change of the source table's columns and what the sync did about it (checkpoint and status).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SchemaChangeNote {
+    /// When the runner met it (RFC 3339, the runner's clock).
+    pub at: String,
+    /// Columns added to the source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<String>,
+    /// Columns dropped from the source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
+    /// `Followed` (the sink table changed with it), `Ignored` (the sink kept its columns) or
+    /// `Refused` (the sync stopped).
+    pub action: String,
+    /// What was done or what to do, in words.
+    pub message: String,
 }
 
 /// The last error, for status.

@@ -88,6 +88,10 @@ pub mod reasons {
     /// The table's tablets changed under the snapshot (TRUNCATE, INSERT OVERWRITE, a partition
     /// replaced): it is read again under a new consumer (`crate::tablets`).
     pub const SNAPSHOT_TABLETS_CHANGED: &str = "SnapshotTabletsChanged";
+    /// The source table's columns changed in a way the sync does not follow
+    /// (`spec.sink.doris.schemaChange` fail, or a change the sink cannot take): it stops until
+    /// a person acts.
+    pub const SCHEMA_CHANGED: &str = "SchemaChanged";
     /// spec.suspend is true.
     pub const SUSPENDED: &str = "Suspended";
     /// A Stream Load failed.

@@ -38,8 +38,9 @@ pub use manifest::from_manifest;
 pub use spec::{
     AutoPartition, BatchSpec, CaBundleRef, ChangelogSpec, CheckpointSpec, CreateTableSpec,
     Credentials, DorisChangelogSync, DorisChangelogSyncSpec, DorisSink, IncrementType, KeyRef,
-    OffsetsSpec, OnOffsetExpired, PartitionUnit, RunnerSpec, SinkMode, SinkSpec, SnapshotSpec,
-    SourceSpec, StartupMode, StartupSpec, StdoutFormat, StdoutSink, TableRef, TlsSpec,
+    OffsetsSpec, OnOffsetExpired, PartitionUnit, RunnerSpec, SchemaChangePolicy, SinkMode,
+    SinkSpec, SnapshotSpec, SourceSpec, StartupMode, StartupSpec, StdoutFormat, StdoutSink,
+    TableRef, TlsSpec,
 };
 pub use status::{
     Clock, DorisChangelogSyncStatus, ErrorStatus, OffsetStatus, Phase, ReinitStatus, ShardStatus,

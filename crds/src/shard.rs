@@ -237,6 +237,7 @@ mod tests {
             label_scheme: 2,
             rebuild: None,
             snapshot_tablets: None,
+            schema: None,
         }
     }
 

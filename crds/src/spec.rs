@@ -523,6 +523,32 @@ pub enum OnOffsetExpired {
     Fail,
 }
 
+/// What a sync does when the source table's columns change (`spec.sink.doris.schemaChange`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SchemaChangePolicy {
+    /// Follow what can be followed (ADD/DROP COLUMN on a sink table dcs may change), stop on the
+    /// rest.
+    #[default]
+    Evolve,
+    /// Stop on any change, phase Blocked with the change described, until a person acts.
+    Fail,
+    /// Keep the sink's columns: new source columns are not written, dropped ones are written as
+    /// NULL.
+    Ignore,
+}
+
+impl SchemaChangePolicy {
+    /// The word the spec uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Evolve => "evolve",
+            Self::Fail => "fail",
+            Self::Ignore => "ignore",
+        }
+    }
+}
+
 /// The sink: exactly one of doris or stdout.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -588,6 +614,16 @@ pub struct DorisSink {
     /// Creating the target table when it does not exist.
     #[serde(default)]
     pub create_table: CreateTableSpec,
+    /// What the sync does when the source table's columns change (ADD or DROP COLUMN; Doris
+    /// refuses RENAME and MODIFY COLUMN on a table with the changelog). evolve (the default):
+    /// the sink table follows (columns added and dropped) when dcs may change it
+    /// (createTable.enabled), and the sync stops, phase Blocked naming the columns, on what it
+    /// cannot follow; fail: stop on any change, phase Blocked with the change described, until
+    /// a person sets evolve or ignore; ignore: keep the sink's columns (new source columns are
+    /// not written, a dropped one is written as NULL), the status listing what is ignored.
+    /// Applies when every source column is read (no source.columns list).
+    #[serde(default)]
+    pub schema_change: SchemaChangePolicy,
     /// TLS on every connection to the sink cluster: FE and BE HTTP (Stream Load, 2PC) and MySQL.
     /// Plaintext when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -250,6 +250,13 @@ pub struct SinkStatus {
     /// When the last load was committed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_load_at: Option<Time>,
+    /// The last change of the source table's columns and what the sync did about it
+    /// (`spec.sink.doris.schemaChange`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_schema_change: Option<crate::checkpoint::SchemaChangeNote>,
+    /// Source columns not written to the sink (`schemaChange: ignore`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignored_columns: Option<Vec<String>>,
 }
 
 /// A reinitialization.

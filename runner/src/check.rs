@@ -14,7 +14,7 @@ use crate::Error;
 use crate::checkpoint::{Checkpoint, CheckpointStore, Offset};
 use crate::pipeline::start::{StartPlan, StartSource, plan_start_with_offset_row};
 use crate::settings::{PipelineConfig, Sharding};
-use crate::sink::doris::schema::{SinkTablePlan, evolves_schema, inspect_sink_table};
+use crate::sink::doris::schema::{SinkTablePlan, inspect_sink_table, schema_follow};
 use crate::source::fe_http::FeHttpClient;
 use crate::source::properties::{SourceTableInfo, read_table_info};
 use crate::source::snapshot;
@@ -472,7 +472,7 @@ pub async fn gather<S: CheckpointStore>(
                 let http = FeHttpClient::new(config.source.clone())?;
                 let schema = snapshot::fetch_schema(&http, &config.source.table).await?;
                 let columns = snapshot::projection(&schema, config.columns.as_deref())?;
-                inspect_sink_table(d, &config.source, &columns, evolves_schema(config)).await
+                inspect_sink_table(d, &config.source, &columns, schema_follow(config)).await
             }
             .await;
             let plan = match plan {
@@ -616,6 +616,7 @@ mod tests {
             label_scheme: 2,
             rebuild: None,
             snapshot_tablets: None,
+            schema: None,
         }));
         assert!(
             check_report(&i)
@@ -670,6 +671,7 @@ mod tests {
             label_scheme: 1,
             rebuild: None,
             snapshot_tablets: None,
+            schema: None,
         }));
         let text = check_report(&i).render();
         assert!(

@@ -257,6 +257,13 @@ pub enum Error {
         /// What changed, and what happens now.
         reason: String,
     },
+    /// The source table's columns changed in a way the sync does not follow
+    /// (`spec.sink.doris.schemaChange`): it stops before a row with the new columns is written.
+    #[error("{message}")]
+    SchemaChanged {
+        /// The change, and what to do.
+        message: String,
+    },
     /// The source table fails a precondition the run cannot go on without (one of
     /// `dcs_crds::preconditions`, e.g. deletes that never reach the changelog).
     #[error("{message}")]
@@ -366,7 +373,9 @@ impl Error {
     /// The process exit code this error stops `dcs-runner` with (see [`exit_code`]).
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::Config { .. } | Self::SourceConfig { .. } => exit_code::CONFIG,
+            Self::Config { .. } | Self::SourceConfig { .. } | Self::SchemaChanged { .. } => {
+                exit_code::CONFIG
+            }
             Self::Fenced { .. }
             | Self::FencedAfterUnclearSave { .. }
             | Self::CheckpointLocked { .. }
@@ -397,6 +406,7 @@ impl Error {
                 dcs_crds::conditions::reasons::SNAPSHOT_TABLETS_CHANGED
             }
             Self::SourcePrecondition { reason, .. } => reason,
+            Self::SchemaChanged { .. } => dcs_crds::conditions::reasons::SCHEMA_CHANGED,
             _ => "SourceFailed",
         }
     }

@@ -225,8 +225,8 @@ struct Flow<'a, S, K> {
     publishing: Publishing<'a>,
     /// The last checkpoint, whether something changed since, when the next is due.
     saving: Saving,
-    /// The source columns the sink was last prepared for; `None` without schema evolution.
-    known_columns: Option<Vec<String>>,
+    /// The source's columns as the sink follows them.
+    schema: schema_follow::SchemaWatch,
     /// The previous run's labels, to abort again once its loads in flight must have landed.
     late_sweep: Option<LateSweep>,
     /// The sink rebuild of a re-initialised consumer ([`rebuilding`]), if it rebuilds.
@@ -360,7 +360,7 @@ impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
                 dirty: false,
                 next_at: Instant::now() + config.checkpoint_interval,
             },
-            known_columns: None,
+            schema: schema_follow::SchemaWatch::default(),
             late_sweep: None,
             rebuild: Rebuild::default(),
         }
@@ -397,7 +397,8 @@ impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
     /// Hand one record batch to the sink ([`Loads::write`]), after following a change of the
     /// source's columns.
     async fn rows(&mut self, batch: &RecordBatch, changelog: bool) -> Result<()> {
-        self.follow_schema(batch).await?;
+        let projected = self.follow_schema(batch).await?;
+        let batch = projected.as_ref().unwrap_or(batch);
         self.saving.changed();
         let synthetic_tso = self.reading.seam_tso().unwrap_or(0);
         let snapshot_op = if self.rebuild.marks_snapshot() {

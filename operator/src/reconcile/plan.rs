@@ -210,6 +210,15 @@ pub fn plan(observed: &Observed) -> Plan {
             why,
         );
     }
+    // The runner stopped on a change of the source's columns that `schemaChange: fail` refuses:
+    // Blocked until a person sets another policy (its runner then follows or ignores it).
+    if let Some(message) = schema_change_refused(observed) {
+        return Plan::Block(Blocked {
+            condition: dcs_crds::conditions::types::READY,
+            reason: reasons::SCHEMA_CHANGED,
+            message,
+        });
+    }
     // A sharded snapshot without T0 and without Doris's clock (a failed probe says more below).
     if observed.probe.is_ok()
         && let shards::Decision::WithoutT0 { message } = shards::decide(observed)
@@ -354,6 +363,15 @@ fn runner_reports_expiry(observed: &Observed) -> Option<String> {
             exit.pod, exit.code, exit.message
         )
     })
+}
+
+/// The runner's stop record when it stopped on a change of the source's columns and
+/// `spec.sink.doris.schemaChange` is still `fail`.
+fn schema_change_refused(observed: &Observed) -> Option<String> {
+    let policy = observed.spec.sink.doris.as_ref()?.schema_change;
+    let stopped = observed.checkpoint.as_ref()?.stopped.as_ref()?;
+    (policy == dcs_crds::SchemaChangePolicy::Fail && stopped.reason == reasons::SCHEMA_CHANGED)
+        .then(|| stopped.message.clone())
 }
 
 /// Why the snapshot must be read again, if it must: the runner (or a shard) stopped because the
@@ -783,6 +801,41 @@ mod tests {
         });
         o.checkpoint = Some(cp);
         assert!(matches!(plan(&o), Plan::Reinitialize(_)));
+    }
+
+    #[test]
+    fn a_change_the_runner_refused_blocks_under_fail_and_runs_once_the_policy_changes() {
+        let mut o = observed();
+        o.runner = RunnerState::CrashLooping {
+            restarts: 2,
+            message: "exit code 2".into(),
+        };
+        let mut cp = streaming_checkpoint("orders", 5);
+        let message = "the columns of source table src.orders changed: added `c`; spec.sink.doris.schemaChange is fail, so the sync stopped before writing a row with the new columns into the sink: set schemaChange to evolve to follow the change (a column you added to the sink yourself is kept), or to ignore to keep the sink's columns";
+        cp.stopped = Some(dcs_crds::checkpoint::Stopped {
+            at: "2026-12-07T19:00:00Z".into(),
+            reason: "SchemaChanged".into(),
+            exit_code: 2,
+            message: message.into(),
+        });
+        o.checkpoint = Some(cp);
+        o.spec.sink.doris.as_mut().unwrap().schema_change = dcs_crds::SchemaChangePolicy::Fail;
+        assert_eq!(
+            plan(&o),
+            Plan::Block(Blocked {
+                condition: types::READY,
+                reason: "SchemaChanged",
+                message: message.into(),
+            })
+        );
+        // A person sets evolve (or ignore): the runner runs again and follows.
+        for policy in [
+            dcs_crds::SchemaChangePolicy::Evolve,
+            dcs_crds::SchemaChangePolicy::Ignore,
+        ] {
+            o.spec.sink.doris.as_mut().unwrap().schema_change = policy;
+            assert!(matches!(plan(&o), Plan::Run(_)), "{policy:?}");
+        }
     }
 
     #[test]

@@ -290,6 +290,12 @@ pub fn aggregate(
         label_scheme: first.label_scheme,
         rebuild: None,
         snapshot_tablets: None,
+        // The shard that met a change of the source's columns last says what was done.
+        schema: mine
+            .iter()
+            .filter_map(|c| c.schema.as_ref())
+            .max_by_key(|r| r.last_change.as_ref().map(|n| n.at.clone()))
+            .cloned(),
     })
 }
 

@@ -270,6 +270,12 @@ fn apply_checkpoint(
         loads: to_i64(cp.counters.loads),
         last_label: None,
         last_load_at: None,
+        last_schema_change: cp.schema.as_ref().and_then(|r| r.last_change.clone()),
+        ignored_columns: cp
+            .schema
+            .as_ref()
+            .map(|r| r.ignored.clone())
+            .filter(|i| !i.is_empty()),
     });
 }
 
@@ -584,6 +590,18 @@ pub fn notices(old: &DorisChangelogSyncStatus, new: &DorisChangelogSyncStatus) -
             .unwrap_or_default()
     };
     let mut out = Vec::new();
+    // A change of the source's columns the runner met: followed, ignored or refused.
+    let schema_change =
+        |s: &DorisChangelogSyncStatus| s.sink.as_ref().and_then(|k| k.last_schema_change.clone());
+    if let Some(change) = schema_change(new)
+        && schema_change(old).map(|c| c.at) != Some(change.at.clone())
+    {
+        out.push(Notice {
+            warning: change.action == "Refused",
+            reason: reasons::SCHEMA_CHANGED.to_owned(),
+            note: change.message,
+        });
+    }
     let (reason, message) = ready(new);
     let reinitialized = new.consumer_generation.unwrap_or(0) > old.consumer_generation.unwrap_or(0)
         && new.phase == Some(Phase::Reinitializing);
@@ -959,6 +977,8 @@ mod tests {
                 loads: Some(3),
                 last_label: None,
                 last_load_at: None,
+                last_schema_change: None,
+                ignored_columns: None,
             })
         );
         for (t, st, reason) in [
@@ -1174,6 +1194,59 @@ mod tests {
         assert!(differs(&a, &status_of(&o, 900)));
         o.spec.suspend = true;
         assert!(differs(&a, &status_of(&o, 900)));
+    }
+
+    #[test]
+    fn the_last_schema_change_shows_in_the_status_and_once_as_an_event() {
+        let mut o = observed();
+        o.runner = RunnerState::Running;
+        let mut cp = streaming_checkpoint("orders", 5);
+        let note = dcs_crds::checkpoint::SchemaChangeNote {
+            at: "2026-12-07T19:00:00Z".into(),
+            added: vec!["c".into()],
+            dropped: Vec::new(),
+            action: "Ignored".into(),
+            message: "the columns of source table src.orders changed: added `c`; schemaChange is ignore: the sink keeps its columns".into(),
+        };
+        cp.schema = Some(dcs_crds::checkpoint::SchemaRecord {
+            columns: vec!["id".into(), "c".into()],
+            ignored: vec!["c".into()],
+            last_change: Some(note.clone()),
+        });
+        o.checkpoint = Some(cp);
+        let before = status_of(&o, 1);
+        let sink = before.sink.clone().unwrap();
+        assert_eq!(sink.last_schema_change, Some(note.clone()));
+        assert_eq!(sink.ignored_columns, Some(vec!["c".to_owned()]));
+        let mut without = before.clone();
+        without.sink.as_mut().unwrap().last_schema_change = None;
+        let schema_notices = |old: &DorisChangelogSyncStatus, new: &DorisChangelogSyncStatus| {
+            notices(old, new)
+                .into_iter()
+                .filter(|n| n.reason == "SchemaChanged")
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            schema_notices(&without, &before),
+            vec![Notice {
+                warning: false,
+                reason: "SchemaChanged".into(),
+                note: note.message.clone(),
+            }]
+        );
+        assert!(schema_notices(&before, &before).is_empty());
+        // A refused change is a warning.
+        let mut refused = before.clone();
+        let change = refused
+            .sink
+            .as_mut()
+            .unwrap()
+            .last_schema_change
+            .as_mut()
+            .unwrap();
+        change.at = "2026-12-07T19:05:00Z".into();
+        change.action = "Refused".into();
+        assert!(schema_notices(&before, &refused)[0].warning);
     }
 
     #[test]

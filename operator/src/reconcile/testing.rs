@@ -123,6 +123,7 @@ pub fn streaming_checkpoint(consumer: &str, age_s: i64) -> Checkpoint {
         label_scheme: 1,
         rebuild: None,
         snapshot_tablets: None,
+        schema: None,
     }
 }
 

@@ -104,6 +104,7 @@ mod tests {
             label_scheme: 1,
             rebuild: None,
             snapshot_tablets: None,
+            schema: None,
         }
     }
 

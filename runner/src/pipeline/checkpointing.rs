@@ -72,6 +72,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 Position::Snapshot { .. } | Position::Done => self.tablets.planned.clone(),
                 Position::Changelog { .. } => None,
             },
+            schema: self.schema.record(),
         }
     }
 
@@ -267,6 +268,8 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 exit_code: i32::from(error.exit_code()),
                 message: error.to_string(),
             }),
+            // A change the run stopped on is shown with it.
+            schema: self.schema.record().or(saved.schema),
             ..saved
         };
         if let Err(e) = self.store.save(&cp).await {
@@ -412,6 +415,7 @@ mod tests {
             rebuild: None,
             // Every tablet, as the snapshot records them (a range per partition).
             snapshot_tablets: Some(dcs_crds::tablets::tablet_set(&tablets)),
+            schema: None,
         };
         let stored = checkpoint(compact(&position, &tablets)).to_json();
         let listed = checkpoint(position).to_json();

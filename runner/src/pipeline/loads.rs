@@ -218,9 +218,6 @@ mod tests {
         fn has_table(&self) -> bool {
             false
         }
-        fn evolves_schema(&self) -> bool {
-            false
-        }
         async fn prepare(&self, _source: &SourceSettings, _columns: &[String]) -> Result<()> {
             Ok(())
         }

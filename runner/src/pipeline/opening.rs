@@ -91,9 +91,15 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             .as_ref()
             .is_some_and(|c| matches!(c.position, Position::Done))
         {
-            self.prepare_sink().await?;
+            self.prepare_sink(loaded.as_ref().and_then(|c| c.schema.as_ref()))
+                .await?;
         }
         let lost = self.loads.sink.recover(loaded.as_ref()).await?;
+        // A change of the source's columns the sync does not follow stops it now, its saved
+        // loads settled.
+        if let Some(stop) = self.schema.take_stop() {
+            return Err(stop);
+        }
         let mut loaded = loaded;
         // Lost loads of the saved checkpoint: upsert sinks read again from the position before it
         // (the position is rewound here, and saved with this run's opening checkpoint); the rows

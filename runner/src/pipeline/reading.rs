@@ -24,15 +24,15 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         snapshot::projection(&schema, self.config.columns.as_deref())
     }
 
-    /// The changelog reader of this sync: its columns (`*` with schema evolution, so added and
-    /// dropped columns show), increment type, and the seam of an `initial` sync (the window at
+    /// The changelog reader of this sync: its columns (`*` when the source's columns are watched,
+    /// so added and dropped columns show), increment type, and the seam of an `initial` sync (the window at
     /// T0 is read with DETAIL under minDelta).
     pub(super) async fn changelog_reader(
         &self,
         http: FeHttpClient,
         columns: Vec<String>,
     ) -> Result<ChangelogReader> {
-        let columns = if self.evolves_schema() {
+        let columns = if self.watches_schema() {
             Vec::new()
         } else {
             columns

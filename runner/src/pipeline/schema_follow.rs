@@ -1,71 +1,244 @@
 //! The sink table follows the source: created when missing and checked otherwise before the
-//! first load, and, with schema evolution, its columns added and dropped as the source's change.
+//! first load, and each change of the source's columns decided under `schemaChange`
+//! ([`decide`]): followed on the sink, kept out of it, or the run stopped before a row with the
+//! new columns is written. The columns the sink is in step with are kept in every checkpoint, so
+//! a change met by a run that stopped is met again by the next.
 
 use arrow_array::RecordBatch;
+use dcs_crds::checkpoint::{SchemaChangeNote, SchemaRecord};
 
 use super::Flow;
-use crate::Result;
 use crate::checkpoint::CheckpointStore;
 use crate::sink::Sink;
-use crate::sink::schema_change::diff_columns;
+use crate::sink::schema_change::{Follow, SchemaChange, Step, decide, missing_from};
 use crate::source::changelog;
+use crate::{Error, Result};
+
+/// The source's columns as the sink follows them: a part of [`Flow`].
+#[derive(Debug, Default)]
+pub(super) struct SchemaWatch {
+    /// The sink's follow; `Fixed` until the sink is prepared, and for a sink without a table.
+    follow: Follow,
+    /// The source columns the sink is in step with; `None` when nothing is followed.
+    known: Option<Vec<String>>,
+    /// The sink table's data columns, as last read or changed.
+    sink_columns: Vec<String>,
+    /// Source columns not written (`ignore`).
+    ignored: Vec<String>,
+    /// The last change met.
+    last_change: Option<SchemaChangeNote>,
+    /// A change met at the opening that stops the run once the saved loads are settled.
+    stop: Option<String>,
+}
+
+impl SchemaWatch {
+    /// What a checkpoint records; `None` when nothing is followed.
+    pub(super) fn record(&self) -> Option<SchemaRecord> {
+        Some(SchemaRecord {
+            columns: self.known.clone()?,
+            ignored: self.ignored.clone(),
+            last_change: self.last_change.clone(),
+        })
+    }
+
+    /// The stop the opening decided, if any: the run ends with it after recovery.
+    pub(super) fn take_stop(&mut self) -> Option<Error> {
+        self.stop
+            .take()
+            .map(|message| Error::SchemaChanged { message })
+    }
+
+    fn note(&mut self, change: &SchemaChange, action: &str, message: String) {
+        self.last_change = Some(SchemaChangeNote {
+            at: jiff::Timestamp::now().to_string(),
+            added: change.added.clone(),
+            dropped: change.dropped.clone(),
+            action: action.to_owned(),
+            message,
+        });
+    }
+
+    /// `batch` without the columns the sink does not take (`ignore`).
+    fn project(&self, batch: &RecordBatch) -> Result<Option<RecordBatch>> {
+        if self.ignored.is_empty() {
+            return Ok(None);
+        }
+        let schema = batch.schema();
+        let keep: Vec<usize> = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| {
+                !self
+                    .ignored
+                    .iter()
+                    .any(|i| i.eq_ignore_ascii_case(f.name()))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        batch
+            .project(&keep)
+            .map(Some)
+            .map_err(|e| Error::UnexpectedResult {
+                context: "leaving the ignored columns out of a batch".into(),
+                reason: e.to_string(),
+            })
+    }
+}
+
+/// The source's data columns of `batch` (the changelog's own columns left out), with their
+/// Arrow types.
+fn data_columns(batch: &RecordBatch) -> Vec<(String, arrow_schema::DataType)> {
+    batch
+        .schema()
+        .fields()
+        .iter()
+        .filter(|f| {
+            !changelog::HIDDEN_COLUMNS
+                .iter()
+                .any(|h| f.name().eq_ignore_ascii_case(h))
+        })
+        .map(|f| (f.name().clone(), f.data_type().clone()))
+        .collect()
+}
 
 impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
     /// Before any load or 2PC recovery: prepare the sink ([`Sink::prepare`]: its table created
-    /// when missing, checked otherwise), and remember the columns schema evolution starts from.
-    pub(super) async fn prepare_sink(&mut self) -> Result<()> {
+    /// when missing, checked otherwise), after deciding about a change of the source's columns
+    /// since `stored` (the stored checkpoint's record) was saved.
+    pub(super) async fn prepare_sink(&mut self, stored: Option<&SchemaRecord>) -> Result<()> {
         if !self.loads.sink.has_table() {
             return Ok(());
         }
         let columns = self.source_columns().await?;
+        let follow = self.loads.sink.schema_follow();
+        if !follow.watches() {
+            return self.loads.sink.prepare(&self.config.source, &columns).await;
+        }
+        let sink_columns = self.loads.sink.table_columns().await?;
+        let known = stored.map_or_else(|| columns.clone(), |r| r.columns.clone());
+        self.schema = SchemaWatch {
+            follow,
+            known: Some(known.clone()),
+            sink_columns,
+            ignored: stored.map(|r| r.ignored.clone()).unwrap_or_default(),
+            last_change: stored.and_then(|r| r.last_change.clone()),
+            stop: None,
+        };
+        match self.decide_columns(&known, &columns) {
+            Step::Stop { change, message } => {
+                tracing::warn!(%message, "the source's columns changed while no runner ran");
+                self.schema.note(&change, "Refused", message.clone());
+                self.schema.stop = Some(message);
+                return Ok(());
+            }
+            Step::Alter(change) if !change.dropped.is_empty() => {
+                // Dropped while no runner ran (or by a run that stopped before its checkpoint):
+                // dropped here too; the added ones are added by the preparation below.
+                let drop = SchemaChange {
+                    added: Vec::new(),
+                    dropped: change.dropped.clone(),
+                };
+                for s in self
+                    .loads
+                    .sink
+                    .follow_columns(&self.config.source, &drop, &columns, &[])
+                    .await?
+                {
+                    tracing::info!(statement = %s, "dropped a column the source no longer has");
+                }
+                self.followed(&change, columns.clone(), "Followed");
+            }
+            Step::Alter(change) => self.followed(&change, columns.clone(), "Followed"),
+            Step::Keep { change, ignored } => {
+                self.schema.ignored = ignored;
+                self.followed(&change, columns.clone(), "Ignored");
+            }
+            Step::Same => {}
+        }
         self.loads
             .sink
             .prepare(&self.config.source, &columns)
             .await?;
-        if self.evolves_schema() {
-            self.known_columns = Some(columns);
+        self.schema.sink_columns = self.loads.sink.table_columns().await?;
+        if self.schema.follow == Follow::Ignore {
+            self.schema.ignored = missing_from(&columns, &self.schema.sink_columns);
         }
         Ok(())
     }
 
-    /// Whether the runner keeps the sink's columns in step with the source
-    /// ([`Sink::evolves_schema`]).
-    pub(super) fn evolves_schema(&self) -> bool {
-        self.loads.sink.evolves_schema()
+    /// Whether the changelog is read with every column, so that a change of them shows
+    /// ([`Sink::schema_follow`]).
+    pub(super) fn watches_schema(&self) -> bool {
+        self.loads.sink.schema_follow().watches()
     }
 
-    /// Schema evolution: when `batch` has other source columns than the last one, load the open
-    /// batch, then ADD/DROP the columns on the sink before any row that needs them is encoded.
-    pub(super) async fn follow_schema(&mut self, batch: &RecordBatch) -> Result<()> {
-        let Some(known) = &self.known_columns else {
-            return Ok(());
+    fn decide_columns(&self, known: &[String], current: &[String]) -> Step {
+        decide(
+            self.schema.follow,
+            &self.config.source.table.to_string(),
+            known,
+            current,
+            &self.schema.sink_columns,
+        )
+    }
+
+    /// The sink is in step with `columns` after `change` (`action`: what was done about it).
+    fn followed(&mut self, change: &SchemaChange, columns: Vec<String>, action: &str) {
+        let message = match action {
+            "Ignored" => format!(
+                "{}; schemaChange is ignore: the sink keeps its columns",
+                change.describe(&self.config.source.table.to_string())
+            ),
+            _ => format!(
+                "{}; the sink table follows",
+                change.describe(&self.config.source.table.to_string())
+            ),
         };
-        let arrow_schema = batch.schema();
-        let current: Vec<(String, arrow_schema::DataType)> = arrow_schema
-            .fields()
-            .iter()
-            .filter(|f| {
-                !changelog::HIDDEN_COLUMNS
-                    .iter()
-                    .any(|h| f.name().eq_ignore_ascii_case(h))
-            })
-            .map(|f| (f.name().clone(), f.data_type().clone()))
-            .collect();
+        self.schema.note(change, action, message);
+        self.schema.known = Some(columns);
+        self.saving.changed();
+    }
+
+    /// Before `batch` is encoded: when its source columns differ from the known ones, decide
+    /// ([`decide`]): follow on the sink (the open batch loaded first, then ADD/DROP COLUMN),
+    /// keep the sink's columns, or stop. Returns the batch as the sink takes it when it differs
+    /// (ignored columns left out).
+    pub(super) async fn follow_schema(
+        &mut self,
+        batch: &RecordBatch,
+    ) -> Result<Option<RecordBatch>> {
+        let Some(known) = self.schema.known.clone() else {
+            return Ok(None);
+        };
+        let current = data_columns(batch);
         let names: Vec<String> = current.iter().map(|(n, _)| n.clone()).collect();
-        let Some(change) = diff_columns(known, &names) else {
-            return Ok(());
-        };
-        tracing::info!(added = ?change.added, dropped = ?change.dropped, "the source's columns changed; updating the sink table");
-        self.flush().await?;
-        let statements = self
-            .loads
-            .sink
-            .follow_columns(&self.config.source, &change, &names, &current)
-            .await?;
-        for s in &statements {
-            tracing::info!(statement = %s, "applied to the sink table");
+        match self.decide_columns(&known, &names) {
+            Step::Same => {}
+            Step::Alter(change) => {
+                tracing::info!(added = ?change.added, dropped = ?change.dropped, "the source's columns changed; updating the sink table");
+                self.flush().await?;
+                let statements = self
+                    .loads
+                    .sink
+                    .follow_columns(&self.config.source, &change, &names, &current)
+                    .await?;
+                for s in &statements {
+                    tracing::info!(statement = %s, "applied to the sink table");
+                }
+                self.schema.sink_columns = self.loads.sink.table_columns().await?;
+                self.followed(&change, names, "Followed");
+            }
+            Step::Keep { change, ignored } => {
+                tracing::warn!(added = ?change.added, dropped = ?change.dropped, ?ignored, "the source's columns changed; the sink keeps its columns");
+                self.schema.ignored = ignored;
+                self.followed(&change, names, "Ignored");
+            }
+            Step::Stop { change, message } => {
+                self.schema.note(&change, "Refused", message.clone());
+                return Err(Error::SchemaChanged { message });
+            }
         }
-        self.known_columns = Some(names);
-        Ok(())
+        self.schema.project(batch)
     }
 }

@@ -127,6 +127,7 @@ mod tests {
             label_scheme: 1,
             rebuild: None,
             snapshot_tablets: None,
+            schema: None,
         }
     }
 

@@ -293,6 +293,7 @@ impl PipelineConfig {
                             .as_ref()
                             .map(|a| (a.key.clone(), a.unit.as_sql().to_owned())),
                     },
+                    schema_change: d.schema_change,
                 }))
             }
             (None, Some(_)) => SinkConfig::Stdout,

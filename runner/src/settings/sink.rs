@@ -50,6 +50,8 @@ pub struct DorisSinkConfig {
     pub format: BodyFormat,
     /// `createTable`: whether the runner creates the table and keeps its columns in step.
     pub create_table: CreateTableSettings,
+    /// `schemaChange`: what a change of the source's columns does to the sink.
+    pub schema_change: dcs_crds::SchemaChangePolicy,
     /// TLS on every connection to the sink cluster (`sink.doris.tls`; plaintext by default).
     pub tls: dcs_doris_client::tls::Tls,
 }
@@ -112,6 +114,7 @@ impl fmt::Debug for DorisSinkConfig {
             .field("query_port", &self.query_port)
             .field("format", &self.format)
             .field("create_table", &self.create_table)
+            .field("schema_change", &self.schema_change)
             .field("tls", &self.tls)
             .finish_non_exhaustive()
     }

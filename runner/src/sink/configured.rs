@@ -10,10 +10,10 @@ use dcs_crds::SinkMode;
 use dcs_crds::spec::TableRef;
 
 use super::doris::DorisSink;
-use super::doris::schema::evolves_schema;
+use super::doris::schema::schema_follow;
 use super::label::LabelScheme;
 use super::rebuild::{Planned, Rebuild};
-use super::schema_change::SchemaChange;
+use super::schema_change::{Follow, SchemaChange};
 use super::stdout::StdoutSink;
 use super::{Encoding, LoadResult, LostLoad, Sink};
 use crate::Result;
@@ -39,7 +39,7 @@ impl ConfiguredSink {
                     config.namespace.clone(),
                     config.consumer_id.clone(),
                 )
-                .evolving(evolves_schema(config)),
+                .following(schema_follow(config)),
             )),
             SinkConfig::Stdout => Self::Stdout(StdoutSink),
         }
@@ -85,8 +85,12 @@ impl Sink for ConfiguredSink {
         each!(self, s => s.has_table())
     }
 
-    fn evolves_schema(&self) -> bool {
-        each!(self, s => s.evolves_schema())
+    fn schema_follow(&self) -> Follow {
+        each!(self, s => s.schema_follow())
+    }
+
+    async fn table_columns(&self) -> Result<Vec<String>> {
+        each!(self, s => s.table_columns().await)
     }
 
     async fn prepare(&self, source: &SourceSettings, columns: &[String]) -> Result<()> {

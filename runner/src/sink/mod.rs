@@ -127,9 +127,21 @@ pub trait Sink {
     /// or failed this long after that run stopped (zero for a sink without loads in flight).
     fn request_timeout(&self) -> Duration;
 
-    /// Whether the sink's columns follow the source's (schema evolution): the pipeline then
-    /// hands each change of the source's columns to [`Sink::follow_columns`].
-    fn evolves_schema(&self) -> bool;
+    /// How the sink meets a change of the source's columns ([`schema_change::Follow`]): unless
+    /// `Fixed`, the pipeline reads every column and decides each change
+    /// ([`schema_change::decide`]), handing the ones to follow to [`Sink::follow_columns`].
+    /// A sink without a table follows nothing.
+    fn schema_follow(&self) -> schema_change::Follow {
+        schema_change::Follow::Fixed
+    }
+
+    /// The sink table's data columns (empty when it is missing, and for a sink without a table).
+    ///
+    /// # Errors
+    /// A sink that cannot be reached or read.
+    fn table_columns(&self) -> impl Future<Output = Result<Vec<String>>> + Send {
+        async { Ok(Vec::new()) }
+    }
 
     /// Whether rows go into a table that [`Sink::prepare`] makes ready for the source's columns
     /// (which are read for it) before the first load.

@@ -241,6 +241,7 @@ mod tests {
             label_scheme: 2,
             rebuild,
             snapshot_tablets: None,
+            schema: None,
         }
     }
 

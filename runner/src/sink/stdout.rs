@@ -121,10 +121,6 @@ impl Sink for StdoutSink {
         Duration::ZERO
     }
 
-    fn evolves_schema(&self) -> bool {
-        false
-    }
-
     fn has_table(&self) -> bool {
         false
     }
@@ -134,7 +130,7 @@ impl Sink for StdoutSink {
         Ok(())
     }
 
-    /// Never asked: the columns are not followed ([`Sink::evolves_schema`]); each record names
+    /// Never asked: the columns are not followed ([`Sink::schema_follow`]); each record names
     /// its own.
     async fn follow_columns(
         &self,

@@ -39,6 +39,7 @@ pub(crate) fn cp(id: u64) -> Checkpoint {
         label_scheme: 1,
         rebuild: None,
         snapshot_tablets: None,
+        schema: None,
     }
 }
 

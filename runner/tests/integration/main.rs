@@ -20,6 +20,7 @@ mod pipeline;
 mod randomized;
 mod rebuild;
 mod retention;
+mod schema_policy;
 mod seam;
 mod shards;
 mod sink_table;

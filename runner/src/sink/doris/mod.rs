@@ -34,7 +34,7 @@ pub use request::load_headers;
 
 use super::label::LabelScheme;
 use super::rebuild::{Planned, Rebuild};
-use super::schema_change::SchemaChange;
+use super::schema_change::{Follow, SchemaChange};
 use super::{Encoding, LoadResult, LostLoad, Sink};
 use crate::checkpoint::{Checkpoint, PendingTxn};
 use crate::settings::{BatchLimits, DorisSinkConfig, SourceSettings};
@@ -61,8 +61,8 @@ pub struct DorisSink {
     config: DorisSinkConfig,
     /// The sink table of the settings, which a rebuild's shadow replaces.
     home: TableRef,
-    /// Whether the table's columns follow the source's (`schema::evolves_schema`).
-    evolve: bool,
+    /// How the table's columns follow the source's (`schema::schema_follow`).
+    follow: Follow,
     namespace: String,
     consumer_id: String,
     run_tag: String,
@@ -86,7 +86,7 @@ impl DorisSink {
             client,
             home: config.table.clone(),
             config,
-            evolve: false,
+            follow: Follow::Fixed,
             namespace,
             consumer_id,
             // Random, not the clock: a clock that steps back must not repeat an earlier run's tag.
@@ -94,11 +94,11 @@ impl DorisSink {
         }
     }
 
-    /// With `evolve`, the table's columns follow the source's (`schema::evolves_schema` of the
-    /// run's settings).
+    /// The table's columns follow the source's as `follow` says (`schema::schema_follow` of
+    /// the run's settings).
     #[must_use]
-    pub fn evolving(mut self, evolve: bool) -> Self {
-        self.evolve = evolve;
+    pub fn following(mut self, follow: Follow) -> Self {
+        self.follow = follow;
         self
     }
 
@@ -238,8 +238,13 @@ impl Sink for DorisSink {
         self.config.request_timeout
     }
 
-    fn evolves_schema(&self) -> bool {
-        self.evolve
+    fn schema_follow(&self) -> Follow {
+        self.follow
+    }
+
+    /// The columns of the table loads go to, over MySQL (`schema::table_columns`).
+    async fn table_columns(&self) -> Result<Vec<String>> {
+        schema::table_columns(&self.config).await
     }
 
     fn has_table(&self) -> bool {
@@ -248,10 +253,11 @@ impl Sink for DorisSink {
 
     /// Creates the sink table when missing, checks it otherwise (`schema::prepare_sink_table`).
     async fn prepare(&self, source: &SourceSettings, columns: &[String]) -> Result<()> {
-        schema::prepare_sink_table(&self.home_config(), source, columns, self.evolve).await
+        schema::prepare_sink_table(&self.home_config(), source, columns, self.follow).await
     }
 
-    /// ADD/DROP COLUMN on the sink table (`schema::apply_schema_change`).
+    /// ADD/DROP COLUMN on the table loads go to (`schema::apply_schema_change`): a rebuild's
+    /// shadow while one is in use, which replaces the sink table at its swap.
     async fn follow_columns(
         &self,
         source: &SourceSettings,
@@ -259,7 +265,7 @@ impl Sink for DorisSink {
         current: &[String],
         arrow_types: &[(String, DataType)],
     ) -> Result<Vec<String>> {
-        schema::apply_schema_change(&self.home_config(), source, change, current, arrow_types).await
+        schema::apply_schema_change(&self.config, source, change, current, arrow_types).await
     }
 
     fn plan_rebuild(
@@ -286,7 +292,7 @@ impl Sink for DorisSink {
         let Some(shadow) = plan.shadow() else {
             return Ok(());
         };
-        rebuild::begin(plan, &self.home_config(), source, columns, self.evolve).await?;
+        rebuild::begin(plan, &self.home_config(), source, columns, self.follow).await?;
         self.config.table = shadow.clone();
         Ok(())
     }

@@ -7,6 +7,7 @@ use dcs_doris_client::mysql_target::MysqlTarget;
 
 use crate::settings::{DorisSinkConfig, SourceSettings};
 use crate::sink::rebuild::{Rebuild, Step};
+use crate::sink::schema_change::Follow;
 use crate::{Error, Result};
 
 /// Whether `table` exists (it has columns).
@@ -84,7 +85,7 @@ pub async fn begin(
     sink: &DorisSinkConfig,
     source: &SourceSettings,
     columns: &[String],
-    evolve: bool,
+    follow: Follow,
 ) -> Result<()> {
     match &rebuild.step {
         Step::Sink | Step::SwapPending(_) => Ok(()),
@@ -93,7 +94,7 @@ pub async fn begin(
             prepare_shadow(sink, shadow).await?;
             let mut into_shadow = sink.clone();
             into_shadow.table = shadow.clone();
-            super::schema::prepare_sink_table(&into_shadow, source, columns, evolve).await
+            super::schema::prepare_sink_table(&into_shadow, source, columns, follow).await
         }
     }
 }

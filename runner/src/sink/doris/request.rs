@@ -90,6 +90,7 @@ pub(super) mod tests {
             query_port: 9030,
             format: Default::default(),
             create_table: Default::default(),
+            schema_change: Default::default(),
             tls: Default::default(),
         }
     }

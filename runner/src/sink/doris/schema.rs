@@ -22,7 +22,7 @@ use super::create_table::{
 };
 use super::type_fit::type_problems;
 use crate::settings::{BodyFormat, DorisSinkConfig, PipelineConfig, SourceSettings};
-use crate::sink::schema_change::SchemaChange;
+use crate::sink::schema_change::{Follow, SchemaChange};
 use crate::{Error, Result};
 use dcs_crds::doris_table::KeysModel;
 use dcs_doris_client::sql::quote_ident;
@@ -61,26 +61,43 @@ pub fn written_columns(columns: &[String], mode: SinkMode) -> Vec<String> {
     out
 }
 
-/// Whether the runner keeps the sink's columns in step with the source: a Doris sink with
-/// `createTable.enabled` and no `source.columns` list.
-pub fn evolves_schema(config: &PipelineConfig) -> bool {
-    config.columns.is_none() && config.doris_sink().is_some_and(|d| d.create_table.enabled)
+/// How the sink's columns follow the source's: a Doris sink with no `source.columns` list meets
+/// a change as `schemaChange` says, and may change the table with `createTable.enabled`; a
+/// fixed list, or a sink without a table, has nothing to follow.
+pub fn schema_follow(config: &PipelineConfig) -> Follow {
+    config.doris_sink().map_or(Follow::Fixed, |d| {
+        Follow::of(
+            d.schema_change,
+            config.columns.is_none(),
+            d.create_table.enabled,
+        )
+    })
 }
 
 /// Decide about the sink table from the source's columns and what the sink has (`existing` is
-/// `None` when the table is missing). With `evolve` (schema evolution on), source columns the
-/// existing table lacks are to be added rather than a problem. Pure.
+/// `None` when the table is missing). With [`Follow::Evolve`], source columns the existing table
+/// lacks are to be added rather than a problem; with [`Follow::Ignore`] they are not written.
+/// Pure.
 pub fn plan_sink_table(
     sink: &DorisSinkConfig,
     source_columns: &[TableColumn],
     existing: Option<&ExistingSink<'_>>,
     columns: &[String],
-    evolve: bool,
+    follow: Follow,
 ) -> SinkTablePlan {
     let mode = sink.policy.mode;
     match existing {
         Some(e) => {
-            let missing: Vec<String> = if evolve {
+            let lacking = columns
+                .iter()
+                .filter(|c| !e.columns.iter().any(|s| s.name.eq_ignore_ascii_case(c)));
+            // Not written: the sink keeps its columns.
+            let ignored: Vec<&String> = if follow == Follow::Ignore {
+                lacking.clone().collect()
+            } else {
+                Vec::new()
+            };
+            let missing: Vec<String> = if follow == Follow::Evolve {
                 columns
                     .iter()
                     .filter(|c| !e.columns.iter().any(|s| s.name.eq_ignore_ascii_case(c)))
@@ -91,7 +108,7 @@ pub fn plan_sink_table(
             };
             let present: Vec<String> = columns
                 .iter()
-                .filter(|c| !missing.contains(c))
+                .filter(|c| !missing.contains(c) && !ignored.contains(c))
                 .cloned()
                 .collect();
             let written = written_columns(&present, mode);
@@ -148,7 +165,7 @@ pub async fn inspect_sink_table(
     sink: &DorisSinkConfig,
     source: &SourceSettings,
     columns: &[String],
-    evolve: bool,
+    follow: Follow,
 ) -> Result<SinkTablePlan> {
     let src = source.mysql_target();
     let mut conn = src.connect().await?;
@@ -165,7 +182,7 @@ pub async fn inspect_sink_table(
                 &source_columns,
                 None,
                 columns,
-                evolve,
+                follow,
             ));
         }
         let unique = matches!(
@@ -181,7 +198,7 @@ pub async fn inspect_sink_table(
             &source_columns,
             Some(&e),
             columns,
-            evolve,
+            follow,
         ))
     }
     .await;
@@ -190,7 +207,8 @@ pub async fn inspect_sink_table(
 }
 
 /// Make sure the sink table exists and fits before the first load: create it (and its database)
-/// when missing, add the source columns it lacks (with `evolve`), fail when it cannot be used.
+/// when missing, add the source columns it lacks ([`Follow::Evolve`]), fail when it cannot be
+/// used.
 ///
 /// # Errors
 /// [`Error::Config`] listing the problems of an unusable table; [`Error::Sink`] when the sink
@@ -199,9 +217,9 @@ pub async fn prepare_sink_table(
     sink: &DorisSinkConfig,
     source: &SourceSettings,
     columns: &[String],
-    evolve: bool,
+    follow: Follow,
 ) -> Result<()> {
-    match inspect_sink_table(sink, source, columns, evolve).await? {
+    match inspect_sink_table(sink, source, columns, follow).await? {
         SinkTablePlan::AddColumns { columns: added } => {
             let change = SchemaChange {
                 added,
@@ -240,6 +258,24 @@ pub async fn prepare_sink_table(
             reason: problems.join("; "),
         }),
     }
+}
+
+/// The data columns of the sink table (`sink.table`; empty when it is missing), without the
+/// changelog mode's `dcs_*` columns.
+///
+/// # Errors
+/// When the sink cannot be reached or read.
+pub async fn table_columns(sink: &DorisSinkConfig) -> Result<Vec<String>> {
+    let dst = sink.mysql_target();
+    let mut conn = dst.connect().await?;
+    let cols = dst.columns(&mut conn, &sink.table).await;
+    let _ = conn.disconnect().await;
+    let meta: Vec<String> = changelog_columns().into_iter().map(|c| c.name).collect();
+    Ok(cols?
+        .into_iter()
+        .map(|c| c.name)
+        .filter(|n| !meta.iter().any(|m| m.eq_ignore_ascii_case(n)))
+        .collect())
 }
 
 /// A Doris type for an Arrow type (docs/doris-protocols.md §3.5 read backwards), for a new column
@@ -324,9 +360,10 @@ pub async fn apply_schema_change(
         let _ = conn.disconnect().await;
         cols?
     };
-    // A column the sink already has (added there by hand before the source's) is not added
-    // again, but its type must hold the source's.
-    let existing = if change.added.is_empty() {
+    // A column the sink already has (added there by hand before the source's, or by a run that
+    // stopped before its checkpoint) is not added again, but its type must hold the source's; a
+    // column it no longer has is not dropped again.
+    let existing = if change.added.is_empty() && change.dropped.is_empty() {
         Vec::new()
     } else {
         let dst = sink.mysql_target();
@@ -375,7 +412,13 @@ pub async fn apply_schema_change(
                 .map(String::as_str)
         })
         .flatten();
-    let statements = alter_statements(&sink.table, &added, &change.dropped, after);
+    let dropped: Vec<String> = change
+        .dropped
+        .iter()
+        .filter(|name| existing.iter().any(|c| c.name.eq_ignore_ascii_case(name)))
+        .cloned()
+        .collect();
+    let statements = alter_statements(&sink.table, &added, &dropped, after);
     let dst = sink.mysql_target();
     let mut conn = dst.connect().await?;
     let result = async {

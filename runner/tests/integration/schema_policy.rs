@@ -1,0 +1,330 @@
+//! A change of the source's columns under each `spec.sink.doris.schemaChange` policy, through the
+//! `dcs-runner` binary against doris-emu (docs/ARCHITECTURE.md §3.5): `fail` stops before a row
+//! with the new columns is written and keeps stopping until the policy changes; `ignore` keeps the
+//! sink's columns and loses no value of them; `evolve` follows exactly once when the runner is
+//! killed after the sink's ALTER was applied but before its checkpoint, or before it was applied;
+//! `evolve` on a sink dcs may not change waits for a person to change it.
+
+use crate::source_support;
+
+use std::time::{Duration, Instant};
+
+use dcs_doris_emu::RunningEmulator;
+use dcs_doris_emu::faults::SqlStall;
+use source_support::process::{Files, Runner};
+use source_support::{exec, manifest, mysql_rows, student_tables};
+
+/// The sink a person made, as the source is but without the changelog.
+const HAND_MADE_SINK: &str = "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64), \
+     score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
+     PROPERTIES (\"replication_num\" = \"1\")";
+
+async fn emu_with_source(rows: u32) -> RunningEmulator {
+    let emu = source_support::emu().await;
+    student_tables(&emu, 4, "CREATE TABLE sink.placeholder (id INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 PROPERTIES (\"replication_num\" = \"1\")", rows).await;
+    emu
+}
+
+async fn columns(emu: &RunningEmulator, db: &str, table: &str) -> Vec<String> {
+    let mut cols = mysql_rows(
+        emu,
+        &format!(
+            "SELECT ORDINAL_POSITION, COLUMN_NAME FROM information_schema.columns \
+             WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}'"
+        ),
+    )
+    .await;
+    cols.sort_by_key(|r| r[0].parse::<u32>().unwrap());
+    cols.into_iter().map(|r| r[1].clone()).collect()
+}
+
+async fn rows(emu: &RunningEmulator, select: &str, table: &str) -> Vec<Vec<String>> {
+    mysql_rows(emu, &format!("SELECT {select} FROM {table} ORDER BY id")).await
+}
+
+/// Wait (bounded) until the sink holds the source's rows over `select`, with the runner running.
+async fn converged(emu: &RunningEmulator, files: &Files, runner: &mut Runner, select: &str) {
+    let start = Instant::now();
+    loop {
+        let (sink, source) = (
+            rows(emu, select, "sink.student").await,
+            rows(emu, select, "demo.student").await,
+        );
+        if sink == source {
+            return;
+        }
+        if let Some(status) = runner.exited() {
+            panic!("the runner exited ({status}):\n{}", files.logs());
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the sink did not converge:\n{}\n{}",
+            source_support::row_diff(&source, &sink),
+            files.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Start a runner and wait for its changelog phase.
+async fn streaming(files: &Files) -> Runner {
+    let mut runner = files.start();
+    files
+        .wait_checkpoint(&mut runner, "the changelog phase", |c| {
+            c["position"]["phase"] == "changelog"
+        })
+        .await;
+    runner
+}
+
+/// Wait until the emulator has held `n` statements in all.
+async fn stalled(emu: &RunningEmulator, n: u64) {
+    let start = Instant::now();
+    while emu.doris.counters.get("sql_stalled") < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "nothing was held"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn stall(emu: &RunningEmulator, contains: &str, applied: bool) {
+    emu.doris.faults.update(|f| {
+        f.sql_stall = Some(SqlStall {
+            contains: contains.into(),
+            applied,
+        });
+    });
+}
+
+fn release(emu: &RunningEmulator) {
+    emu.doris.faults.update(|f| f.sql_stall = None);
+}
+
+const ADD_LEVEL: [&str; 3] = [
+    "ALTER TABLE demo.student ADD COLUMN level INT",
+    "INSERT INTO demo.student VALUES (101, 'added', 2.00, '2026-11-29 11:00:00.000', 7)",
+    "UPDATE demo.student SET level = 3, name = 'changed' WHERE id = 5",
+];
+
+const FAIL_MESSAGE: &str = "the columns of source table demo.student changed: added `level`; spec.sink.doris.schemaChange is fail, so the sync stopped before writing a row with the new columns into the sink: set schemaChange to evolve to follow the change (a column you added to the sink yourself is kept), or to ignore to keep the sink's columns";
+
+#[tokio::test]
+async fn fail_stops_before_the_new_shape_and_until_the_policy_changes() {
+    let emu = emu_with_source(50).await;
+    let files = Files::new(&manifest(&emu, "initial", "      schemaChange: fail"));
+    let mut runner = streaming(&files).await;
+    exec(&emu, &ADD_LEVEL).await;
+    assert_eq!(
+        runner.wait_exit(Duration::from_secs(60)).await,
+        Some(2),
+        "{}",
+        files.logs()
+    );
+    let cp = files.checkpoint().unwrap();
+    assert_eq!(cp["stopped"]["reason"], "SchemaChanged");
+    assert_eq!(cp["stopped"]["message"], FAIL_MESSAGE);
+    assert_eq!(cp["schema"]["lastChange"]["action"], "Refused");
+    assert_eq!(
+        cp["schema"]["lastChange"]["added"],
+        serde_json::json!(["level"])
+    );
+    assert_eq!(
+        cp["schema"]["columns"],
+        serde_json::json!(["id", "name", "score", "updated"])
+    );
+    // Nothing with the new shape was written.
+    assert_eq!(
+        columns(&emu, "sink", "student").await,
+        ["id", "name", "score", "updated"]
+    );
+    assert!(
+        mysql_rows(&emu, "SELECT id FROM sink.student WHERE id = 101")
+            .await
+            .is_empty()
+    );
+    // A restart (a pod restarted by Kubernetes) meets the same change and stops again.
+    let mut again = files.start();
+    assert_eq!(again.wait_exit(Duration::from_secs(60)).await, Some(2));
+    assert_eq!(
+        files.checkpoint().unwrap()["stopped"]["message"],
+        FAIL_MESSAGE
+    );
+    // A person sets evolve: the sink follows, and every value arrives.
+    std::fs::write(
+        &files.manifest,
+        manifest(&emu, "initial", "      schemaChange: evolve"),
+    )
+    .unwrap();
+    let mut runner = files.start();
+    converged(&emu, &files, &mut runner, "*").await;
+    assert_eq!(
+        columns(&emu, "sink", "student").await,
+        ["id", "name", "score", "updated", "level"]
+    );
+    files
+        .wait_checkpoint(&mut runner, "the change followed", |c| {
+            c["schema"]["lastChange"]["action"] == "Followed"
+        })
+        .await;
+    runner.sigterm();
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+}
+
+#[tokio::test]
+async fn ignore_keeps_the_sink_columns_and_every_value_of_them() {
+    let emu = emu_with_source(50).await;
+    let files = Files::new(&manifest(&emu, "initial", "      schemaChange: ignore"));
+    let mut runner = streaming(&files).await;
+    exec(&emu, &ADD_LEVEL).await;
+    let score_of_1 = mysql_rows(&emu, "SELECT score FROM demo.student WHERE id = 1").await;
+    exec(
+        &emu,
+        &[
+            "ALTER TABLE demo.student DROP COLUMN score",
+            "INSERT INTO demo.student VALUES (102, 'after drop', '2026-11-29 12:00:00.000', 9)",
+            "DELETE FROM demo.student WHERE id = 6",
+        ],
+    )
+    .await;
+    converged(&emu, &files, &mut runner, "id, name, updated").await;
+    files
+        .wait_checkpoint(&mut runner, "the change ignored", |c| {
+            c["schema"]["lastChange"]["action"] == "Ignored"
+                && c["schema"]["lastChange"]["dropped"] == serde_json::json!(["score"])
+        })
+        .await;
+    let cp = files.checkpoint().unwrap();
+    assert_eq!(cp["schema"]["ignored"], serde_json::json!(["level"]));
+    assert_eq!(
+        cp["schema"]["columns"],
+        serde_json::json!(["id", "name", "updated", "level"])
+    );
+    // The sink keeps its columns: `score` stays (NULL where written after the drop), `level`
+    // never arrives.
+    assert_eq!(
+        columns(&emu, "sink", "student").await,
+        ["id", "name", "score", "updated"]
+    );
+    assert_eq!(
+        mysql_rows(
+            &emu,
+            "SELECT score FROM sink.student WHERE id IN (1, 102) ORDER BY id"
+        )
+        .await,
+        [score_of_1[0].clone(), vec!["NULL".to_owned()]]
+    );
+    // A restart goes on ignoring.
+    runner.sigkill();
+    let mut runner = files.start();
+    exec(
+        &emu,
+        &["INSERT INTO demo.student VALUES (103, 'restarted', '2026-11-29 13:00:00.000', 1)"],
+    )
+    .await;
+    converged(&emu, &files, &mut runner, "id, name, updated").await;
+    runner.sigterm();
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+}
+
+#[tokio::test]
+async fn evolve_follows_once_across_kills_around_the_sinks_alter() {
+    let emu = emu_with_source(50).await;
+    let files = Files::new(&manifest(&emu, "initial", ""));
+    let mut runner = streaming(&files).await;
+
+    // ADD: applied on the sink, its answer never arrives, the runner killed before a checkpoint.
+    stall(&emu, "ADD COLUMN `level`", true);
+    exec(&emu, &ADD_LEVEL).await;
+    stalled(&emu, 1).await;
+    assert!(
+        columns(&emu, "sink", "student")
+            .await
+            .contains(&"level".to_owned())
+    );
+    runner.sigkill();
+    release(&emu);
+    let mut runner = files.start();
+    converged(&emu, &files, &mut runner, "*").await;
+    assert_eq!(
+        columns(&emu, "sink", "student").await,
+        ["id", "name", "score", "updated", "level"]
+    );
+
+    // DROP: held before it runs, the runner killed; the next run drops it from the checkpoint's
+    // columns, though the source no longer shows the column at all.
+    stall(&emu, "DROP COLUMN `score`", false);
+    exec(
+        &emu,
+        &[
+            "ALTER TABLE demo.student DROP COLUMN score",
+            "INSERT INTO demo.student VALUES (102, 'after drop', '2026-11-29 12:00:00.000', 9)",
+        ],
+    )
+    .await;
+    stalled(&emu, 2).await;
+    runner.sigkill();
+    release(&emu);
+    let mut runner = files.start();
+    converged(&emu, &files, &mut runner, "*").await;
+    assert_eq!(
+        columns(&emu, "sink", "student").await,
+        ["id", "name", "updated", "level"]
+    );
+
+    // DROP again, applied and unanswered: nothing is dropped twice.
+    stall(&emu, "DROP COLUMN `name`", true);
+    exec(
+        &emu,
+        &[
+            "ALTER TABLE demo.student DROP COLUMN name",
+            "INSERT INTO demo.student VALUES (103, '2026-11-29 13:00:00.000', 4)",
+        ],
+    )
+    .await;
+    stalled(&emu, 3).await;
+    runner.sigkill();
+    release(&emu);
+    let mut runner = files.start();
+    converged(&emu, &files, &mut runner, "*").await;
+    assert_eq!(
+        columns(&emu, "sink", "student").await,
+        ["id", "updated", "level"]
+    );
+    runner.sigterm();
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+}
+
+#[tokio::test]
+async fn evolve_on_a_sink_dcs_may_not_change_waits_for_a_person() {
+    let emu = emu_with_source(50).await;
+    exec(&emu, &[HAND_MADE_SINK]).await;
+    let files = Files::new(&manifest(
+        &emu,
+        "initial",
+        "      createTable: {enabled: false}",
+    ));
+    let mut runner = streaming(&files).await;
+    exec(&emu, &ADD_LEVEL).await;
+    assert_eq!(
+        runner.wait_exit(Duration::from_secs(60)).await,
+        Some(2),
+        "{}",
+        files.logs()
+    );
+    assert_eq!(
+        files.checkpoint().unwrap()["stopped"]["message"],
+        "the columns of source table demo.student changed: added `level`; spec.sink.doris.createTable.enabled is false, so dcs does not change the sink table, which lacks `level`: add them to it (the sync goes on at its next start), or set createTable.enabled: true to let dcs follow, or schemaChange: ignore to keep the sink's columns"
+    );
+    assert!(
+        mysql_rows(&emu, "SELECT id FROM sink.student WHERE id = 101")
+            .await
+            .is_empty()
+    );
+    exec(&emu, &["ALTER TABLE sink.student ADD COLUMN level BIGINT"]).await;
+    let mut runner = files.start();
+    converged(&emu, &files, &mut runner, "*").await;
+    runner.sigterm();
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+}
