@@ -8,7 +8,7 @@
 # shellcheck disable=SC2034 # used by run.sh
 SCENARIOS=(streaming ttl_blocked suspend_resume spec_change runner_killed reinit_on_expiry deletion broken_secret
     expiry_fail_then_nonce snapshot_job sharded_snapshot sharded_reinit sharded_deletion probes adversarial
-    tls ha_namespaced)
+    tls schema_policy ha_namespaced)
 
 # start_sync NS NAME DB [EXTRA_SPEC]: source table DB.src with ids 1..20, sink DB_sink.dst, the sync
 # applied and Streaming with the snapshot copied.
@@ -1238,4 +1238,60 @@ scenario_ha_namespaced() {
     wait_for "runner pods gone" 60 no_runner_pods "$ns" s11
     [[ -z "$(kubectl -n "$other" get dcs s11 -o jsonpath='{.metadata.finalizers}{.status.phase}')" ]] ||
         fail "the new leader touched a sync outside watchNamespaces"
+}
+
+# 18. A change of the source's columns under spec.sink.doris.schemaChange (docs/ARCHITECTURE.md
+# §3.14): `fail` holds the sync Blocked (SchemaChanged, a Warning event, no runner workload) with
+# nothing of the new column written; `ignore` lets it go on with the sink's columns
+# (status.sink.ignoredColumns, lastSchemaChange Ignored, a SchemaChanged event); `evolve` then adds
+# the column, and the rows written after carry its values.
+scenario_schema_policy() {
+    local ns=$1 db=e2e_schema name=sp
+    create_source_table "$db" src
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    insert_rows "$db.src" 1 20
+    sync_manifest "$ns" "$name" "$db.src" "${db}_sink.dst" |
+        sed 's/^      mode: upsert$/      mode: upsert\n      schemaChange: fail/' | kubectl apply -f - >/dev/null
+    wait_phase "$ns" "$name" Streaming 90
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    local before
+    before=$(columns_of "${db}_sink" dst)
+    sql "ALTER TABLE $db.src ADD COLUMN level INT"
+    insert_rows "$db.src" 21 25 with-level
+    sql "UPDATE $db.src SET level = id WHERE id <= 5 OR id > 20"
+    wait_phase "$ns" "$name" Blocked 120
+    [[ "$(condition "$ns" "$name" Ready reason)" == SchemaChanged ]] ||
+        fail "Ready's reason is '$(condition "$ns" "$name" Ready reason)', not SchemaChanged"
+    [[ "$(condition "$ns" "$name" Ready message)" == *"added \`level\`"*"schemaChange is fail"* ]] ||
+        fail "Ready's message does not describe the change: $(condition "$ns" "$name" Ready message)"
+    [[ "$(jget "$ns" "$name" .status.sink.lastSchemaChange.action)" == Refused ]] ||
+        fail "status.sink.lastSchemaChange: $(jget "$ns" "$name" .status.sink.lastSchemaChange)"
+    wait_for "no runner workload while Blocked" 60 bash -c "[[ -z \"\$(kubectl -n $ns get deployments,jobs -o name)\" ]]"
+    wait_for "a SchemaChanged Warning event" 30 \
+        bash -c "kubectl -n $ns get events -o json | jq -e '[.items[] | select(.reason == \"SchemaChanged\" and .type == \"Warning\")] | length > 0' >/dev/null"
+    [[ "$(columns_of "${db}_sink" dst)" == "$before" ]] || fail "the sink's columns changed under fail: $(columns_of "${db}_sink" dst)"
+    [[ "$(sql "SELECT COUNT(*) FROM ${db}_sink.dst WHERE id > 20")" == 0 ]] || fail "rows written after the change under fail"
+    log "fail: Blocked (SchemaChanged), nothing of the change written"
+
+    kubectl -n "$ns" patch dcs "$name" --type merge -p '{"spec":{"sink":{"doris":{"schemaChange":"ignore"}}}}' >/dev/null
+    wait_phase "$ns" "$name" Streaming 120
+    wait_tables_equal "$db.src" "${db}_sink.dst" 120
+    wait_for "status.sink.ignoredColumns lists level" 60 \
+        bash -c "kubectl -n $ns get dcs $name -o json | jq -e '.status.sink.ignoredColumns == [\"level\"] and .status.sink.lastSchemaChange.action == \"Ignored\"' >/dev/null"
+    [[ "$(columns_of "${db}_sink" dst)" == "$before" ]] || fail "the sink's columns changed under ignore: $(columns_of "${db}_sink" dst)"
+    log "ignore: Streaming, the sink's columns kept, level ignored"
+
+    kubectl -n "$ns" patch dcs "$name" --type merge -p '{"spec":{"sink":{"doris":{"schemaChange":"evolve"}}}}' >/dev/null
+    sink_has_level() { [[ "$(columns_of "${db}_sink" dst)" == *level* ]]; }
+    wait_for "the sink gains level" 120 sink_has_level
+    insert_rows "$db.src" 26 27 evolved
+    sql "UPDATE $db.src SET level = 7 WHERE id >= 26"
+    levels_written() {
+        [[ "$(sql "SELECT id, level FROM $db.src WHERE id >= 26 ORDER BY id")" == "$(sql "SELECT id, level FROM ${db}_sink.dst WHERE id >= 26 ORDER BY id")" ]]
+    }
+    wait_for "level's values of the rows written after in the sink" 120 levels_written
+    wait_tables_equal "$db.src" "${db}_sink.dst"
+    wait_for "status.sink.lastSchemaChange says level is written from now on" 60 \
+        bash -c "kubectl -n $ns get dcs $name -o json | jq -e '.status.sink.lastSchemaChange.action == \"Followed\" and (.status.sink.ignoredColumns == null)' >/dev/null"
+    log "evolve: level added to the sink, written from then on"
 }

@@ -163,6 +163,25 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         self.schema.sink_columns = self.loads.sink.table_columns().await?;
         if self.schema.follow == Follow::Ignore {
             self.schema.ignored = missing_from(&columns, &self.schema.sink_columns);
+        } else if !self.schema.ignored.is_empty() {
+            // Ignored until now (the policy was ignore): written from now on, which the status
+            // says with what it means for the rows written before.
+            let now_written = SchemaChange {
+                added: std::mem::take(&mut self.schema.ignored),
+                dropped: Vec::new(),
+            };
+            let message = format!(
+                "{} were ignored until now and are written from now on; the sink's rows written before keep NULL in them until a re-initialisation (spec.reinitNonce) copies the table again",
+                now_written
+                    .added
+                    .iter()
+                    .map(|c| format!("`{c}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            tracing::warn!(%message, "columns no longer ignored");
+            self.schema.note(&now_written, "Followed", message);
+            self.saving.changed();
         }
         Ok(())
     }

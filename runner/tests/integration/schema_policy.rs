@@ -226,6 +226,42 @@ async fn ignore_keeps_the_sink_columns_and_every_value_of_them() {
     converged(&emu, &files, &mut runner, "id, name, updated").await;
     runner.sigterm();
     assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+
+    // evolve from now on: `level` is added and written for the rows written after; the status
+    // says the earlier ones keep NULL until a re-initialisation.
+    std::fs::write(&files.manifest, manifest(&emu, "initial", "")).unwrap();
+    let mut runner = files.start();
+    files
+        .wait_checkpoint(&mut runner, "the ignored column followed", |c| {
+            c["schema"]["lastChange"]["action"] == "Followed"
+        })
+        .await;
+    let cp = files.checkpoint().unwrap();
+    assert_eq!(
+        cp["schema"]["lastChange"]["message"],
+        "`level` were ignored until now and are written from now on; the sink's rows written before keep NULL in them until a re-initialisation (spec.reinitNonce) copies the table again"
+    );
+    assert!(cp["schema"].get("ignored").is_none(), "{cp}");
+    exec(
+        &emu,
+        &["INSERT INTO demo.student VALUES (104, 'evolved', '2026-11-29 14:00:00.000', 11)"],
+    )
+    .await;
+    let start = Instant::now();
+    while mysql_rows(&emu, "SELECT level FROM sink.student WHERE id = 104").await != [["11"]] {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{}",
+            files.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        mysql_rows(&emu, "SELECT level FROM sink.student WHERE id = 101").await,
+        [["NULL"]]
+    );
+    runner.sigterm();
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
 }
 
 #[tokio::test]
@@ -325,6 +361,43 @@ async fn evolve_on_a_sink_dcs_may_not_change_waits_for_a_person() {
     exec(&emu, &["ALTER TABLE sink.student ADD COLUMN level BIGINT"]).await;
     let mut runner = files.start();
     converged(&emu, &files, &mut runner, "*").await;
+    runner.sigterm();
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+}
+
+#[tokio::test]
+async fn a_rebuilt_sink_has_the_source_columns_after_a_drop_its_consumer_never_saw() {
+    let emu = emu_with_source(50).await;
+    let yaml = manifest(&emu, "initial", "");
+    let files = Files::new(&yaml);
+    let mut runner = streaming(&files).await;
+    exec(&emu, &ADD_LEVEL).await;
+    converged(&emu, &files, &mut runner, "*").await;
+    runner.sigterm();
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+    // While no runner runs, the column goes and another comes; then the sync is re-initialised
+    // (its offset expired): the new consumer rebuilds the sink through a shadow made like it.
+    exec(
+        &emu,
+        &[
+            "ALTER TABLE demo.student DROP COLUMN level",
+            "ALTER TABLE demo.student ADD COLUMN grade INT",
+            "UPDATE demo.student SET grade = id WHERE id <= 10",
+        ],
+    )
+    .await;
+    let reinitialised = yaml.replace(
+        "metadata: {name: student-sync}",
+        "metadata: {name: student-sync-r1, annotations: {dcs.dev/reinitialized-from: student-sync}}",
+    );
+    assert_ne!(reinitialised, yaml);
+    let files = Files::new(&reinitialised);
+    let mut runner = streaming(&files).await;
+    converged(&emu, &files, &mut runner, "*").await;
+    assert_eq!(
+        columns(&emu, "sink", "student").await,
+        ["id", "name", "score", "updated", "grade"]
+    );
     runner.sigterm();
     assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
 }

@@ -87,16 +87,50 @@ pub async fn begin(
     columns: &[String],
     follow: Follow,
 ) -> Result<()> {
-    match &rebuild.step {
-        Step::Sink | Step::SwapPending(_) => Ok(()),
-        Step::CreateShadow(shadow) => create_shadow(sink, shadow).await,
+    let shadow = match &rebuild.step {
+        Step::Sink | Step::SwapPending(_) => return Ok(()),
+        Step::CreateShadow(shadow) => {
+            create_shadow(sink, shadow).await?;
+            shadow
+        }
         Step::ResumeShadow(shadow) => {
             prepare_shadow(sink, shadow).await?;
-            let mut into_shadow = sink.clone();
-            into_shadow.table = shadow.clone();
-            super::schema::prepare_sink_table(&into_shadow, source, columns, follow).await
+            shadow
         }
+    };
+    let mut into_shadow = sink.clone();
+    into_shadow.table = shadow.clone();
+    super::schema::prepare_sink_table(&into_shadow, source, columns, follow).await?;
+    if follow == Follow::Evolve {
+        drop_gone_columns(&into_shadow, source, columns).await?;
     }
+    Ok(())
+}
+
+/// The shadow is made `LIKE` the sink, so it has the columns the sink has; under `evolve` those
+/// the source no longer has are dropped from it (they hold nothing there: the shadow is loaded
+/// from the source), so the rebuilt table has the source's columns, as a new consumer that
+/// never saw the drop could not otherwise know.
+async fn drop_gone_columns(
+    shadow: &DorisSinkConfig,
+    source: &SourceSettings,
+    columns: &[String],
+) -> Result<()> {
+    let gone = crate::sink::schema_change::missing_from(
+        &super::schema::table_columns(shadow).await?,
+        columns,
+    );
+    if gone.is_empty() {
+        return Ok(());
+    }
+    let change = crate::sink::schema_change::SchemaChange {
+        added: Vec::new(),
+        dropped: gone,
+    };
+    for s in super::schema::apply_schema_change(shadow, source, &change, columns, &[]).await? {
+        tracing::info!(statement = %s, "dropped from the shadow a column the source no longer has");
+    }
+    Ok(())
 }
 
 /// Step 3: swaps `shadow` in for the sink table. A shadow that is already gone was swapped in by

@@ -24,6 +24,7 @@
 //! | `tablets-replaced` | a re-initialisation (a new consumer) whose snapshot is caught mid-read (its first splits held) by a TRUNCATE and new rows: the runner must stop with exit 5 (`SnapshotTabletsChanged`) within a bound, answered with another new consumer |
 //! | `fence-ambiguous-save` | the next checkpoint save is applied, then the store is fenced as the operator fences it (`dcs.dev/fenced`), then the save's answer is lost: the runner must stop with exit 4 within a bound, committing and aborting nothing (ConfigMap store) |
 //! | `audit-writes` | a re-initialisation (a new consumer) whose snapshot splits are held while a burst of 20–60 changes is written (into tablets not read yet), then let go: the changes are after T0, so a changelog sink must hold them once, as changes, and never in its snapshot |
+//! | `schema-change` | the source gains a column `x<n>` and rows get values in it, the runner is SIGKILLed 0–0.8 s later (anywhere between the rows before the change, the sink's ALTER and the checkpoint after it), and while it is down the column the previous `schema-change` added is dropped; then it restarts (`schemaChange: evolve`, the default) |
 //!
 //! An exit 3 (OffsetExpired) is answered as the operator would: a new consumer id (`adv-r<n>`),
 //! a fresh checkpoint, a fresh sink table, the TTL back at 600 s. Any other exit is a crash the
@@ -31,8 +32,9 @@
 //!
 //! The writer changes the source all along, through every snapshot too.
 //!
-//! Checked after every run, for the last consumer: an upsert sink equals the source; a changelog
-//! sink holds the table as of T0 (Doris's `FOR VERSION AS OF` T0, whatever was written while the
+//! Checked after every run, for the last consumer: an upsert sink equals the source (every column:
+//! the sink followed each `schema-change`); a changelog sink's data columns are the source's, and it
+//! holds the table as of T0 (over `demo.student`'s first four columns: Doris's `FOR VERSION AS OF` T0, whatever was written while the
 //! snapshot ran) and then every change after T0 exactly once; no pre-committed
 //! load of that consumer is left open. Checked during the run: every move of the clock past the
 //! TTL and every TTL lowered below the runner's safety margin ended in exit 3 within a bound
@@ -160,7 +162,7 @@ impl Report {
 }
 
 /// The fault classes, in the table's order.
-const CLASSES: [&str; 13] = [
+const CLASSES: [&str; 14] = [
     "kill",
     "kill-after-save",
     "clock-short",
@@ -174,6 +176,7 @@ const CLASSES: [&str; 13] = [
     "fence-ambiguous-save",
     "tablets-replaced",
     "audit-writes",
+    "schema-change",
 ];
 
 /// Where the runner keeps its checkpoint.
@@ -224,6 +227,9 @@ struct Run {
     version: u64,
     deleted: Vec<u32>,
     writes: u64,
+    /// `schema-change` faults so far, and the column the last one added.
+    schema_changes: u32,
+    added_column: Option<String>,
 }
 
 /// Runs one seeded run and adds what it found to `report`.
@@ -297,6 +303,8 @@ pub async fn run(seed: u64, opts: &Options, report: &mut Report) {
         next_id: ROWS + 1,
         version: 0,
         deleted: Vec::new(),
+        schema_changes: 0,
+        added_column: None,
         writes: 0,
     };
     let outcome = run.go(report).await;
@@ -519,15 +527,12 @@ spec:
         let stmt = match self.write_rng.range(0, 10) {
             0..=2 => {
                 self.next_id += 1;
-                format!(
-                    "INSERT INTO demo.student VALUES {}",
-                    row_values(self.next_id - 1)
-                )
+                format!("{INSERT} {}", row_values(self.next_id - 1))
             }
             3 if !self.deleted.is_empty() => {
                 let i = self.write_rng.range(0, self.deleted.len() as u64) as usize;
                 let id = self.deleted.swap_remove(i);
-                format!("INSERT INTO demo.student VALUES {}", row_values(id))
+                format!("{INSERT} {}", row_values(id))
             }
             3..=6 => {
                 let id = self.write_rng.range(1, u64::from(self.next_id));
@@ -809,9 +814,46 @@ spec:
             "fence-ambiguous-save" => self.fence_during_a_save(report).await?,
             "tablets-replaced" => self.replace_tablets_mid_snapshot(report).await?,
             "audit-writes" => self.write_through_a_snapshot(dwell, report).await?,
+            "schema-change" => self.change_the_columns(dwell, report).await?,
             other => unreachable!("fault class {other}"),
         }
         Ok(())
+    }
+
+    /// `schema-change`: a column added to the source and written, the runner killed shortly
+    /// after, the previous fault's column dropped while it is down, then a restart.
+    async fn change_the_columns(
+        &mut self,
+        dwell: Duration,
+        report: &mut Report,
+    ) -> Result<(), String> {
+        self.schema_changes += 1;
+        let column = format!("x{}", self.schema_changes);
+        exec(
+            &self.emu,
+            &[
+                &format!("ALTER TABLE demo.student ADD COLUMN {column} INT"),
+                &format!(
+                    "UPDATE demo.student SET {column} = id WHERE id <= {}",
+                    self.rng.range(5, 200)
+                ),
+            ],
+        )
+        .await;
+        let gap = Duration::from_millis(self.rng.range(0, 800));
+        self.dwell(gap, report).await?;
+        if let Some(mut r) = self.runner.take() {
+            r.sigkill();
+        }
+        if let Some(previous) = self.added_column.replace(column) {
+            exec(
+                &self.emu,
+                &[&format!("ALTER TABLE demo.student DROP COLUMN {previous}")],
+            )
+            .await;
+        }
+        self.start_runner();
+        self.dwell(dwell, report).await
     }
 
     /// The next request of the runner (a checkpoint save) is held once the API server applied
@@ -956,7 +998,7 @@ spec:
             &self.emu,
             &[
                 "TRUNCATE TABLE demo.student",
-                &format!("INSERT INTO demo.student VALUES {}", rows.join(", ")),
+                &format!("{INSERT} {}", rows.join(", ")),
             ],
         )
         .await;
@@ -1090,6 +1132,18 @@ spec:
         }
         report.checks += 1;
         let sink = mysql_rows(&self.emu, "SELECT * FROM sink.student ORDER BY id").await;
+        // The sink's data columns are the source's (the `schema-change` faults followed).
+        report.checks += 1;
+        let (source_columns, mut sink_columns) = (
+            column_names(&self.emu, "demo").await,
+            column_names(&self.emu, "sink").await,
+        );
+        sink_columns.retain(|c| !c.starts_with("dcs_"));
+        if source_columns != sink_columns {
+            return Err(format!(
+                "the sink's columns {sink_columns:?} are not the source's {source_columns:?}"
+            ));
+        }
         match self.sink {
             SinkMode::Upsert => {
                 let source = mysql_rows(&self.emu, "SELECT * FROM demo.student ORDER BY id").await;
@@ -1108,13 +1162,17 @@ spec:
                 let snapshot = mysql_rows(
                     &self.emu,
                     &format!(
-                        "SELECT * FROM demo.student FOR VERSION AS OF {} ORDER BY id",
+                        "SELECT id, name, score, updated FROM demo.student FOR VERSION AS OF {} ORDER BY id",
                         t0.tso
                     ),
                 )
                 .await;
                 let expected = expected_student_events(&self.emu, snapshot, &cp).await;
-                let mut sink = sink;
+                let mut sink = mysql_rows(
+                    &self.emu,
+                    "SELECT id, name, score, updated, dcs_op, dcs_tso, dcs_lsn FROM sink.student",
+                )
+                .await;
                 sink.sort();
                 if expected != sink {
                     return Err(format!(
@@ -1130,6 +1188,24 @@ spec:
         );
         Ok(())
     }
+}
+
+/// The writer's INSERT: with its columns named, so that the columns `schema-change` adds take
+/// their default.
+const INSERT: &str = "INSERT INTO demo.student (id, name, score, updated) VALUES";
+
+/// The columns of `<db>.student`, in order.
+async fn column_names(emu: &RunningEmulator, db: &str) -> Vec<String> {
+    let mut cols = mysql_rows(
+        emu,
+        &format!(
+            "SELECT ORDINAL_POSITION, COLUMN_NAME FROM information_schema.columns \
+             WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = 'student'"
+        ),
+    )
+    .await;
+    cols.sort_by_key(|r| r[0].parse::<u32>().unwrap_or(0));
+    cols.into_iter().map(|r| r[1].clone()).collect()
 }
 
 /// The seeds of `runs` runs from a base seed (each run replays alone with its own seed).
