@@ -3,7 +3,8 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Result;
-use dcs_crds::testing::SyncBuilder;
+use dcs_crds::checkpoint::Counters;
+use dcs_crds::testing::{CheckpointBuilder, SyncBuilder, offset};
 use dcs_crds::{DorisChangelogSync, Phase, StartupMode};
 use dcs_operator::{
     controller::{self, Metrics},
@@ -132,18 +133,24 @@ async fn a_bad_object_gets_an_event_and_the_rest_keep_working() -> Result<()> {
     .json()
     .await?;
     let now_ms = clock["now_ms"].as_i64().expect("now_ms") - 30_000;
-    let checkpoint = serde_json::json!({
-        "formatVersion": 1, "consumerId": "good", "checkpointId": 2,
-        "savedAt": "2026-11-29T14:00:00Z",
-        "position": {"phase": "changelog",
-                     "offset": {"timestamp": "2026-11-29 14:00:00", "epochMs": now_ms, "tso": now_ms << 18}},
-        "counters": {"rowsRead": 1, "rowsWritten": 1, "rowsDeleted": 0, "loads": 1, "bytes": 1},
-    });
+    let checkpoint = CheckpointBuilder::new()
+        .consumer("good")
+        .id(2)
+        .changelog_at(offset("2026-11-29 14:00:00", now_ms))
+        .counters(Counters {
+            rows_read: 1,
+            rows_written: 1,
+            loads: 1,
+            bytes: 1,
+            ..Counters::default()
+        })
+        .label_scheme(1)
+        .build();
     Api::<ConfigMap>::default_namespaced(client.clone())
         .patch(
             "good-checkpoint",
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_string()}})),
+            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_json()}})),
         )
         .await?;
     let text = poll("the lag gauge", Duration::from_secs(30), async || {

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use anyhow::Result;
-use dcs_crds::testing::SyncBuilder;
+use dcs_crds::checkpoint::Counters;
+use dcs_crds::testing::{CheckpointBuilder, SyncBuilder, offset};
 use dcs_crds::{DorisChangelogSync, Phase, StartupMode, conditions::get_condition};
 use dcs_operator::reconcile::{Context, reconcile};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
@@ -127,17 +128,24 @@ async fn blocked_then_launched_then_suspended() -> Result<()> {
     assert_eq!(again.metadata.resource_version, rv);
 
     // The runner's checkpoint becomes status.
-    let checkpoint = serde_json::json!({
-        "formatVersion": 1, "consumerId": "good", "checkpointId": 3,
-        "savedAt": "2026-11-29T14:00:00Z",
-        "position": {"phase": "snapshot", "tabletsDone": [], "tabletsTotal": 1},
-        "counters": {"rowsRead": 5, "rowsWritten": 5, "rowsDeleted": 0, "loads": 1, "bytes": 10},
-    });
+    let checkpoint = CheckpointBuilder::new()
+        .consumer("good")
+        .id(3)
+        .snapshot(&[], 1)
+        .counters(Counters {
+            rows_read: 5,
+            rows_written: 5,
+            loads: 1,
+            bytes: 10,
+            ..Counters::default()
+        })
+        .label_scheme(1)
+        .build();
     configmaps
         .patch(
             "good-checkpoint",
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_string()}})),
+            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_json()}})),
         )
         .await?;
     let good = reconcile_a_few(&api, "good", &ctx).await?;
@@ -221,18 +229,24 @@ async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
         .json()
         .await?;
     let now_ms = clock["now_ms"].as_i64().expect("now_ms");
-    let checkpoint = serde_json::json!({
-        "formatVersion": 1, "consumerId": "s", "checkpointId": 9,
-        "savedAt": "2026-11-29T14:00:00Z",
-        "position": {"phase": "changelog",
-                     "offset": {"timestamp": "2026-11-29 14:00:00", "epochMs": now_ms, "tso": now_ms << 18}},
-        "counters": {"rowsRead": 5, "rowsWritten": 5, "rowsDeleted": 0, "loads": 2, "bytes": 10},
-    });
+    let checkpoint = CheckpointBuilder::new()
+        .consumer("s")
+        .id(9)
+        .changelog_at(offset("2026-11-29 14:00:00", now_ms))
+        .counters(Counters {
+            rows_read: 5,
+            rows_written: 5,
+            loads: 2,
+            bytes: 10,
+            ..Counters::default()
+        })
+        .label_scheme(1)
+        .build();
     configmaps
         .patch(
             "s-checkpoint",
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_string()}})),
+            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_json()}})),
         )
         .await?;
     let s = reconcile_a_few(&api, "s", &ctx).await?;

@@ -9,7 +9,8 @@
 use std::sync::Arc;
 
 use anyhow::Result;
-use dcs_crds::testing::{SyncBuilder, tls_ca_config_map, tls_ca_secret};
+use dcs_crds::checkpoint::{Counters, PendingTxn};
+use dcs_crds::testing::{CheckpointBuilder, SyncBuilder, tls_ca_config_map, tls_ca_secret};
 use dcs_crds::{
     DorisChangelogSync, Phase, StartupMode, TlsMode, TlsSpec, conditions::get_condition,
 };
@@ -229,18 +230,30 @@ async fn a_sync_over_tls_is_probed_run_and_cleaned_up_over_tls() -> Result<()> {
     // row. The deletion removes them over TLS.
     let txn = doris.precommit("dcs-s-3-0").await?;
     let later = doris.precommit("dcs-s-4-0").await?;
-    let checkpoint = serde_json::json!({
-        "formatVersion": 1, "consumerId": "s", "checkpointId": 3,
-        "savedAt": "2026-11-29T14:00:00Z",
-        "position": {"phase": "snapshot", "tabletsDone": [], "tabletsTotal": 1},
-        "pendingTxns": [{"db": "db", "label": "dcs-s-3-0", "txnId": txn}],
-        "counters": {"rowsRead": 1, "rowsWritten": 1, "rowsDeleted": 0, "loads": 1, "bytes": 8},
-    });
+    let checkpoint = CheckpointBuilder::new()
+        .consumer("s")
+        .id(3)
+        .snapshot(&[], 1)
+        .pending_txns(vec![PendingTxn {
+            db: "db".into(),
+            label: "dcs-s-3-0".into(),
+            txn_id: txn,
+            rows: None,
+        }])
+        .counters(Counters {
+            rows_read: 1,
+            rows_written: 1,
+            loads: 1,
+            bytes: 8,
+            ..Counters::default()
+        })
+        .label_scheme(1)
+        .build();
     Api::<ConfigMap>::default_namespaced(client.clone())
         .patch(
             "s-checkpoint",
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_string()}})),
+            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_json()}})),
         )
         .await?;
     let mut conn = doris.mysql().await?;
