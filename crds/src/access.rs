@@ -165,6 +165,7 @@ impl RunnerPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::SyncBuilder;
 
     fn annotated(value: &str) -> BTreeMap<String, String> {
         BTreeMap::from([(ALLOWED_SYNCS_ANNOTATION.to_owned(), value.to_owned())])
@@ -234,12 +235,13 @@ mod tests {
     }
 
     fn spec(runner: serde_json::Value) -> DorisChangelogSyncSpec {
-        serde_json::from_value(serde_json::json!({
-            "source": {"feNodes": ["fe:8030"], "table": "db.t", "credentials": {"secretName": "s"}},
-            "sink": {"stdout": {}},
-            "runner": runner,
-        }))
-        .unwrap()
+        SyncBuilder::new()
+            .source_table("db.t")
+            .source_secret("s")
+            .mode(crate::StartupMode::Snapshot)
+            .stdout()
+            .with_spec(|spec| spec.runner = serde_json::from_value(runner).unwrap())
+            .spec()
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //! - [`retention`]: the changelog's retention edge, in milliseconds and as headroom in seconds.
 //! - [`doris_table`] and [`preconditions`]: what a source table's properties say, and what a
 //!   sync needs of them (the one rule the operator and `dcs-runner check` both apply).
+//! - `testing` (feature `testing`, tests only): the test kit, a sample sync and checkpoint
+//!   changed field by field.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -31,6 +33,8 @@ pub mod shard;
 pub mod spec;
 pub mod status;
 pub mod tablets;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod validate;
 
 pub use error::{Error, Result};

@@ -210,7 +210,8 @@ pub fn committing(loads: usize, stopped: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::{Counters, FORMAT_VERSION, Offset};
+    use crate::checkpoint::Offset;
+    use crate::testing::CheckpointBuilder;
 
     fn t0(tso: i64) -> Offset {
         Offset {
@@ -221,24 +222,13 @@ mod tests {
     }
 
     fn cp(consumer: &str, position: Position, tso: i64) -> Checkpoint {
-        Checkpoint {
-            format_version: FORMAT_VERSION,
-            consumer_id: consumer.into(),
-            checkpoint_id: 3,
-            saved_at: "2026-12-07T06:00:00Z".into(),
-            position,
-            start_point: Some(t0(tso)),
-            pending_txns: vec![],
-            counters: Counters::default(),
-            last_error: None,
-            stopped: None,
-            in_window: None,
-            loads_source: None,
-            label_scheme: 2,
-            rebuild: None,
-            snapshot_tablets: None,
-            schema: None,
-        }
+        CheckpointBuilder::new()
+            .consumer(consumer)
+            .id(3)
+            .saved_at("2026-12-07T06:00:00Z")
+            .position(position)
+            .start_point(t0(tso))
+            .build()
     }
 
     #[test]

@@ -40,7 +40,9 @@ use std::{
 mod common;
 
 use anyhow::{Context as _, Result, bail};
-use dcs_crds::DorisChangelogSync;
+use dcs_crds::checkpoint::Checkpoint;
+use dcs_crds::testing::{CheckpointBuilder, SyncBuilder, offset};
+use dcs_crds::{DorisChangelogSync, StartupMode};
 use dcs_doris_emu::{RunningEmulator, clock::Clock};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
@@ -102,43 +104,35 @@ async fn set_up(client: &Client) -> Result<RunningEmulator> {
     .await
 }
 
-fn sync_object(name: &str, fe_http: u16, query: u16) -> Result<DorisChangelogSync> {
-    Ok(serde_yaml::from_str(&format!(
-        r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: {name}, namespace: {NS}}}
-spec:
-  source:
-    feNodes: ["127.0.0.1:{fe_http}"]
-    queryPort: {query}
-    table: db.t
-    credentials: {{secretName: doris}}
-  startup: {{mode: initial}}
-  expectedSnapshotDuration: 30m
-  sink: {{stdout: {{}}}}
-"#
-    ))?)
+fn sync_object(name: &str, fe_http: u16, query: u16) -> DorisChangelogSync {
+    SyncBuilder::new()
+        .name(name)
+        .namespace(NS)
+        .source_fe(&format!("127.0.0.1:{fe_http}"))
+        .query_port(query)
+        .source_table("db.t")
+        .source_secret("doris")
+        .mode(StartupMode::Initial)
+        .expected_snapshot_duration("30m")
+        .stdout()
+        .build()
 }
 
 /// The checkpoint a runner streaming 10 s behind Doris's clock would save.
-fn streaming_checkpoint(consumer: &str, clock: &Clock) -> Value {
+fn streaming_checkpoint(consumer: &str, clock: &Clock) -> Checkpoint {
     let epoch_ms = clock.now_ms() - 10_000;
     let timestamp = jiff::Timestamp::from_millisecond(epoch_ms)
         .expect("a valid instant")
         .strftime("%Y-%m-%d %H:%M:%S")
         .to_string();
-    json!({
-        "formatVersion": 1,
-        "consumerId": consumer,
-        "checkpointId": 1,
-        "savedAt": jiff::Timestamp::now().to_string(),
-        "position": {"phase": "changelog",
-                     "offset": {"timestamp": timestamp, "epochMs": epoch_ms, "tso": epoch_ms << 18}},
-        "startPoint": {"timestamp": timestamp, "epochMs": epoch_ms, "tso": epoch_ms << 18},
-        "pendingTxns": [],
-        "counters": {"rowsRead": 0, "rowsWritten": 0, "rowsDeleted": 0, "loads": 0, "bytes": 0},
-    })
+    CheckpointBuilder::new()
+        .consumer(consumer)
+        .id(1)
+        .saved_at(&jiff::Timestamp::now().to_string())
+        .changelog_at(offset(&timestamp, epoch_ms))
+        .start_point(offset(&timestamp, epoch_ms))
+        .label_scheme(1)
+        .build()
 }
 
 /// Plays every runner: a checkpoint into `<sync>-checkpoint` once `<sync>-runner` exists.
@@ -171,7 +165,7 @@ async fn stub_runners(client: Client, clock: Arc<Clock>, started: Arc<AtomicUsiz
         let permit = slots.clone().acquire_owned().await?;
         let (configmaps, clock, started) = (configmaps.clone(), clock.clone(), started.clone());
         tokio::spawn(async move {
-            let checkpoint = streaming_checkpoint(&sync, &clock).to_string();
+            let checkpoint = streaming_checkpoint(&sync, &clock).to_json();
             let patch = json!({"data": {"checkpoint.json": checkpoint}});
             // The operator creates the checkpoint ConfigMap before the Deployment.
             for _ in 0..50 {
@@ -466,7 +460,7 @@ async fn main() -> Result<()> {
         .map(|i| {
             let api = api.clone();
             async move {
-                let sync = sync_object(&format!("s{i:04}"), ports.fe_http_port, ports.query_port)?;
+                let sync = sync_object(&format!("s{i:04}"), ports.fe_http_port, ports.query_port);
                 api.create(&PostParams::default(), &sync).await?;
                 anyhow::Ok(())
             }

@@ -535,6 +535,8 @@ mod tests {
     use dcs_crds::OffsetsSpec;
 
     use super::*;
+    use dcs_crds::testing::SyncBuilder;
+
     use crate::{checkpoint::PendingTxn, reconcile::testing};
 
     fn checkpoint_with_txns() -> Checkpoint {
@@ -651,8 +653,7 @@ mod tests {
 
     #[test]
     fn a_stdout_sink_leaves_nothing_in_the_sink() {
-        let mut spec = testing::spec();
-        spec.sink = serde_yaml::from_str("stdout: {}").unwrap();
+        let spec = SyncBuilder::new().stdout().spec();
         let work = plan_cleanup("ns", &spec, Some(&checkpoint_with_txns()), "orders");
         assert!(work.is_empty(), "{work:?}");
     }

@@ -500,17 +500,14 @@ mod tests {
     #[test]
     fn a_sample_reads_the_status() {
         use dcs_crds::{DorisChangelogSync, DorisChangelogSyncStatus, SourceStatus};
-        let mut sync: DorisChangelogSync = serde_yaml::from_str(
-            r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {name: s, namespace: team}
-spec:
-  source: {feNodes: ["fe:8030"], table: a.b, credentials: {secretName: x}}
-  sink: {stdout: {}}
-"#,
-        )
-        .unwrap();
+        let mut sync = dcs_crds::testing::SyncBuilder::new()
+            .name("s")
+            .namespace("team")
+            .source_table("a.b")
+            .source_secret("x")
+            .mode(dcs_crds::StartupMode::Snapshot)
+            .stdout()
+            .build();
         let object = |sync: &DorisChangelogSync| SyncObject {
             metadata: sync.metadata.clone(),
             parsed: Ok(Arc::new(sync.clone())),

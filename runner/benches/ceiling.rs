@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
 use arrow_flight::sql::client::FlightSqlServiceClient;
+use dcs_crds::StartupMode;
+use dcs_crds::testing::SyncBuilder;
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
 use dcs_runner::settings::{BodyFormat, EventPolicy};
 use futures::TryStreamExt;
@@ -34,21 +36,16 @@ const TABLE: &str = "(id BIGINT NOT NULL, name VARCHAR(64), age INT, score DECIM
      updated DATETIME(6)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 8 \
      PROPERTIES (\"replication_num\" = \"1\")";
 
-fn manifest(emu: &RunningEmulator, sink: &str) -> String {
-    let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    format!(
-        r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: ceiling}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: bench.src, credentials: {{secretName: s}}}}
-  startup: {{mode: snapshot}}
-  checkpoint: {{interval: 10s}}
-  sink:
-    {sink}
-"#
-    )
+/// A snapshot of `bench.src` on the emulator, checkpointed every 10 s, into the sample's sink.
+fn sync(emu: &RunningEmulator) -> SyncBuilder {
+    SyncBuilder::new()
+        .name("ceiling")
+        .source_fe(&emu.fe_http_addr())
+        .query_port(emu.ports().query_port)
+        .source_table("bench.src")
+        .source_secret("s")
+        .mode(StartupMode::Snapshot)
+        .checkpoint_interval("10s")
 }
 
 /// Reads `SELECT * FROM bench.src` over Flight SQL with a plain client: the batches and the time
@@ -210,7 +207,7 @@ async fn bench(rows: u64) {
     assert_eq!(read_rows, rows, "rows the Flight client read");
     let discard = run_runner(
         &emu,
-        &manifest(&emu, "stdout: {}"),
+        &sync(&emu).stdout().yaml(),
         async |_: &RunningEmulator| false,
     )
     .await;
@@ -235,12 +232,12 @@ async fn bench(rows: u64) {
     let before = emu_cpu();
     let sync = run_runner(
         &emu,
-        &manifest(
-            &emu,
-            &format!(
-                "doris: {{feNodes: [\"{fe}\"], table: bench.dst, credentials: {{secretName: d}}, enable2pc: true}}"
-            ),
-        ),
+        &sync(&emu)
+            .sink_fe(&fe)
+            .sink_table("bench.dst")
+            .sink_secret("d")
+            .two_phase(true)
+            .yaml(),
         async |_: &RunningEmulator| false,
     )
     .await;

@@ -23,6 +23,8 @@
 
 use std::time::{Duration, Instant};
 
+use dcs_crds::testing::SyncBuilder;
+use dcs_crds::{SinkMode, StartupMode};
 use dcs_doris_emu::faults::{FaultState, StreamLoadFault};
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
 
@@ -32,27 +34,22 @@ use support::{bench_rows, count, exec, load_source, mib, proc_status_kib, run_ru
 const TABLE_COLUMNS: &str = "id BIGINT NOT NULL, name VARCHAR(64), age INT, score DECIMAL(10,2), \
      updated DATETIME(6)";
 
-/// The sync's manifest: `startup` and `extra_sink` are YAML flow mappings' contents.
-fn manifest(emu: &RunningEmulator, startup: &str, extra_sink: &str) -> String {
+/// The sync `bench.src` into `bench.dst` on the emulator from `mode`, polled every second,
+/// checkpointed every 10 s.
+fn sync(emu: &RunningEmulator, mode: StartupMode) -> SyncBuilder {
     let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    format!(
-        r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: bench}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: bench.src, credentials: {{secretName: s}}}}
-  startup: {{{startup}}}
-  changelog: {{pollInterval: 1s}}
-  checkpoint: {{interval: 10s}}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: bench.dst
-      credentials: {{secretName: d}}
-      {extra_sink}
-"#
-    )
+    SyncBuilder::new()
+        .name("bench")
+        .source_fe(&fe)
+        .query_port(emu.ports().query_port)
+        .source_table("bench.src")
+        .source_secret("s")
+        .mode(mode)
+        .poll_interval("1s")
+        .checkpoint_interval("10s")
+        .sink_fe(&fe)
+        .sink_table("bench.dst")
+        .sink_secret("d")
 }
 
 /// One measured scenario.
@@ -178,17 +175,14 @@ async fn bench(scenario: Scenario, rows: u64, refused: u32) {
     let rss_loaded = proc_status_kib(&me, "VmRSS:").unwrap_or(0);
 
     let manifest = match scenario {
-        Scenario::Snapshot => manifest(&emu, "mode: snapshot", ""),
-        Scenario::BigBatches => manifest(
-            &emu,
-            "mode: snapshot",
-            "batch: {maxRows: 1000000, maxBytes: 64Mi}",
-        ),
-        Scenario::Changelog => manifest(
-            &emu,
-            &format!("mode: fromTimestamp, timestamp: \"{start_timestamp}\""),
-            "",
-        ),
+        Scenario::Snapshot => sync(&emu, StartupMode::Snapshot).yaml(),
+        Scenario::BigBatches => sync(&emu, StartupMode::Snapshot)
+            .max_rows(1_000_000)
+            .max_bytes("64Mi")
+            .yaml(),
+        Scenario::Changelog => sync(&emu, StartupMode::FromTimestamp)
+            .from_timestamp(&start_timestamp)
+            .yaml(),
         Scenario::Outage => {
             // Stream Loads fail once the first one is in: the runner is mid-snapshot with its
             // reader and channels full. Back-off: 0.2 s doubling, jittered, 20-30 s for eight.
@@ -207,10 +201,14 @@ async fn bench(scenario: Scenario, rows: u64, refused: u32) {
                     ..FaultState::default()
                 });
             });
-            manifest(&emu, "mode: snapshot", "maxRetries: 10")
+            sync(&emu, StartupMode::Snapshot).max_retries(10).yaml()
         }
-        Scenario::AuditSnapshot => manifest(&emu, "mode: snapshot", "mode: changelog"),
-        Scenario::AuditInitial => manifest(&emu, "mode: initial", "mode: changelog"),
+        Scenario::AuditSnapshot => sync(&emu, StartupMode::Snapshot)
+            .sink_mode(SinkMode::Changelog)
+            .yaml(),
+        Scenario::AuditInitial => sync(&emu, StartupMode::Initial)
+            .sink_mode(SinkMode::Changelog)
+            .yaml(),
     };
     let done = async |emu: &RunningEmulator| count(emu, "bench.dst").await == expected;
     // Both audit scenarios are timed the same way: until the sink holds every row.

@@ -14,6 +14,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use dcs_crds::StartupMode;
+use dcs_crds::testing::SyncBuilder;
 use dcs_doris_emu::sql::{self, Session};
 use dcs_doris_emu::types::{QueryResult, Value};
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
@@ -28,24 +30,21 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(20);
 
 fn manifest(emu: &RunningEmulator, interval_s: u64) -> String {
     let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    format!(
-        r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: latency}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: bench.src, credentials: {{secretName: s}}}}
-  startup: {{mode: latest}}
-  changelog: {{pollInterval: {interval_s}s}}
-  checkpoint: {{interval: {interval_s}s}}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: bench.dst
-      credentials: {{secretName: d}}
-      enable2pc: true
-"#
-    )
+    let interval = format!("{interval_s}s");
+    SyncBuilder::new()
+        .name("latency")
+        .source_fe(&fe)
+        .query_port(emu.ports().query_port)
+        .source_table("bench.src")
+        .source_secret("s")
+        .mode(StartupMode::Latest)
+        .poll_interval(&interval)
+        .checkpoint_interval(&interval)
+        .sink_fe(&fe)
+        .sink_table("bench.dst")
+        .sink_secret("d")
+        .two_phase(true)
+        .yaml()
 }
 
 /// The newest id in the sink (0 when empty).

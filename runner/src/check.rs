@@ -526,9 +526,10 @@ mod tests {
     use std::time::Duration;
 
     use dcs_crds::spec::IncrementType;
+    use dcs_crds::testing::CheckpointBuilder;
 
     use super::*;
-    use crate::checkpoint::{Counters, FORMAT_VERSION, Position};
+    use crate::checkpoint::Position;
     use crate::source::properties::{KeysModel, PropertySpelling};
 
     fn info() -> SourceTableInfo {
@@ -600,24 +601,12 @@ mod tests {
             "{text}"
         );
         // A checkpoint wins, as for any run.
-        i.checkpoint = Ok(Some(Checkpoint {
-            format_version: FORMAT_VERSION,
-            consumer_id: "c".into(),
-            checkpoint_id: 7,
-            saved_at: "2026-11-29T14:00:00Z".into(),
-            position: Position::Done,
-            start_point: None,
-            pending_txns: vec![],
-            counters: Counters::default(),
-            last_error: None,
-            stopped: None,
-            in_window: None,
-            loads_source: None,
-            label_scheme: 2,
-            rebuild: None,
-            snapshot_tablets: None,
-            schema: None,
-        }));
+        i.checkpoint = Ok(Some(
+            CheckpointBuilder::new()
+                .consumer("c")
+                .position(Position::Done)
+                .build(),
+        ));
         assert!(
             check_report(&i)
                 .render()
@@ -653,26 +642,13 @@ mod tests {
     #[test]
     fn a_checkpoint_wins_and_says_so() {
         let mut i = input();
-        i.checkpoint = Ok(Some(Checkpoint {
-            format_version: FORMAT_VERSION,
-            consumer_id: "c".into(),
-            checkpoint_id: 7,
-            saved_at: "2026-11-29T14:00:00Z".into(),
-            position: Position::Changelog {
-                offset: crate::source::tso::offset_at(1_795_957_200_000),
-            },
-            start_point: None,
-            pending_txns: vec![],
-            counters: Counters::default(),
-            last_error: None,
-            stopped: None,
-            in_window: None,
-            loads_source: None,
-            label_scheme: 1,
-            rebuild: None,
-            snapshot_tablets: None,
-            schema: None,
-        }));
+        i.checkpoint = Ok(Some(
+            CheckpointBuilder::new()
+                .consumer("c")
+                .changelog_at(crate::source::tso::offset_at(1_795_957_200_000))
+                .label_scheme(1)
+                .build(),
+        ));
         let text = check_report(&i).render();
         assert!(
             text.contains("read changelog windows from 2026-11-29 13:00:00"),

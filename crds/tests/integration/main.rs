@@ -6,4 +6,5 @@
 
 mod crd;
 mod examples;
+mod kit;
 mod validation;

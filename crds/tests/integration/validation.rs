@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use dcs_crds::testing::SyncBuilder;
 use dcs_crds::{
     Error, IncrementType, OnOffsetExpired, SinkMode, StartupMode, StdoutFormat, TableRef,
     from_manifest, spec::quote_ident, validate,
@@ -111,12 +112,11 @@ fn a_backtick_inside_a_name_is_doubled_when_quoted() {
 
 #[test]
 fn consumer_id_prefers_the_offsets_consumer_id() {
-    let mut sync = from_manifest(MINIMAL).unwrap();
-    sync.spec.startup.mode = StartupMode::Initial;
-    sync.spec.offsets = Some(dcs_crds::OffsetsSpec {
-        table: Some("ops.offsets".into()),
-        consumer_id: Some("legacy-flink-job".into()),
-    });
+    let sync = SyncBuilder::new()
+        .name("student-sync")
+        .mode(StartupMode::Initial)
+        .offsets("ops.offsets", Some("legacy-flink-job"))
+        .build();
     assert_eq!(sync.consumer_id(), "legacy-flink-job");
 }
 
@@ -134,9 +134,11 @@ fn manifests_of_another_kind_or_shape_are_refused() {
 
 #[test]
 fn an_invalid_manifest_lists_every_error() {
-    let bad = MINIMAL
-        .replace("table: test.student", "table: student")
-        .replace("secretName: sink", "secretName: \"\"");
+    let bad = SyncBuilder::new()
+        .name("student-sync")
+        .source_table("student")
+        .sink_secret("")
+        .yaml();
     let err = from_manifest(&bad).unwrap_err();
     assert_eq!(err.metric_label(), "InvalidSpec");
     assert_eq!(

@@ -352,16 +352,17 @@ pub(super) fn credentials_from(
 mod tests {
     use std::collections::BTreeMap;
 
+    use dcs_crds::testing::{SyncBuilder, tls_ca_config_map};
     use k8s_openapi::{ByteString, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 
     use super::*;
 
     fn source_spec() -> SourceSpec {
-        serde_json::from_value(serde_json::json!({
-            "feNodes": ["fe-0.doris.svc:8030", "10.0.0.5:8030"], "table": "db.t",
-            "credentials": {"secretName": "src-creds"},
-        }))
-        .unwrap()
+        SyncBuilder::new()
+            .source_fe_nodes(&["fe-0.doris.svc:8030", "10.0.0.5:8030"])
+            .source_table("db.t")
+            .spec()
+            .source
     }
 
     fn creds_from(secret: Option<Secret>) -> Result<DorisCredentials, Failure> {
@@ -462,11 +463,15 @@ mod tests {
             failure.message
         );
         // The sink's beNodes count too.
-        let sink: DorisSink = serde_json::from_value(serde_json::json!({
-            "feNodes": ["fe-0.doris.svc:8030"], "beNodes": ["be-9.elsewhere:8040"],
-            "table": "db.t", "credentials": {"secretName": "src-creds"},
-        }))
-        .unwrap();
+        let sink: DorisSink = SyncBuilder::new()
+            .sink_fe("fe-0.doris.svc:8030")
+            .be_nodes(&["be-9.elsewhere:8040"])
+            .sink_table("db.t")
+            .sink_secret("src-creds")
+            .spec()
+            .sink
+            .doris
+            .unwrap();
         let Failure { failure, .. } = credentials_from(
             Some(pinned("*.doris.svc")),
             "ns",
@@ -586,12 +591,11 @@ mod tests {
 
     #[test]
     fn a_bundle_without_a_certificate_fails_the_access_naming_the_field() {
-        let spec: SourceSpec = serde_json::from_value(serde_json::json!({
-            "feNodes": ["fe:8030"], "table": "db.t",
-            "credentials": {"secretName": "src-creds"},
-            "tls": {"enabled": true, "caBundle": {"configMapKeyRef": {"name": "doris-ca", "key": "ca.crt"}}},
-        }))
-        .unwrap();
+        let spec = SyncBuilder::new()
+            .source_table("db.t")
+            .source_tls(tls_ca_config_map("doris-ca", "ca.crt"))
+            .spec()
+            .source;
         let c = DorisCredentials {
             username: "u".into(),
             password: "p".into(),
@@ -609,11 +613,7 @@ mod tests {
             "spec.source.tls: the CA bundle key ca.crt of ConfigMap ns/doris-ca holds no CERTIFICATE block; give a PEM file with at least one CERTIFICATE block"
         );
         // Without TLS, plaintext whatever is given.
-        let plain: SourceSpec = serde_json::from_value(serde_json::json!({
-            "feNodes": ["fe:8030"], "table": "db.t",
-            "credentials": {"secretName": "src-creds"},
-        }))
-        .unwrap();
+        let plain = SyncBuilder::new().source_table("db.t").spec().source;
         let access = access_from(c, Side::source(&plain), None).unwrap();
         assert!(!access.tls.is_on());
     }

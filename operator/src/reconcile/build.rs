@@ -736,13 +736,12 @@ pub fn shard_configmaps(objects: &RunnerObjects, count: u32) -> Vec<ConfigMap> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dcs_crds::testing::SyncBuilder;
+
     use crate::reconcile::{plan::Plan, plan::plan, testing::observed};
 
     fn sync() -> DorisChangelogSync {
-        let mut sync = DorisChangelogSync::new("orders", observed().spec);
-        sync.metadata.namespace = Some("team".into());
-        sync.metadata.uid = Some("uid-1".into());
-        sync
+        SyncBuilder::new().namespace("team").uid("uid-1").build()
     }
 
     fn run_for(sync: &DorisChangelogSync, generation: i64) -> Run {
@@ -785,40 +784,133 @@ mod tests {
         }
     }
 
-    #[test]
-    fn runner_pods_meet_pod_security_restricted() {
-        let s = sync();
-        for run in [run_for(&s, 0), {
-            let mut r = run_for(&s, 0);
-            r.bounded = true;
-            r
-        }] {
-            let o = build(&s, &run, &RunnerDefaults::default());
-            let template = match &o.workload {
-                Workload::Deployment(d) => d.spec.as_ref().unwrap().template.clone(),
-                Workload::Job(j) => j.spec.as_ref().unwrap().template.clone(),
-            };
-            let pod = template.spec.unwrap();
-            let psc = pod.security_context.unwrap();
-            assert_eq!(psc.run_as_non_root, Some(true));
-            assert_eq!(psc.run_as_user, Some(65532));
-            assert_eq!(psc.seccomp_profile.unwrap().type_, "RuntimeDefault");
-            let sc = pod.containers[0].security_context.clone().unwrap();
-            assert_eq!(sc.allow_privilege_escalation, Some(false));
-            assert_eq!(sc.capabilities.unwrap().drop, Some(vec!["ALL".to_owned()]));
-            assert_eq!(sc.read_only_root_filesystem, Some(true));
-            assert_eq!(sc.privileged, None);
-            // restricted allows only these volume types.
-            for v in pod.volumes.unwrap() {
-                assert!(
-                    v.config_map.is_some()
-                        || v.empty_dir.is_some()
-                        || v.secret.is_some()
-                        || v.projected.is_some(),
-                    "{v:?}"
-                );
-            }
+    /// `text` as a Kubernetes object.
+    fn object<T: serde::de::DeserializeOwned>(text: &str) -> T {
+        serde_yaml::from_str(text).unwrap()
+    }
+
+    /// The metadata of every object of [`sync`] named `name`: its labels, and the sync as its
+    /// controlling owner.
+    fn metadata(name: &str) -> String {
+        format!(
+            "metadata:\n  name: {name}\n  namespace: team\n  labels: {{app.kubernetes.io/managed-by: dcs-operator, app.kubernetes.io/name: dcs-runner, dcs.dev/sync: orders}}\n  ownerReferences: [{{apiVersion: dcs.dev/v1alpha1, kind: DorisChangelogSync, name: orders, uid: uid-1, controller: true}}]\n"
+        )
+    }
+
+    /// Every object of [`sync`]'s `run` with the built-in runner defaults, written out: the
+    /// effective manifest (its text tested on its own) in the config ConfigMap and its hash on
+    /// the pod; an empty checkpoint ConfigMap; a ServiceAccount whose Role reaches that ConfigMap
+    /// only (get, update, patch); one replica, Recreate, so never two runners; a pod that meets
+    /// Pod Security `restricted` (non-root user 65532, RuntimeDefault seccomp, no privilege
+    /// escalation, every capability dropped, read-only root, only ConfigMap volumes); the
+    /// credentials only as Secret references; the metrics port 9464 named `metrics`, probed by
+    /// liveness (`/healthz`, 6 failures) and readiness (`/readyz`, 3 failures), no startup probe.
+    fn expected_objects(s: &DorisChangelogSync, run: &Run) -> RunnerObjects {
+        let manifest = effective_manifest(s, run);
+        let hash = content_hash(&manifest);
+        let version = env!("CARGO_PKG_VERSION");
+        let mut config: ConfigMap = object(&format!(
+            "{}  annotations: {{dcs.dev/reinit-nonce: ''}}\n",
+            metadata("orders-runner-config")
+        ));
+        config.data = Some(BTreeMap::from([(CONFIG_KEY.to_owned(), manifest)]));
+        let role = format!(
+            "{}rules:\n- apiGroups: ['']\n  resources: [configmaps]\n  resourceNames: [orders-checkpoint]\n  verbs: [get, update, patch]\n",
+            metadata("orders-runner")
+        );
+        let binding = format!(
+            "{}roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: orders-runner}}\nsubjects: [{{kind: ServiceAccount, name: orders-runner, namespace: team}}]\n",
+            metadata("orders-runner")
+        );
+        let deployment = format!(
+            r#"{}spec:
+  replicas: 1
+  selector:
+    matchLabels: {{app.kubernetes.io/managed-by: dcs-operator, app.kubernetes.io/name: dcs-runner, dcs.dev/sync: orders}}
+  strategy: {{type: Recreate}}
+  template:
+    metadata:
+      annotations: {{dcs.dev/config-hash: "{hash}"}}
+      labels: {{app.kubernetes.io/managed-by: dcs-operator, app.kubernetes.io/name: dcs-runner, dcs.dev/sync: orders}}
+    spec:
+      containers:
+      - name: runner
+        image: dcs-runner:{version}
+        args: [run, -f, /etc/dcs/sync.yaml]
+        env:
+        - {{name: DCS_SOURCE_USERNAME, valueFrom: {{secretKeyRef: {{name: src-creds, key: username}}}}}}
+        - {{name: DCS_SOURCE_PASSWORD, valueFrom: {{secretKeyRef: {{name: src-creds, key: password}}}}}}
+        - {{name: DCS_SINK_USERNAME, valueFrom: {{secretKeyRef: {{name: sink-creds, key: username}}}}}}
+        - {{name: DCS_SINK_PASSWORD, valueFrom: {{secretKeyRef: {{name: sink-creds, key: password}}}}}}
+        - {{name: DCS_CHECKPOINT_CONFIGMAP, value: orders-checkpoint}}
+        - {{name: POD_NAMESPACE, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+        - {{name: POD_IP, valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}}}
+        - {{name: DCS_METRICS_ADDR, value: "0.0.0.0:9464"}}
+        ports: [{{name: metrics, containerPort: 9464, protocol: TCP}}]
+        livenessProbe:
+          httpGet: {{path: /healthz, port: metrics}}
+          periodSeconds: 10
+          timeoutSeconds: 5
+          successThreshold: 1
+          failureThreshold: 6
+        readinessProbe:
+          httpGet: {{path: /readyz, port: metrics}}
+          periodSeconds: 10
+          timeoutSeconds: 5
+          successThreshold: 1
+          failureThreshold: 3
+        resources:
+          requests: {{cpu: 100m, memory: 128Mi}}
+          limits: {{memory: 512Mi}}
+        securityContext:
+          allowPrivilegeEscalation: false
+          capabilities: {{drop: [ALL]}}
+          readOnlyRootFilesystem: true
+          runAsNonRoot: true
+        volumeMounts: [{{name: config, mountPath: /etc/dcs, readOnly: true}}]
+      restartPolicy: Always
+      serviceAccountName: orders-runner
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 65532
+        runAsGroup: 65532
+        seccompProfile: {{type: RuntimeDefault}}
+      volumes: [{{name: config, configMap: {{name: orders-runner-config}}}}]
+"#,
+            metadata("orders-runner")
+        );
+        RunnerObjects {
+            config,
+            checkpoint: object(&metadata("orders-checkpoint")),
+            rbac: Some((
+                object(&metadata("orders-runner")),
+                object(&role),
+                object(&binding),
+            )),
+            workload: Workload::Deployment(Box::new(object(&deployment))),
         }
+    }
+
+    /// `objects` with the runner's pod template changed by `change`.
+    fn with_pod(
+        mut objects: RunnerObjects,
+        change: impl FnOnce(&mut PodTemplateSpec),
+    ) -> RunnerObjects {
+        match &mut objects.workload {
+            Workload::Deployment(d) => change(&mut d.spec.as_mut().unwrap().template),
+            Workload::Job(j) => change(&mut j.spec.as_mut().unwrap().template),
+        }
+        objects
+    }
+
+    #[test]
+    fn the_first_run_builds_exactly_these_objects() {
+        let s = sync();
+        let run = run_for(&s, 0);
+        assert_eq!(
+            build(&s, &run, &RunnerDefaults::default()),
+            expected_objects(&s, &run)
+        );
     }
 
     #[test]
@@ -847,18 +939,29 @@ mod tests {
     #[test]
     fn the_built_pod_carries_the_chosen_resources() {
         let mut s = sync();
-        let built = |s: &DorisChangelogSync, d: &RunnerDefaults| {
-            runner_container(&build(s, &run_for(s, 0), d)).resources
-        };
+        let run = run_for(&s, 0);
+        // The built-in default, then the operator's image and resources, then the sync's own
+        // resources; nothing else changes.
         assert_eq!(
-            built(&s, &RunnerDefaults::default()),
+            runner_container(&build(&s, &run, &RunnerDefaults::default())).resources,
             Some(default_runner_resources())
         );
-        assert_eq!(built(&s, &ops_defaults()), ops_defaults().resources);
+        let expected = expected_objects(&s, &run);
+        let with_ops = |resources: Option<ResourceRequirements>| {
+            with_pod(expected.clone(), |pod| {
+                let c = &mut pod.spec.as_mut().unwrap().containers[0];
+                c.image = Some("ops/runner:2".into());
+                c.resources = resources;
+            })
+        };
+        assert_eq!(
+            build(&s, &run, &ops_defaults()),
+            with_ops(ops_defaults().resources)
+        );
         s.spec.runner.resources = Some(rr("{requests: {memory: 300Mi}}"));
         assert_eq!(
-            built(&s, &ops_defaults()),
-            Some(rr("{requests: {memory: 300Mi}}"))
+            build(&s, &run, &ops_defaults()),
+            with_ops(Some(rr("{requests: {memory: 300Mi}}")))
         );
         s.spec.startup.mode = StartupMode::Snapshot;
         let job = build(&s, &run_for(&s, 0), &ops_defaults());
@@ -866,155 +969,6 @@ mod tests {
         assert_eq!(
             runner_container(&job).resources,
             Some(rr("{requests: {memory: 300Mi}}"))
-        );
-    }
-
-    #[test]
-    fn runners_are_probed_on_their_metrics_port() {
-        let s = sync();
-        let mut snapshot = s.clone();
-        snapshot.spec.startup.mode = StartupMode::Snapshot;
-        for (sync, objects) in [
-            (&s, build(&s, &run_for(&s, 0), &RunnerDefaults::default())),
-            (
-                &snapshot,
-                build(
-                    &snapshot,
-                    &run_for(&snapshot, 0),
-                    &RunnerDefaults::default(),
-                ),
-            ),
-        ] {
-            let c = runner_container(&objects);
-            let ports = c.ports.clone().unwrap();
-            assert_eq!(ports.len(), 1, "{}", sync.name_any());
-            assert_eq!(
-                (
-                    ports[0].name.as_deref(),
-                    ports[0].container_port,
-                    ports[0].protocol.as_deref()
-                ),
-                (Some("metrics"), 9464, Some("TCP"))
-            );
-            let describe = |p: &Probe| {
-                let get = p.http_get.as_ref().unwrap();
-                (
-                    get.path.clone().unwrap(),
-                    get.port.clone(),
-                    p.initial_delay_seconds,
-                    p.period_seconds,
-                    p.timeout_seconds,
-                    p.success_threshold,
-                    p.failure_threshold,
-                )
-            };
-            let port = IntOrString::String("metrics".into());
-            assert_eq!(
-                describe(c.liveness_probe.as_ref().unwrap()),
-                (
-                    "/healthz".into(),
-                    port.clone(),
-                    None,
-                    Some(10),
-                    Some(5),
-                    Some(1),
-                    Some(6)
-                )
-            );
-            assert_eq!(
-                describe(c.readiness_probe.as_ref().unwrap()),
-                (
-                    "/readyz".into(),
-                    port,
-                    None,
-                    Some(10),
-                    Some(5),
-                    Some(1),
-                    Some(3)
-                )
-            );
-            // No startup probe: it would only delay liveness, which does not depend on Doris.
-            assert_eq!(c.startup_probe, None);
-        }
-    }
-
-    #[test]
-    fn a_deployment_with_one_replica_recreate_and_owner() {
-        let s = sync();
-        let o = build(&s, &run_for(&s, 0), &RunnerDefaults::default());
-        let d = deployment(&o);
-        let spec = d.spec.as_ref().unwrap();
-        assert_eq!(spec.replicas, Some(1));
-        assert_eq!(
-            spec.strategy.as_ref().unwrap().type_.as_deref(),
-            Some("Recreate")
-        );
-        let owner = &d.metadata.owner_references.as_ref().unwrap()[0];
-        assert_eq!(
-            (owner.kind.as_str(), owner.name.as_str(), owner.controller),
-            ("DorisChangelogSync", "orders", Some(true))
-        );
-        assert_eq!(
-            d.metadata.labels.as_ref().unwrap()["dcs.dev/sync"],
-            "orders"
-        );
-        assert_eq!(
-            d.metadata.labels.as_ref().unwrap()["app.kubernetes.io/name"],
-            "dcs-runner"
-        );
-        let pod = spec.template.spec.as_ref().unwrap();
-        assert_eq!(pod.service_account_name.as_deref(), Some("orders-runner"));
-        let c = &pod.containers[0];
-        assert_eq!(
-            c.image.as_deref(),
-            Some(format!("dcs-runner:{}", env!("CARGO_PKG_VERSION")).as_str())
-        );
-        assert_eq!(
-            c.args.as_ref().unwrap(),
-            &["run", "-f", "/etc/dcs/sync.yaml"]
-        );
-    }
-
-    #[test]
-    fn env_holds_only_references() {
-        let s = sync();
-        let o = build(&s, &run_for(&s, 0), &RunnerDefaults::default());
-        let env = deployment(&o)
-            .spec
-            .as_ref()
-            .unwrap()
-            .template
-            .spec
-            .as_ref()
-            .unwrap()
-            .containers[0]
-            .env
-            .clone()
-            .unwrap();
-        let describe: Vec<String> = env
-            .iter()
-            .map(|e| match (&e.value, &e.value_from) {
-                (Some(v), None) => format!("{}={v}", e.name),
-                (None, Some(src)) => match (&src.secret_key_ref, &src.field_ref) {
-                    (Some(s), None) => format!("{}<-secret {}/{}", e.name, s.name, s.key),
-                    (None, Some(f)) => format!("{}<-field {}", e.name, f.field_path),
-                    _ => panic!("{e:?}"),
-                },
-                _ => panic!("{e:?}"),
-            })
-            .collect();
-        assert_eq!(
-            describe,
-            [
-                "DCS_SOURCE_USERNAME<-secret src-creds/username",
-                "DCS_SOURCE_PASSWORD<-secret src-creds/password",
-                "DCS_SINK_USERNAME<-secret sink-creds/username",
-                "DCS_SINK_PASSWORD<-secret sink-creds/password",
-                "DCS_CHECKPOINT_CONFIGMAP=orders-checkpoint",
-                "POD_NAMESPACE<-field metadata.namespace",
-                "POD_IP<-field status.podIP",
-                "DCS_METRICS_ADDR=0.0.0.0:9464",
-            ]
         );
     }
 
@@ -1071,31 +1025,6 @@ mod tests {
     }
 
     #[test]
-    fn the_role_allows_only_the_checkpoint_configmap() {
-        let s = sync();
-        let o = build(&s, &run_for(&s, 0), &RunnerDefaults::default());
-        let (sa, role, binding) = o.rbac.unwrap();
-        assert_eq!(sa.metadata.name.as_deref(), Some("orders-runner"));
-        let rules = role.rules.unwrap();
-        assert_eq!(rules.len(), 1);
-        assert_eq!(
-            rules[0].resources.as_deref(),
-            Some(&["configmaps".to_owned()][..])
-        );
-        assert_eq!(
-            rules[0].resource_names.as_deref(),
-            Some(&["orders-checkpoint".to_owned()][..])
-        );
-        assert_eq!(rules[0].verbs, ["get", "update", "patch"]);
-        assert_eq!(binding.subjects.unwrap()[0].name, "orders-runner");
-        assert_eq!(o.checkpoint.data, None);
-        assert_eq!(
-            o.checkpoint.metadata.name.as_deref(),
-            Some("orders-checkpoint")
-        );
-    }
-
-    #[test]
     fn runner_overrides_are_applied() {
         let mut s = sync();
         s.spec.runner = serde_yaml::from_str(
@@ -1109,31 +1038,39 @@ resources: {limits: {memory: 512Mi}}
 "#,
         )
         .unwrap();
-        let o = build(&s, &run_for(&s, 0), &ops_defaults());
-        assert!(o.rbac.is_none());
-        let t = &deployment(&o).spec.as_ref().unwrap().template;
-        let pod = t.spec.as_ref().unwrap();
-        assert_eq!(pod.service_account_name.as_deref(), Some("custom"));
-        assert_eq!(pod.node_selector.as_ref().unwrap()["pool"], "data");
-        assert_eq!(
-            t.metadata.as_ref().unwrap().annotations.as_ref().unwrap()["a"],
-            "b"
-        );
-        let c = &pod.containers[0];
-        assert_eq!(c.image.as_deref(), Some("my/runner:1"));
-        assert_eq!(c.env.as_ref().unwrap().last().unwrap().name, "RUST_LOG");
-        assert_eq!(c.resources.as_ref(), Some(&rr("{limits: {memory: 512Mi}}")));
+        let run = run_for(&s, 0);
+        // Whole: the objects without overrides, the sync's account in place of the runner's own
+        // (none is made), and the pod as the overrides say.
+        let expected = expected_objects(&s, &run);
+        let overridden = |image: &str| {
+            let mut want = with_pod(expected.clone(), |template| {
+                template
+                    .metadata
+                    .as_mut()
+                    .unwrap()
+                    .annotations
+                    .as_mut()
+                    .unwrap()
+                    .insert("a".into(), "b".into());
+                let pod = template.spec.as_mut().unwrap();
+                pod.service_account_name = Some("custom".into());
+                pod.node_selector = Some(BTreeMap::from([("pool".into(), "data".into())]));
+                let c = &mut pod.containers[0];
+                c.image = Some(image.into());
+                c.env.as_mut().unwrap().push(EnvVar {
+                    name: "RUST_LOG".into(),
+                    value: Some("debug".into()),
+                    ..EnvVar::default()
+                });
+                c.resources = Some(rr("{limits: {memory: 512Mi}}"));
+            });
+            want.rbac = None;
+            want
+        };
+        assert_eq!(build(&s, &run, &ops_defaults()), overridden("my/runner:1"));
+        // Without its own image, the operator's.
         s.spec.runner.image = None;
-        let o = build(&s, &run_for(&s, 0), &ops_defaults());
-        let pod = deployment(&o)
-            .spec
-            .as_ref()
-            .unwrap()
-            .template
-            .spec
-            .clone()
-            .unwrap();
-        assert_eq!(pod.containers[0].image.as_deref(), Some("ops/runner:2"));
+        assert_eq!(build(&s, &run, &ops_defaults()), overridden("ops/runner:2"));
     }
 
     #[test]

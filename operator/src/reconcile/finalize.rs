@@ -439,8 +439,10 @@ mod tests {
     fn a_deleted_sync_cleans_the_consumer_its_status_names() {
         let mut sync = DorisChangelogSync::new("orders", spec());
         assert_eq!(deleted_consumer(&sync), "orders");
-        sync.spec.offsets =
-            Some(serde_json::from_value(serde_json::json!({"consumerId": "o"})).unwrap());
+        sync.spec.offsets = Some(dcs_crds::OffsetsSpec {
+            table: None,
+            consumer_id: Some("o".into()),
+        });
         assert_eq!(deleted_consumer(&sync), "o");
         sync.status = Some(DorisChangelogSyncStatus {
             consumer_id: Some("o-r2".into()),

@@ -656,11 +656,7 @@ mod tests {
     fn a_ca_secret_that_does_not_allow_the_sync_blocks_it_even_while_a_runner_runs() {
         let mut o = observed();
         o.runner = RunnerState::Running;
-        o.spec.source.tls = Some(
-            serde_json::from_value(serde_json::json!({"enabled": true,
-                "caBundle": {"secretKeyRef": {"name": "doris-ca", "key": "ca.crt"}}}))
-            .unwrap(),
-        );
+        o.spec.source.tls = Some(dcs_crds::testing::tls_ca_secret("doris-ca", "ca.crt"));
         // TLS itself does not stop a sync.
         run_of(plan(&o));
         o.probe = Err(ProbeFailure {

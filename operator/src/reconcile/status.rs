@@ -895,14 +895,15 @@ mod tests {
     #[test]
     fn the_status_says_how_each_side_is_protected() {
         let mut o = observed();
-        o.spec.source.tls = Some(
-            serde_json::from_value(
-                serde_json::json!({"enabled": true, "insecureSkipVerify": true}),
-            )
-            .unwrap(),
-        );
-        o.spec.sink.doris.as_mut().unwrap().tls =
-            Some(serde_json::from_value(serde_json::json!({"enabled": true})).unwrap());
+        o.spec.source.tls = Some(dcs_crds::TlsSpec {
+            enabled: true,
+            insecure_skip_verify: true,
+            ..Default::default()
+        });
+        o.spec.sink.doris.as_mut().unwrap().tls = Some(dcs_crds::TlsSpec {
+            enabled: true,
+            ..Default::default()
+        });
         let tls = status_of(&o, 100).tls.unwrap();
         assert_eq!(
             (tls.source, tls.sink),

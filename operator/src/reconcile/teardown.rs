@@ -315,6 +315,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use dcs_crds::checkpoint::PendingTxn;
+    use dcs_crds::testing::SyncBuilder;
     use k8s_openapi::{
         api::core::v1::{PodSpec, PodStatus},
         apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
@@ -370,9 +371,7 @@ mod tests {
             txn_id: 42,
             rows: None,
         }];
-        let mut spec = spec();
-        spec.offsets =
-            Some(serde_json::from_value(serde_json::json!({"table": "meta.offsets"})).unwrap());
+        let spec = SyncBuilder::new().offsets("meta.offsets", None).spec();
         let work = work_left("ns", &spec, Some(&checkpoint_cm(Some(&cp))), "orders-r1");
         assert_eq!(
             work.aborts,

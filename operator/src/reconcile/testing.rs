@@ -1,16 +1,18 @@
-//! Builders for test observations, and a scripted API server ([`fake_api`]) for the tests of
-//! the reconcile's API calls.
+//! Builders for test observations (on the test kit's sample sync and checkpoint,
+//! `dcs_crds::testing`), and a scripted API server ([`fake_api`]) for the tests of the reconcile's
+//! API calls.
 
 use std::sync::{Arc, Mutex};
 
 use dcs_crds::doris_table::{KeysModel, PropertySpelling, SourceTableInfo};
+use dcs_crds::testing::{CheckpointBuilder, SyncBuilder, offset};
 use dcs_crds::{DorisChangelogSync, DorisChangelogSyncSpec, DorisChangelogSyncStatus};
 use k8s_openapi::jiff::Timestamp;
 
 use super::observed::{Observed, RunnerState};
 use crate::facts::SourceProbe;
 use crate::{
-    checkpoint::{Checkpoint, Counters, Offset, Position},
+    checkpoint::{Checkpoint, Counters},
     cleanup::{OffsetRow, Work},
 };
 
@@ -34,23 +36,10 @@ pub fn offset_row_work() -> Work {
     }
 }
 
-/// An incremental sync (initial) into a Doris sink, TTL needs 30m + 10s + 10s + 5m = 2120s.
+/// An incremental sync (initial) into a Doris sink, TTL needs 30m + 10s + 10s + 5m = 2120s: the
+/// test kit's sample.
 pub fn spec() -> DorisChangelogSyncSpec {
-    serde_yaml::from_str(
-        r#"
-source:
-  feNodes: ["fe:8030"]
-  table: db.src
-  credentials: {secretName: src-creds}
-startup: {mode: initial}
-sink:
-  doris:
-    feNodes: ["sink-fe:8030"]
-    table: db.dst
-    credentials: {secretName: sink-creds}
-"#,
-    )
-    .unwrap()
+    SyncBuilder::new().spec()
 }
 
 /// A healthy probe with a one-day TTL.
@@ -94,37 +83,19 @@ pub fn observed() -> Observed {
 
 /// A changelog checkpoint whose offset is `age_s` seconds behind [`NOW_MS`].
 pub fn streaming_checkpoint(consumer: &str, age_s: i64) -> Checkpoint {
-    let epoch_ms = NOW_MS - age_s * 1000;
-    Checkpoint {
-        format_version: 1,
-        consumer_id: consumer.into(),
-        checkpoint_id: 7,
-        saved_at: "2026-11-29T13:59:55Z".into(),
-        position: Position::Changelog {
-            offset: Offset {
-                timestamp: "2026-11-29 13:59:50".into(),
-                epoch_ms,
-                tso: epoch_ms << 18,
-            },
-        },
-        start_point: None,
-        pending_txns: Vec::new(),
-        counters: Counters {
+    CheckpointBuilder::new()
+        .consumer(consumer)
+        .saved_at("2026-11-29T13:59:55Z")
+        .changelog_at(offset("2026-11-29 13:59:50", NOW_MS - age_s * 1000))
+        .counters(Counters {
             rows_read: 100,
             rows_written: 90,
             rows_deleted: 10,
             loads: 3,
-            bytes: 0,
-        },
-        last_error: None,
-        stopped: None,
-        in_window: None,
-        loads_source: None,
-        label_scheme: 1,
-        rebuild: None,
-        snapshot_tablets: None,
-        schema: None,
-    }
+            ..Counters::default()
+        })
+        .label_scheme(1)
+        .build()
 }
 
 /// One request the [`fake_api`] server was sent.
@@ -183,8 +154,5 @@ pub fn api_error(code: u16, reason: &str) -> serde_json::Value {
 
 /// The sync `orders` in namespace `ns` with [`spec`], as the API server would hold it.
 pub fn sync() -> DorisChangelogSync {
-    let mut sync = DorisChangelogSync::new("orders", spec());
-    sync.metadata.namespace = Some("ns".into());
-    sync.metadata.uid = Some("uid-1".into());
-    sync
+    SyncBuilder::new().namespace("ns").uid("uid-1").build()
 }

@@ -7,7 +7,9 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Result;
-use dcs_crds::{DorisChangelogSync, Phase, conditions::get_condition};
+use dcs_crds::checkpoint::{Counters, PendingTxn};
+use dcs_crds::testing::{CheckpointBuilder, SyncBuilder};
+use dcs_crds::{DorisChangelogSync, Phase, StartupMode, conditions::get_condition};
 use dcs_operator::{
     cleanup::RetryPolicy,
     reconcile::{Context, reconcile},
@@ -36,27 +38,21 @@ const TABLES: [&str; 3] = [
      update_time DATETIMEV2(3) NOT NULL) UNIQUE KEY(consumer_id) DISTRIBUTED BY HASH(consumer_id) BUCKETS 1",
 ];
 
-fn sync_yaml(name: &str, fe_http: u16, query: u16, sink_fe: &str) -> String {
-    format!(
-        r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: {name}}}
-spec:
-  source:
-    feNodes: ["127.0.0.1:{fe_http}"]
-    queryPort: {query}
-    table: db.src
-    credentials: {{secretName: doris}}
-  startup: {{mode: initial}}
-  offsets: {{table: db.offsets, consumerId: {name}}}
-  sink:
-    doris:
-      feNodes: ["{sink_fe}"]
-      table: db.dst
-      credentials: {{secretName: doris}}
-"#
-    )
+/// `db.src` on the FE at `127.0.0.1:fe_http` (MySQL port `query`) into `db.dst` on the FE
+/// `sink_fe`, `initial`, its offsets in `db.offsets` under the consumer `name`; the credentials
+/// in Secret `doris`.
+fn offsets_sync(name: &str, fe_http: u16, query: u16, sink_fe: &str) -> SyncBuilder {
+    SyncBuilder::new()
+        .name(name)
+        .source_fe(&format!("127.0.0.1:{fe_http}"))
+        .query_port(query)
+        .source_table("db.src")
+        .source_secret("doris")
+        .mode(StartupMode::Initial)
+        .offsets("db.offsets", Some(name))
+        .sink_fe(sink_fe)
+        .sink_table("db.dst")
+        .sink_secret("doris")
 }
 
 /// Reconciles a deleting sync until it is gone; the number of passes. Fails when a pass recorded a
@@ -123,18 +119,30 @@ async fn insert_offset_rows(doris: &dcs_doris_emu::RunningEmulator, ids: &[&str]
 }
 
 fn checkpoint_json(consumer: &str, txns: &[(i64, &str)]) -> String {
-    let pending: Vec<serde_json::Value> = txns
+    let pending = txns
         .iter()
-        .map(|(id, label)| serde_json::json!({"db": "db", "label": label, "txnId": id}))
+        .map(|(id, label)| PendingTxn {
+            db: "db".into(),
+            label: (*label).into(),
+            txn_id: *id,
+            rows: None,
+        })
         .collect();
-    serde_json::json!({
-        "formatVersion": 1, "consumerId": consumer, "checkpointId": 3,
-        "savedAt": "2026-11-29T14:00:00Z",
-        "position": {"phase": "snapshot", "tabletsDone": [], "tabletsTotal": 1},
-        "pendingTxns": pending,
-        "counters": {"rowsRead": 1, "rowsWritten": 1, "rowsDeleted": 0, "loads": 1, "bytes": 8},
-    })
-    .to_string()
+    CheckpointBuilder::new()
+        .consumer(consumer)
+        .id(3)
+        .snapshot(&[], 1)
+        .pending_txns(pending)
+        .counters(Counters {
+            rows_read: 1,
+            rows_written: 1,
+            loads: 1,
+            bytes: 8,
+            ..Counters::default()
+        })
+        .label_scheme(1)
+        .build()
+        .to_json()
 }
 
 /// A namespace of the test bed's control plane with the CRD and the `doris` Secret installed,
@@ -166,16 +174,20 @@ impl Bed {
         })
     }
 
-    /// `sync_yaml(name, ..)` with the sink on this bed's FE, passed through `edit`.
-    async fn create_sync(&self, name: &str, edit: impl FnOnce(String) -> String) -> Result<()> {
+    /// `offsets_sync(name, ..)` with the sink on this bed's FE, passed through `edit`.
+    async fn create_sync(
+        &self,
+        name: &str,
+        edit: impl FnOnce(SyncBuilder) -> SyncBuilder,
+    ) -> Result<()> {
         let fe = format!("127.0.0.1:{}", self.ports.fe_http_port);
-        let yaml = edit(sync_yaml(
+        let sync = edit(offsets_sync(
             name,
             self.ports.fe_http_port,
             self.ports.query_port,
             &fe,
-        ));
-        let sync: DorisChangelogSync = serde_yaml::from_str(&yaml)?;
+        ))
+        .build();
         self.api.create(&PostParams::default(), &sync).await?;
         Ok(())
     }
@@ -206,7 +218,7 @@ async fn deletion_aborts_pending_txns_and_deletes_the_offset_row() -> Result<()>
     let (api, client, doris, ports) = (&bed.api, &bed.client, &bed.doris, bed.ports);
     let ctx = Arc::new(Context::new(client.clone(), None));
 
-    bed.create_sync("s", |y| y).await?;
+    bed.create_sync("s", |s| s).await?;
     let s = reconcile_a_few(api, "s", &ctx).await?;
     assert_eq!(s.status.and_then(|s| s.phase), Some(Phase::Pending));
 
@@ -249,10 +261,8 @@ async fn deletion_aborts_pending_txns_and_deletes_the_offset_row() -> Result<()>
     );
 
     // Already gone counts as done: an unknown transaction and a missing offset table.
-    bed.create_sync("t", |y| {
-        y.replace("table: db.offsets", "table: db.no_such_table")
-    })
-    .await?;
+    bed.create_sync("t", |s| s.offsets("db.no_such_table", Some("t")))
+        .await?;
     reconcile_a_few(api, "t", &ctx).await?;
     bed.save_checkpoint("t", &[(999_999, "dcs-t-3-0")]).await?;
     api.delete("t", &Default::default()).await?;
@@ -269,13 +279,9 @@ async fn deletion_cleans_through_the_second_sink_fe_when_the_first_is_down() -> 
     let ctx = Arc::new(Context::new(client.clone(), None));
     // The sink's first FE refuses connections; the second is the bed's.
     let down = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    bed.create_sync("s", |y| {
-        y.replace(
-            "      feNodes: [\"",
-            &format!("      feNodes: [\"{down}\", \""),
-        )
-    })
-    .await?;
+    let fe = format!("127.0.0.1:{}", ports.fe_http_port);
+    bed.create_sync("s", |s| s.sink_fe_nodes(&[&down.to_string(), &fe]))
+        .await?;
     let s = reconcile_a_few(api, "s", &ctx).await?;
     assert_eq!(s.status.and_then(|s| s.phase), Some(Phase::Pending));
     let txn = precommit(ports.be_http_port, "dcs-s-3-0").await?;
@@ -307,7 +313,7 @@ async fn reinit_in_upsert_mode_keeps_the_sink_and_drops_the_old_offset_row() -> 
     let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
     let ctx = Arc::new(Context::new(client.clone(), None));
 
-    bed.create_sync("s", |y| y).await?;
+    bed.create_sync("s", |s| s).await?;
     reconcile_a_few(api, "s", &ctx).await?;
     assert!(deployments.get_opt("s-runner").await?.is_some());
     let mut conn = mysql(doris).await?;
@@ -360,9 +366,9 @@ async fn an_unreachable_sink_blocks_and_deletion_gives_up_after_the_retries() ->
     };
     let ctx = Arc::new(ctx);
     // Nothing listens on port 1.
-    let mut yaml = sync_yaml("s", ports.fe_http_port, ports.query_port, "127.0.0.1:1");
-    yaml = yaml.replace("  offsets: {table: db.offsets, consumerId: s}\n", "");
-    let sync: DorisChangelogSync = serde_yaml::from_str(&yaml)?;
+    let sync = offsets_sync("s", ports.fe_http_port, ports.query_port, "127.0.0.1:1")
+        .with_spec(|spec| spec.offsets = None)
+        .build();
     api.create(&PostParams::default(), &sync).await?;
 
     // Validation: blocked, SinkHealthy False naming the address and the fix, no runner.
@@ -428,7 +434,7 @@ async fn deletion_waits_for_the_runner_pods_and_forces_overdue_ones_off() -> Res
     let mut ctx = Context::new(client.clone(), None);
     ctx.pod_wait_margin = Duration::from_secs(2);
     let ctx = Arc::new(ctx);
-    bed.create_sync("s", |y| y).await?;
+    bed.create_sync("s", |s| s).await?;
     reconcile_a_few(api, "s", &ctx).await?;
     let txn = precommit(ports.be_http_port, "dcs-s-3-0").await?;
     bed.save_checkpoint("s", &[(txn, "dcs-s-3-0")]).await?;
@@ -493,7 +499,7 @@ async fn a_deleted_secret_gives_up_the_cleanup_at_once() -> Result<()> {
     let (api, client, doris) = (&bed.api, &bed.client, &bed.doris);
     // The default policy: five attempts over about 2.5 minutes, none of which may be used.
     let ctx = Arc::new(Context::new(client.clone(), None));
-    bed.create_sync("s", |y| y).await?;
+    bed.create_sync("s", |s| s).await?;
     reconcile_a_few(api, "s", &ctx).await?;
     bed.save_checkpoint("s", &[(42, "dcs-s-3-0")]).await?;
     insert_offset_rows(doris, &["s"]).await?;

@@ -3,7 +3,9 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Result;
-use dcs_crds::{DorisChangelogSync, Phase};
+use dcs_crds::checkpoint::Counters;
+use dcs_crds::testing::{CheckpointBuilder, SyncBuilder, offset};
+use dcs_crds::{DorisChangelogSync, Phase, StartupMode};
 use dcs_operator::{
     controller::{self, Metrics},
     metrics,
@@ -29,6 +31,20 @@ async fn install_lenient_crd(client: &Client) -> Result<()> {
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] =
         serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
     common::apply_crd(client, crd).await
+}
+
+/// `db.t` on the FE at `127.0.0.1:fe_http` (MySQL port `query`) from `latest`, to stdout; the
+/// credentials in Secret `doris`.
+fn latest_stdout_sync(name: &str, fe_http: u16, query: u16) -> DorisChangelogSync {
+    SyncBuilder::new()
+        .name(name)
+        .source_fe(&format!("127.0.0.1:{fe_http}"))
+        .query_port(query)
+        .source_table("db.t")
+        .source_secret("doris")
+        .mode(StartupMode::Latest)
+        .stdout()
+        .build()
 }
 
 #[tokio::test]
@@ -70,22 +86,7 @@ async fn a_bad_object_gets_an_event_and_the_rest_keep_working() -> Result<()> {
         },
     }))?;
     raw.create(&PostParams::default(), &bad).await?;
-    let good: DorisChangelogSync = serde_yaml::from_str(&format!(
-        r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: good}}
-spec:
-  source:
-    feNodes: ["127.0.0.1:{}"]
-    queryPort: {}
-    table: db.t
-    credentials: {{secretName: doris}}
-  startup: {{mode: latest}}
-  sink: {{stdout: {{}}}}
-"#,
-        ports.fe_http_port, ports.query_port
-    ))?;
+    let good = latest_stdout_sync("good", ports.fe_http_port, ports.query_port);
     let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
     api.create(&PostParams::default(), &good).await?;
 
@@ -132,18 +133,24 @@ spec:
     .json()
     .await?;
     let now_ms = clock["now_ms"].as_i64().expect("now_ms") - 30_000;
-    let checkpoint = serde_json::json!({
-        "formatVersion": 1, "consumerId": "good", "checkpointId": 2,
-        "savedAt": "2026-11-29T14:00:00Z",
-        "position": {"phase": "changelog",
-                     "offset": {"timestamp": "2026-11-29 14:00:00", "epochMs": now_ms, "tso": now_ms << 18}},
-        "counters": {"rowsRead": 1, "rowsWritten": 1, "rowsDeleted": 0, "loads": 1, "bytes": 1},
-    });
+    let checkpoint = CheckpointBuilder::new()
+        .consumer("good")
+        .id(2)
+        .changelog_at(offset("2026-11-29 14:00:00", now_ms))
+        .counters(Counters {
+            rows_read: 1,
+            rows_written: 1,
+            loads: 1,
+            bytes: 1,
+            ..Counters::default()
+        })
+        .label_scheme(1)
+        .build();
     Api::<ConfigMap>::default_namespaced(client.clone())
         .patch(
             "good-checkpoint",
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_string()}})),
+            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_json()}})),
         )
         .await?;
     let text = poll("the lag gauge", Duration::from_secs(30), async || {
@@ -218,22 +225,7 @@ async fn the_controller_blocks_a_short_ttl_sync() -> Result<()> {
         ctx,
         Arc::new(Metrics::default()),
     ));
-    let sync: DorisChangelogSync = serde_yaml::from_str(&format!(
-        r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: s}}
-spec:
-  source:
-    feNodes: ["127.0.0.1:{}"]
-    queryPort: {}
-    table: db.t
-    credentials: {{secretName: doris}}
-  startup: {{mode: latest}}
-  sink: {{stdout: {{}}}}
-"#,
-        ports.fe_http_port, ports.query_port
-    ))?;
+    let sync = latest_stdout_sync("s", ports.fe_http_port, ports.query_port);
     let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
     api.create(&PostParams::default(), &sync).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use anyhow::Result;
-use dcs_crds::{DorisChangelogSync, Phase, conditions::get_condition};
+use dcs_crds::checkpoint::Counters;
+use dcs_crds::testing::{CheckpointBuilder, SyncBuilder, offset};
+use dcs_crds::{DorisChangelogSync, Phase, StartupMode, conditions::get_condition};
 use dcs_operator::reconcile::{Context, reconcile};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
 use kube::{
@@ -15,23 +17,25 @@ use crate::common;
 
 use common::{create_doris_secret, doris_with_tables, install_crd, reconcile_a_few};
 
-fn sync_yaml(name: &str, fe_http: u16, query: u16, table: &str) -> String {
-    format!(
-        r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: {name}}}
-spec:
-  source:
-    feNodes: ["127.0.0.1:{fe_http}"]
-    queryPort: {query}
-    table: {table}
-    credentials: {{secretName: doris}}
-  startup: {{mode: initial}}
-  expectedSnapshotDuration: 30m
-  sink: {{stdout: {{}}}}
-"#
-    )
+/// `table` on the FE at `host` (HTTP port `fe_http`, MySQL port `query`), `initial`, a snapshot
+/// expected to take 30m, to stdout; the credentials in Secret `doris`.
+fn stdout_sync(
+    name: &str,
+    host: &str,
+    fe_http: u16,
+    query: u16,
+    table: &str,
+) -> DorisChangelogSync {
+    SyncBuilder::new()
+        .name(name)
+        .source_fe(&format!("{host}:{fe_http}"))
+        .query_port(query)
+        .source_table(table)
+        .source_secret("doris")
+        .mode(StartupMode::Initial)
+        .expected_snapshot_duration("30m")
+        .stdout()
+        .build()
 }
 
 #[tokio::test]
@@ -57,12 +61,13 @@ async fn blocked_then_launched_then_suspended() -> Result<()> {
     let configmaps: Api<ConfigMap> = Api::default_namespaced(client.clone());
 
     // Too short a TTL: blocked with the numbers, no runner.
-    let short: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
+    let short: DorisChangelogSync = stdout_sync(
         "short",
+        "127.0.0.1",
         ports.fe_http_port,
         ports.query_port,
         "db.short",
-    ))?;
+    );
     api.create(&PostParams::default(), &short).await?;
     let short = reconcile_a_few(&api, "short", &ctx).await?;
     let status = short.status.expect("a status");
@@ -97,12 +102,13 @@ async fn blocked_then_launched_then_suspended() -> Result<()> {
     );
 
     // A good table: runner Deployment and both ConfigMaps.
-    let good: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
+    let good: DorisChangelogSync = stdout_sync(
         "good",
+        "127.0.0.1",
         ports.fe_http_port,
         ports.query_port,
         "db.good",
-    ))?;
+    );
     api.create(&PostParams::default(), &good).await?;
     let good = reconcile_a_few(&api, "good", &ctx).await?;
     let status = good.status.clone().expect("a status");
@@ -122,17 +128,24 @@ async fn blocked_then_launched_then_suspended() -> Result<()> {
     assert_eq!(again.metadata.resource_version, rv);
 
     // The runner's checkpoint becomes status.
-    let checkpoint = serde_json::json!({
-        "formatVersion": 1, "consumerId": "good", "checkpointId": 3,
-        "savedAt": "2026-11-29T14:00:00Z",
-        "position": {"phase": "snapshot", "tabletsDone": [], "tabletsTotal": 1},
-        "counters": {"rowsRead": 5, "rowsWritten": 5, "rowsDeleted": 0, "loads": 1, "bytes": 10},
-    });
+    let checkpoint = CheckpointBuilder::new()
+        .consumer("good")
+        .id(3)
+        .snapshot(&[], 1)
+        .counters(Counters {
+            rows_read: 5,
+            rows_written: 5,
+            loads: 1,
+            bytes: 10,
+            ..Counters::default()
+        })
+        .label_scheme(1)
+        .build();
     configmaps
         .patch(
             "good-checkpoint",
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_string()}})),
+            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_json()}})),
         )
         .await?;
     let good = reconcile_a_few(&api, "good", &ctx).await?;
@@ -196,12 +209,13 @@ async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
     let configmaps: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
 
-    let sync: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
+    let sync: DorisChangelogSync = stdout_sync(
         "s",
+        "127.0.0.1",
         ports.fe_http_port,
         ports.query_port,
         "db.t",
-    ))?;
+    );
     api.create(&PostParams::default(), &sync).await?;
     reconcile_a_few(&api, "s", &ctx).await?;
 
@@ -215,18 +229,24 @@ async fn an_expired_offset_reinitializes_under_a_new_consumer() -> Result<()> {
         .json()
         .await?;
     let now_ms = clock["now_ms"].as_i64().expect("now_ms");
-    let checkpoint = serde_json::json!({
-        "formatVersion": 1, "consumerId": "s", "checkpointId": 9,
-        "savedAt": "2026-11-29T14:00:00Z",
-        "position": {"phase": "changelog",
-                     "offset": {"timestamp": "2026-11-29 14:00:00", "epochMs": now_ms, "tso": now_ms << 18}},
-        "counters": {"rowsRead": 5, "rowsWritten": 5, "rowsDeleted": 0, "loads": 2, "bytes": 10},
-    });
+    let checkpoint = CheckpointBuilder::new()
+        .consumer("s")
+        .id(9)
+        .changelog_at(offset("2026-11-29 14:00:00", now_ms))
+        .counters(Counters {
+            rows_read: 5,
+            rows_written: 5,
+            loads: 2,
+            bytes: 10,
+            ..Counters::default()
+        })
+        .label_scheme(1)
+        .build();
     configmaps
         .patch(
             "s-checkpoint",
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_string()}})),
+            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_json()}})),
         )
         .await?;
     let s = reconcile_a_few(&api, "s", &ctx).await?;
@@ -301,12 +321,13 @@ async fn a_light_delete_table_is_blocked_naming_the_property() -> Result<()> {
     let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
     let ctx = Arc::new(Context::new(client.clone(), Some("dcs-runner:test".into())));
     let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
-    let sync: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
+    let sync: DorisChangelogSync = stdout_sync(
         "light",
+        "127.0.0.1",
         ports.fe_http_port,
         ports.query_port,
         "db.light",
-    ))?;
+    );
     api.create(&PostParams::default(), &sync).await?;
     let s = reconcile_a_few(&api, "light", &ctx).await?;
     let status = s.status.expect("a status");
@@ -393,10 +414,8 @@ async fn credentials_reach_only_the_hosts_their_secret_allows() -> Result<()> {
     // Another loopback address stands for a host the sync's editor controls.
     let (http_port, http_accepted) = counting_listener("127.0.0.2").await?;
     let (query_port, query_accepted) = counting_listener("127.0.0.2").await?;
-    let yaml =
-        sync_yaml("foreign", http_port, query_port, "db.good").replace("127.0.0.1", "127.0.0.2");
-    api.create(&PostParams::default(), &serde_yaml::from_str(&yaml)?)
-        .await?;
+    let foreign = stdout_sync("foreign", "127.0.0.2", http_port, query_port, "db.good");
+    api.create(&PostParams::default(), &foreign).await?;
     let s = reconcile_a_few(&api, "foreign", &ctx).await?;
     let status = s.status.expect("a status");
     assert_eq!(status.phase, Some(Phase::Blocked));
@@ -418,12 +437,13 @@ async fn credentials_reach_only_the_hosts_their_secret_allows() -> Result<()> {
     assert_eq!(query_accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
 
     // The cluster's own host: probed and run.
-    let ok: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
+    let ok: DorisChangelogSync = stdout_sync(
         "allowed",
+        "127.0.0.1",
         ports.fe_http_port,
         ports.query_port,
         "db.good",
-    ))?;
+    );
     api.create(&PostParams::default(), &ok).await?;
     let s = reconcile_a_few(&api, "allowed", &ctx).await?;
     assert_eq!(s.status.and_then(|s| s.phase), Some(Phase::Pending));

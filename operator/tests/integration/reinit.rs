@@ -6,7 +6,11 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Result;
-use dcs_crds::{DorisChangelogSync, Phase, conditions::get_condition};
+use dcs_crds::checkpoint::{Counters, Stopped};
+use dcs_crds::testing::{CheckpointBuilder, SyncBuilder, offset};
+use dcs_crds::{
+    DorisChangelogSync, OnOffsetExpired, Phase, StartupMode, conditions::get_condition,
+};
 use dcs_operator::{
     controller::{self, Metrics},
     reconcile::{Context, reconcile},
@@ -64,35 +68,26 @@ impl Bed {
     }
 
     async fn create_sync(&self, name: &str) -> Result<()> {
-        self.create_sync_with(name, "").await
+        self.create_sync_with(name, OnOffsetExpired::default())
+            .await
     }
 
-    /// A sync whose spec also has the `extra` lines (indented as spec fields).
-    async fn create_sync_with(&self, name: &str, extra: &str) -> Result<()> {
+    /// `db.src` into `db.dst` on the bed's Doris, `initial`, `then` when the offset expires.
+    async fn create_sync_with(&self, name: &str, then: OnOffsetExpired) -> Result<()> {
         let ports = self.doris.ports();
-        let yaml = format!(
-            r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: {name}}}
-spec:
-  source:
-    feNodes: ["127.0.0.1:{fe}"]
-    queryPort: {query}
-    table: db.src
-    credentials: {{secretName: doris}}
-  startup: {{mode: initial}}
-  sink:
-    doris:
-      feNodes: ["127.0.0.1:{fe}"]
-      table: db.dst
-      credentials: {{secretName: doris}}
-{extra}
-"#,
-            fe = ports.fe_http_port,
-            query = ports.query_port,
-        );
-        let sync: DorisChangelogSync = serde_yaml::from_str(&yaml)?;
+        let fe = format!("127.0.0.1:{}", ports.fe_http_port);
+        let sync = SyncBuilder::new()
+            .name(name)
+            .source_fe(&fe)
+            .query_port(ports.query_port)
+            .source_table("db.src")
+            .source_secret("doris")
+            .mode(StartupMode::Initial)
+            .on_offset_expired(then)
+            .sink_fe(&fe)
+            .sink_table("db.dst")
+            .sink_secret("doris")
+            .build();
         self.api.create(&PostParams::default(), &sync).await?;
         Ok(())
     }
@@ -112,49 +107,55 @@ spec:
     /// The checkpoint a runner of consumer `name` saved at Doris's now, optionally with the stop
     /// record the runner writes when it finds its offset expired (exit code 3).
     async fn save_checkpoint(&self, name: &str, expired: bool) -> Result<()> {
-        let stopped = expired.then(|| {
-            serde_json::json!({
-                "at": "2026-11-29T14:00:05Z", "reason": "OffsetExpired", "exitCode": 3,
-                "message": "the changelog window from 2026-11-29 13:00:00 starts within 60s of the TTL",
-            })
+        let stopped = expired.then(|| Stopped {
+            at: "2026-11-29T14:00:05Z".into(),
+            reason: "OffsetExpired".into(),
+            exit_code: 3,
+            message: "the changelog window from 2026-11-29 13:00:00 starts within 60s of the TTL"
+                .into(),
         });
         self.save_checkpoint_stopped(name, stopped).await
     }
 
     /// The checkpoint a runner of consumer `name` saved at Doris's now, with `stopped` as its stop
     /// record.
-    async fn save_checkpoint_stopped(
-        &self,
-        name: &str,
-        stopped: Option<serde_json::Value>,
-    ) -> Result<()> {
+    async fn save_checkpoint_stopped(&self, name: &str, stopped: Option<Stopped>) -> Result<()> {
         let now_ms = self.doris_now_ms().await?;
-        let mut checkpoint = serde_json::json!({
-            "formatVersion": 1, "consumerId": name, "checkpointId": 9,
-            "savedAt": "2026-11-29T14:00:00Z",
-            "position": {"phase": "changelog",
-                         "offset": {"timestamp": "2026-11-29 14:00:00", "epochMs": now_ms, "tso": now_ms << 18}},
-            "counters": {"rowsRead": 5, "rowsWritten": 5, "rowsDeleted": 0, "loads": 2, "bytes": 10},
-        });
+        let mut checkpoint = CheckpointBuilder::new()
+            .consumer(name)
+            .id(9)
+            .changelog_at(offset("2026-11-29 14:00:00", now_ms))
+            .counters(Counters {
+                rows_read: 5,
+                rows_written: 5,
+                loads: 2,
+                bytes: 10,
+                ..Counters::default()
+            })
+            .label_scheme(1);
         if let Some(stopped) = stopped {
-            checkpoint["stopped"] = stopped;
+            checkpoint = checkpoint.stopped(stopped);
         }
+        let checkpoint = checkpoint.build().to_json();
         self.configmaps
             .patch(
                 &format!("{name}-checkpoint"),
                 &PatchParams::default(),
-                &Patch::Merge(
-                    serde_json::json!({"data": {"checkpoint.json": checkpoint.to_string()}}),
-                ),
+                &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint}})),
             )
             .await?;
         Ok(())
     }
 
-    /// A sync (spec with the `extra` lines) launched and Streaming on a checkpoint its runner
+    /// A sync (`then` when its offset expires) launched and Streaming on a checkpoint its runner
     /// saved at Doris's now.
-    async fn streaming_sync(&self, name: &str, extra: &str, ctx: &Arc<Context>) -> Result<()> {
-        self.create_sync_with(name, extra).await?;
+    async fn streaming_sync(
+        &self,
+        name: &str,
+        then: OnOffsetExpired,
+        ctx: &Arc<Context>,
+    ) -> Result<()> {
+        self.create_sync_with(name, then).await?;
         for _ in 0..3 {
             self.reconcile(name, ctx).await?;
         }
@@ -250,7 +251,8 @@ async fn a_runner_stopped_with_offset_expired_is_reinitialized_at_the_next_recon
 {
     let bed = Bed::start().await?;
     let ctx = Arc::new(Context::new(bed.client.clone(), None));
-    bed.streaming_sync("s", "", &ctx).await?;
+    bed.streaming_sync("s", OnOffsetExpired::Reinitialize, &ctx)
+        .await?;
     // The sink holds the old consumer's rows; they stay until the new runner swaps its rebuild in.
     let mut conn = mysql(&bed.doris).await?;
     conn.query_drop("INSERT INTO db.dst (id, v) VALUES (1, 'a'), (2, 'b')")
@@ -348,16 +350,19 @@ async fn headroom_reaching_zero_by_doris_clock_while_the_runner_is_down_reinitia
 {
     let bed = Bed::start().await?;
     let ctx = Arc::new(Context::new(bed.client.clone(), None));
-    bed.streaming_sync("s", "", &ctx).await?;
+    bed.streaming_sync("s", OnOffsetExpired::Reinitialize, &ctx)
+        .await?;
 
     // The runner is down, for a reason of its own (exit code 1, not 3): it says nothing about the
     // offset, and a crash loop alone is no reason to re-initialise.
     bed.save_checkpoint_stopped(
         "s",
-        Some(serde_json::json!({
-            "at": "2026-11-29T14:00:05Z", "reason": "StreamLoadFailed", "exitCode": 1,
-            "message": "the sink refused the load",
-        })),
+        Some(Stopped {
+            at: "2026-11-29T14:00:05Z".into(),
+            reason: "StreamLoadFailed".into(),
+            exit_code: 1,
+            message: "the sink refused the load".into(),
+        }),
     )
     .await?;
     let pod = runner_pod(&bed, "s").await?;
@@ -384,8 +389,7 @@ async fn headroom_reaching_zero_by_doris_clock_while_the_runner_is_down_reinitia
 async fn on_offset_expired_fail_ends_failed_and_touches_nothing() -> Result<()> {
     let bed = Bed::start().await?;
     let ctx = Arc::new(Context::new(bed.client.clone(), None));
-    bed.streaming_sync("s", "  onOffsetExpired: fail", &ctx)
-        .await?;
+    bed.streaming_sync("s", OnOffsetExpired::Fail, &ctx).await?;
     let deployments: Api<Deployment> = Api::default_namespaced(bed.client.clone());
     assert!(deployments.get_opt("s-runner").await?.is_some());
 

@@ -9,7 +9,11 @@
 use std::sync::Arc;
 
 use anyhow::Result;
-use dcs_crds::{DorisChangelogSync, Phase, TlsMode, conditions::get_condition};
+use dcs_crds::checkpoint::{Counters, PendingTxn};
+use dcs_crds::testing::{CheckpointBuilder, SyncBuilder, tls_ca_config_map, tls_ca_secret};
+use dcs_crds::{
+    DorisChangelogSync, Phase, StartupMode, TlsMode, TlsSpec, conditions::get_condition,
+};
 use dcs_doris_client::tls::{Tls, TlsOptions};
 use dcs_doris_emu::{EmuConfig, RunningEmulator, tls::cert::TestPki};
 use dcs_operator::reconcile::{Context, reconcile};
@@ -89,37 +93,44 @@ impl TlsDoris {
     }
 }
 
-/// A sync of db.src into db.dst, with `source_tls` and `sink_tls` (flow YAML) as the sides' tls.
-fn sync_yaml(name: &str, doris: &TlsDoris, source_tls: &str, sink_tls: &str) -> String {
+/// A sync of db.src into db.dst, with `source_tls` and `sink_tls` as the sides' tls.
+fn tls_sync(
+    name: &str,
+    doris: &TlsDoris,
+    source_tls: TlsSpec,
+    sink_tls: TlsSpec,
+) -> DorisChangelogSync {
     let ports = doris.emu.ports();
-    format!(
-        r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: {name}}}
-spec:
-  source:
-    feNodes: ["127.0.0.1:{fe}"]
-    queryPort: {query}
-    table: db.src
-    credentials: {{secretName: doris}}
-    tls: {source_tls}
-  startup: {{mode: initial}}
-  offsets: {{table: db.offsets, consumerId: {name}}}
-  sink:
-    doris:
-      feNodes: ["127.0.0.1:{fe}"]
-      table: db.dst
-      credentials: {{secretName: doris}}
-      tls: {sink_tls}
-"#,
-        fe = ports.fe_http_port,
-        query = ports.query_port,
-    )
+    let fe = format!("127.0.0.1:{}", ports.fe_http_port);
+    SyncBuilder::new()
+        .name(name)
+        .source_fe(&fe)
+        .query_port(ports.query_port)
+        .source_table("db.src")
+        .source_secret("doris")
+        .source_tls(source_tls)
+        .mode(StartupMode::Initial)
+        .offsets("db.offsets", Some(name))
+        .sink_fe(&fe)
+        .sink_table("db.dst")
+        .sink_secret("doris")
+        .sink_tls(sink_tls)
+        .build()
 }
 
-const CA_CONFIGMAP: &str =
-    "{enabled: true, caBundle: {configMapKeyRef: {name: doris-ca, key: ca.crt}}}";
+/// TLS on, the CA bundle in key `ca.crt` of ConfigMap `doris-ca`.
+fn ca_configmap() -> TlsSpec {
+    tls_ca_config_map("doris-ca", "ca.crt")
+}
+
+/// TLS on, the server's certificate not verified.
+fn insecure() -> TlsSpec {
+    TlsSpec {
+        enabled: true,
+        insecure_skip_verify: true,
+        ..TlsSpec::default()
+    }
+}
 
 async fn create_ca_configmap(client: &kube::Client, name: &str, pem: &str) -> Result<()> {
     let cm: ConfigMap = serde_json::from_value(serde_json::json!({
@@ -151,8 +162,7 @@ async fn a_sync_over_tls_is_probed_run_and_cleaned_up_over_tls() -> Result<()> {
     let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
     let ctx = Arc::new(Context::new(client.clone(), Some("dcs-runner:test".into())));
 
-    let sync: DorisChangelogSync =
-        serde_yaml::from_str(&sync_yaml("s", &doris, CA_CONFIGMAP, CA_CONFIGMAP))?;
+    let sync = tls_sync("s", &doris, ca_configmap(), ca_configmap());
     api.create(&PostParams::default(), &sync).await?;
     let s = reconcile_a_few(&api, "s", &ctx).await?;
     let status = s.status.clone().expect("a status");
@@ -220,18 +230,30 @@ async fn a_sync_over_tls_is_probed_run_and_cleaned_up_over_tls() -> Result<()> {
     // row. The deletion removes them over TLS.
     let txn = doris.precommit("dcs-s-3-0").await?;
     let later = doris.precommit("dcs-s-4-0").await?;
-    let checkpoint = serde_json::json!({
-        "formatVersion": 1, "consumerId": "s", "checkpointId": 3,
-        "savedAt": "2026-11-29T14:00:00Z",
-        "position": {"phase": "snapshot", "tabletsDone": [], "tabletsTotal": 1},
-        "pendingTxns": [{"db": "db", "label": "dcs-s-3-0", "txnId": txn}],
-        "counters": {"rowsRead": 1, "rowsWritten": 1, "rowsDeleted": 0, "loads": 1, "bytes": 8},
-    });
+    let checkpoint = CheckpointBuilder::new()
+        .consumer("s")
+        .id(3)
+        .snapshot(&[], 1)
+        .pending_txns(vec![PendingTxn {
+            db: "db".into(),
+            label: "dcs-s-3-0".into(),
+            txn_id: txn,
+            rows: None,
+        }])
+        .counters(Counters {
+            rows_read: 1,
+            rows_written: 1,
+            loads: 1,
+            bytes: 8,
+            ..Counters::default()
+        })
+        .label_scheme(1)
+        .build();
     Api::<ConfigMap>::default_namespaced(client.clone())
         .patch(
             "s-checkpoint",
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_string()}})),
+            &Patch::Merge(serde_json::json!({"data": {"checkpoint.json": checkpoint.to_json()}})),
         )
         .await?;
     let mut conn = doris.mysql().await?;
@@ -257,12 +279,7 @@ async fn a_sync_over_tls_is_probed_run_and_cleaned_up_over_tls() -> Result<()> {
     conn.disconnect().await?;
 
     // insecureSkipVerify: probed without a CA, and the status says so.
-    let sync: DorisChangelogSync = serde_yaml::from_str(&sync_yaml(
-        "skip",
-        &doris,
-        "{enabled: true, insecureSkipVerify: true}",
-        "{enabled: true, insecureSkipVerify: true}",
-    ))?;
+    let sync = tls_sync("skip", &doris, insecure(), insecure());
     api.create(&PostParams::default(), &sync).await?;
     let s = reconcile_a_few(&api, "skip", &ctx).await?;
     let status = s.status.clone().expect("a status");
@@ -292,25 +309,17 @@ async fn an_expired_certificate_blocks_the_sync_saying_so() -> Result<()> {
     create_ca_configmap(&client, "doris-ca", &pki.ca_pem).await?;
     let ports = emu.ports();
     let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
-    let yaml = format!(
-        r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: expired}}
-spec:
-  source:
-    feNodes: ["127.0.0.1:{}"]
-    queryPort: {}
-    table: db.src
-    credentials: {{secretName: doris}}
-    tls: {CA_CONFIGMAP}
-  startup: {{mode: initial}}
-  sink: {{stdout: {{}}}}
-"#,
-        ports.fe_http_port, ports.query_port
-    );
-    api.create(&PostParams::default(), &serde_yaml::from_str(&yaml)?)
-        .await?;
+    let expired = SyncBuilder::new()
+        .name("expired")
+        .source_fe(&format!("127.0.0.1:{}", ports.fe_http_port))
+        .query_port(ports.query_port)
+        .source_table("db.src")
+        .source_secret("doris")
+        .source_tls(ca_configmap())
+        .mode(StartupMode::Initial)
+        .stdout()
+        .build();
+    api.create(&PostParams::default(), &expired).await?;
     let ctx = Arc::new(Context::new(client.clone(), Some("dcs-runner:test".into())));
     let s = reconcile_a_few(&api, "expired", &ctx).await?;
     let (status, reason, message) = ready(&s);
@@ -349,14 +358,14 @@ async fn a_wrong_ca_a_wrong_name_or_a_ca_secret_without_consent_blocks_the_sync(
     let api: Api<DorisChangelogSync> = Api::default_namespaced(client.clone());
     let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
     let ctx = Arc::new(Context::new(client.clone(), Some("dcs-runner:test".into())));
-    let wrong_ca = "{enabled: true, caBundle: {configMapKeyRef: {name: other-ca, key: ca.crt}}}";
+    let wrong_ca = tls_ca_config_map("other-ca", "ca.crt");
 
     let cases = [
         // The source's certificate does not chain to the CA given.
         (
             "wrong-ca",
-            wrong_ca,
-            CA_CONFIGMAP,
+            wrong_ca.clone(),
+            ca_configmap(),
             "SourceUnreachable",
             format!(
                 "cannot reach the source: TLS to FE 127.0.0.1:{} (MySQL): invalid peer certificate: UnknownIssuer; check spec.source.tls",
@@ -366,8 +375,11 @@ async fn a_wrong_ca_a_wrong_name_or_a_ca_secret_without_consent_blocks_the_sync(
         // The certificate does not hold the name asked for.
         (
             "wrong-name",
-            "{enabled: true, serverName: doris.example, caBundle: {configMapKeyRef: {name: doris-ca, key: ca.crt}}}",
-            CA_CONFIGMAP,
+            TlsSpec {
+                server_name: Some("doris.example".into()),
+                ..ca_configmap()
+            },
+            ca_configmap(),
             "SourceUnreachable",
             format!(
                 "cannot reach the source: TLS to FE 127.0.0.1:{} (MySQL): invalid peer certificate: ",
@@ -377,7 +389,7 @@ async fn a_wrong_ca_a_wrong_name_or_a_ca_secret_without_consent_blocks_the_sync(
         // The sink's.
         (
             "wrong-sink-ca",
-            CA_CONFIGMAP,
+            ca_configmap(),
             wrong_ca,
             "SinkUnreachable",
             format!(
@@ -387,8 +399,7 @@ async fn a_wrong_ca_a_wrong_name_or_a_ca_secret_without_consent_blocks_the_sync(
         ),
     ];
     for (name, source_tls, sink_tls, reason, message) in cases {
-        let sync: DorisChangelogSync =
-            serde_yaml::from_str(&sync_yaml(name, &doris, source_tls, sink_tls))?;
+        let sync = tls_sync(name, &doris, source_tls, sink_tls);
         api.create(&PostParams::default(), &sync).await?;
         let s = reconcile_a_few(&api, name, &ctx).await?;
         let (status, got_reason, got_message) = ready(&s);
@@ -419,10 +430,8 @@ async fn a_wrong_ca_a_wrong_name_or_a_ca_secret_without_consent_blocks_the_sync(
     }))?;
     let secrets: Api<Secret> = Api::default_namespaced(client.clone());
     secrets.create(&PostParams::default(), &secret).await?;
-    let in_secret =
-        "{enabled: true, caBundle: {secretKeyRef: {name: doris-ca-secret, key: ca.crt}}}";
-    let sync: DorisChangelogSync =
-        serde_yaml::from_str(&sync_yaml("ca-secret", &doris, in_secret, CA_CONFIGMAP))?;
+    let in_secret = tls_ca_secret("doris-ca-secret", "ca.crt");
+    let sync = tls_sync("ca-secret", &doris, in_secret, ca_configmap());
     api.create(&PostParams::default(), &sync).await?;
     let s = reconcile_a_few(&api, "ca-secret", &ctx).await?;
     let (_, reason, message) = ready(&s);

@@ -68,44 +68,29 @@ pub trait CheckpointStore {
 
 #[cfg(test)]
 mod tests {
+    use dcs_crds::testing::CheckpointBuilder;
+
     use super::*;
 
     pub(crate) fn sample(id: u64) -> Checkpoint {
-        Checkpoint {
-            format_version: FORMAT_VERSION,
-            consumer_id: "student-sync".into(),
-            checkpoint_id: id,
-            saved_at: "2026-11-29T14:00:00Z".into(),
-            position: Position::Changelog {
-                offset: Offset {
-                    timestamp: "2026-11-29 13:59:50".into(),
-                    epoch_ms: 1_795_960_790_000,
-                    tso: 1_795_960_790_000 << 18,
-                },
-            },
-            start_point: None,
-            pending_txns: vec![PendingTxn {
+        CheckpointBuilder::new()
+            .consumer("student-sync")
+            .id(id)
+            .pending_txns(vec![PendingTxn {
                 db: "sink".into(),
                 label: format!("dcs-student-sync-{id}-0"),
                 txn_id: 7,
                 rows: None,
-            }],
-            counters: Counters {
+            }])
+            .counters(Counters {
                 rows_read: 10,
                 rows_written: 9,
                 rows_deleted: 1,
                 loads: 2,
                 bytes: 100,
-            },
-            last_error: None,
-            stopped: None,
-            in_window: None,
-            loads_source: None,
-            label_scheme: 1,
-            rebuild: None,
-            snapshot_tablets: None,
-            schema: None,
-        }
+            })
+            .label_scheme(1)
+            .build()
     }
 
     #[test]

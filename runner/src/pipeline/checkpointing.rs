@@ -342,8 +342,10 @@ pub(super) fn lost_error(lost: &[LostLoad], reason: &str) -> Error {
 
 #[cfg(test)]
 mod tests {
+    use dcs_crds::testing::CheckpointBuilder;
+
     use super::*;
-    use crate::checkpoint::{Counters, in_ranges};
+    use crate::checkpoint::in_ranges;
     use crate::pipeline::MAX_PENDING_LOADS;
     use crate::source::snapshot;
 
@@ -395,27 +397,21 @@ mod tests {
                 }),
             })
             .collect();
-        let checkpoint = |position: Position| Checkpoint {
-            format_version: FORMAT_VERSION,
-            consumer_id: "student-sync".into(),
-            checkpoint_id: 1_800_000_000_000,
-            saved_at: "2026-12-01T00:00:00Z".into(),
-            position: position.clone(),
-            start_point: Some(offset.clone()),
-            pending_txns: pending.clone(),
-            counters: Counters::default(),
-            last_error: None,
-            stopped: None,
-            in_window: None,
-            loads_source: Some(LoadsSource {
-                from: position,
-                windows: vec![],
-            }),
-            label_scheme: 2,
-            rebuild: None,
-            // Every tablet, as the snapshot records them (a range per partition).
-            snapshot_tablets: Some(dcs_crds::tablets::tablet_set(&tablets)),
-            schema: None,
+        let checkpoint = |position: Position| {
+            CheckpointBuilder::new()
+                .consumer("student-sync")
+                .id(1_800_000_000_000)
+                .saved_at("2026-12-01T00:00:00Z")
+                .position(position.clone())
+                .start_point(offset.clone())
+                .pending_txns(pending.clone())
+                .loads_source(LoadsSource {
+                    from: position,
+                    windows: vec![],
+                })
+                // Every tablet, as the snapshot records them (a range per partition).
+                .snapshot_tablets(dcs_crds::tablets::tablet_set(&tablets))
+                .build()
         };
         let stored = checkpoint(compact(&position, &tablets)).to_json();
         let listed = checkpoint(position).to_json();

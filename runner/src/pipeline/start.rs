@@ -107,28 +107,21 @@ pub fn plan_start_with_offset_row(
 
 #[cfg(test)]
 mod tests {
+    use dcs_crds::testing::CheckpointBuilder;
+
     use super::*;
-    use crate::checkpoint::{Counters, FORMAT_VERSION};
 
     fn cp(position: Position, start_point: Option<Offset>) -> Checkpoint {
-        Checkpoint {
-            format_version: FORMAT_VERSION,
-            consumer_id: "c".into(),
-            checkpoint_id: 4,
-            saved_at: "2026-11-29T14:00:00Z".into(),
-            position,
-            start_point,
-            pending_txns: vec![],
-            counters: Counters::default(),
-            last_error: None,
-            stopped: None,
-            in_window: None,
-            loads_source: None,
-            label_scheme: 1,
-            rebuild: None,
-            snapshot_tablets: None,
-            schema: None,
+        let cp = CheckpointBuilder::new()
+            .consumer("c")
+            .id(4)
+            .position(position)
+            .label_scheme(1);
+        match start_point {
+            Some(t0) => cp.start_point(t0),
+            None => cp,
         }
+        .build()
     }
 
     #[test]

@@ -362,24 +362,26 @@ impl PipelineConfig {
 
 #[cfg(test)]
 mod tests {
+    use dcs_crds::testing::SyncBuilder;
+
     use super::*;
 
-    const MANIFEST: &str = r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {name: student-sync}
-spec:
-  source: {feNodes: ["fe:8030"], table: demo.student, credentials: {secretName: s}}
-  startup: {mode: fromTimestamp, timestamp: "2026-11-29 13:00:00"}
-  changelog: {pollInterval: 2s}
-  checkpoint: {interval: 5s}
-  sink:
-    doris:
-      feNodes: ["fe:8030"]
-      table: sink.student
-      credentials: {secretName: s}
-      batch: {maxRows: 100, maxBytes: 1Mi, interval: 3s}
-"#;
+    /// The student sync from a timestamp, its polls, checkpoints and batches set.
+    fn manifest() -> SyncBuilder {
+        SyncBuilder::new()
+            .name("student-sync")
+            .source_table("demo.student")
+            .source_secret("s")
+            .from_timestamp("2026-11-29 13:00:00")
+            .poll_interval("2s")
+            .checkpoint_interval("5s")
+            .sink_fe("fe:8030")
+            .sink_table("sink.student")
+            .sink_secret("s")
+            .max_rows(100)
+            .max_bytes("1Mi")
+            .batch_interval("3s")
+    }
 
     fn creds() -> Credentials {
         Credentials {
@@ -392,7 +394,7 @@ spec:
 
     #[test]
     fn manifest_resolves_with_defaults() {
-        let sync = dcs_crds::from_manifest(MANIFEST).unwrap();
+        let sync = dcs_crds::from_manifest(&manifest().yaml()).unwrap();
         let c = PipelineConfig::from_sync(&sync, creds()).unwrap();
         assert_eq!(c.consumer_id, "student-sync");
         assert_eq!(c.startup_timestamp_ms, Some(1_795_957_200_000));
@@ -413,10 +415,7 @@ spec:
 
     #[test]
     fn an_offset_table_is_resolved_with_its_consumer() {
-        let yaml = MANIFEST.replace(
-            "  checkpoint:",
-            "  offsets: {table: ops.offsets, consumerId: c1}\n  checkpoint:",
-        );
+        let yaml = manifest().offsets("ops.offsets", Some("c1")).yaml();
         let sync = dcs_crds::from_manifest(&yaml).unwrap();
         let c = PipelineConfig::from_sync(&sync, creds()).unwrap();
         assert_eq!(c.offset_table.unwrap().quoted(), "`ops`.`offsets`");
@@ -425,10 +424,12 @@ spec:
 
     #[test]
     fn the_reinit_annotation_is_the_rebuild_directive() {
-        let yaml = MANIFEST.replace(
-            "metadata: {name: student-sync}",
-            "metadata: {name: student-sync, annotations: {dcs.dev/reinitialized-from: student-sync-r1}}",
-        );
+        let yaml = manifest()
+            .annotation(
+                dcs_crds::checkpoint::REINITIALIZED_FROM_ANNOTATION,
+                "student-sync-r1",
+            )
+            .yaml();
         let sync = dcs_crds::from_manifest(&yaml).unwrap();
         let c = PipelineConfig::from_sync(&sync, creds()).unwrap();
         assert_eq!(c.reinitialized_from.as_deref(), Some("student-sync-r1"));

@@ -174,12 +174,12 @@ mod tests {
 
     #[test]
     fn settings_come_from_the_spec() {
-        let spec: SourceSpec = serde_json::from_value(serde_json::json!({
-            "feNodes": ["fe-0:8030", "fe-1:8030"],
-            "table": "test.student",
-            "credentials": {"secretName": "doris"},
-        }))
-        .unwrap();
+        let spec = dcs_crds::testing::SyncBuilder::new()
+            .source_fe_nodes(&["fe-0:8030", "fe-1:8030"])
+            .source_table("test.student")
+            .source_secret("doris")
+            .spec()
+            .source;
         let creds = SourceCredentials {
             user: "u".into(),
             password: "p".into(),

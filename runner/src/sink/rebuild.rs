@@ -211,38 +211,22 @@ pub fn plan(
 
 #[cfg(test)]
 mod tests {
+    use dcs_crds::testing::CheckpointBuilder;
+
     use super::*;
-    use crate::checkpoint::{Counters, FORMAT_VERSION, Offset};
+    use crate::checkpoint::Offset;
 
     fn table() -> TableRef {
         "sink.student".parse().unwrap()
     }
 
     fn checkpoint(rebuild: Option<Record>) -> Checkpoint {
-        Checkpoint {
-            format_version: FORMAT_VERSION,
-            consumer_id: "s-r1".into(),
-            checkpoint_id: 3,
-            saved_at: "2026-11-29T14:00:00Z".into(),
-            position: Position::Snapshot {
-                tablets_done: vec![1],
-                tablets_done_ranges: vec![],
-                tablets_done_count: None,
-                tablets_total: 4,
-                rows_total: None,
-            },
-            start_point: None,
-            pending_txns: vec![],
-            counters: Counters::default(),
-            last_error: None,
-            stopped: None,
-            in_window: None,
-            loads_source: None,
-            label_scheme: 2,
-            rebuild,
-            snapshot_tablets: None,
-            schema: None,
-        }
+        CheckpointBuilder::new()
+            .consumer("s-r1")
+            .id(3)
+            .snapshot(&[1], 4)
+            .rebuild(rebuild)
+            .build()
     }
 
     fn record(shadow: Option<&str>, swapped: Option<&str>) -> Record {

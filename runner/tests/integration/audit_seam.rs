@@ -13,17 +13,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use dcs_crds::shard::shard_dir_name;
+use dcs_crds::{SinkMode, StartupMode};
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::checkpoint::Checkpoint;
 use source_support::process::Runner;
 use source_support::{
-    Rng, STUDENT_EVENTS_SINK_DDL, expected_student_events, manifest, mysql_rows, read_json,
-    row_diff, seed, sharded_manifest, take_t0, writer,
+    Rng, STUDENT_EVENTS_SINK_DDL, expected_student_events, mysql_rows, read_json, row_diff, seed,
+    sharded_sync, student_sync, take_t0, writer,
 };
 
 const ROWS: u32 = 20_000;
 const SHARDS: u32 = 4;
-const AUDIT: &str = "      mode: changelog";
+/// The sink keeps every event (the audit the test reads).
+const AUDIT: SinkMode = SinkMode::Changelog;
 /// Writes made after T0 while one split is still held (so during the snapshot), at least.
 const WRITES_DURING: u64 = 30;
 
@@ -197,7 +199,11 @@ async fn writes_through_the_snapshot_reach_an_audit_sink_once_across_sigkills() 
     let seed = seed("audit_seam::one_runner");
     let mut rng = Rng(seed);
     let emu = setup().await;
-    let files = source_support::process::Files::new(&manifest(&emu, "initial", AUDIT));
+    let files = source_support::process::Files::new(
+        &student_sync(&emu, StartupMode::Initial)
+            .sink_mode(AUDIT)
+            .yaml(),
+    );
     let checkpoint = files.checkpoints.join("checkpoint.json");
     let logs = || files.logs();
     let writes = Writes::start(&emu, seed);
@@ -235,7 +241,9 @@ async fn writes_through_a_sharded_snapshot_reach_an_audit_sink_once_across_sigki
     let mut rng = Rng(seed);
     let emu = setup().await;
     let t0 = take_t0(&emu).await;
-    let files = source_support::process::Files::new(&sharded_manifest(&emu, &t0, AUDIT, SHARDS));
+    let files = source_support::process::Files::new(
+        &sharded_sync(&emu, &t0, SHARDS).sink_mode(AUDIT).yaml(),
+    );
     let checkpoint = files.checkpoints.join("checkpoint.json");
     let shard_checkpoint = |i: u32| {
         files
@@ -317,7 +325,11 @@ async fn an_audit_sink_of_a_table_doris_cannot_read_as_of_t0_is_refused_naming_t
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let config = source_support::config(&manifest(&emu, "initial", AUDIT));
+    let config = source_support::config(
+        &student_sync(&emu, StartupMode::Initial)
+            .sink_mode(AUDIT)
+            .yaml(),
+    );
     let (task, _handle) = source_support::spawn_pipeline(config, dir.path());
     let err = tokio::time::timeout(Duration::from_secs(60), task)
         .await

@@ -6,28 +6,25 @@ use crate::source_support;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use dcs_crds::testing::SyncBuilder;
+use dcs_crds::{IncrementType, StartupMode};
 use dcs_doris_emu::RunningEmulator;
 use source_support::exec;
 
-fn manifest(emu: &RunningEmulator, table: &str, extra: &str) -> String {
+/// `table` into `sink.student` on the emulator, `initial`, a snapshot expected to take 10m.
+fn sync(emu: &RunningEmulator, table: &str) -> SyncBuilder {
     let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    format!(
-        r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: check-sync}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: {table}, credentials: {{secretName: src}}}}
-  startup: {{mode: initial}}
-  expectedSnapshotDuration: 10m
-{extra}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: sink.student
-      credentials: {{secretName: dst}}
-"#
-    )
+    SyncBuilder::new()
+        .name("check-sync")
+        .source_fe(&fe)
+        .query_port(emu.ports().query_port)
+        .source_table(table)
+        .source_secret("src")
+        .mode(StartupMode::Initial)
+        .expected_snapshot_duration("10m")
+        .sink_fe(&fe)
+        .sink_table("sink.student")
+        .sink_secret("dst")
 }
 
 async fn check(dir: &Path, yaml: String, password: &str) -> Output {
@@ -69,7 +66,7 @@ async fn check_reports_the_plan_for_a_good_table_and_problems_for_bad_ones() {
     .await;
     let dir = tempfile::tempdir().unwrap();
 
-    let good = check(dir.path(), manifest(&emu, "demo.student", ""), "").await;
+    let good = check(dir.path(), sync(&emu, "demo.student").yaml(), "").await;
     let text = String::from_utf8_lossy(&good.stdout);
     assert_eq!(good.status.code(), Some(0), "{text}\n{good:?}");
     for part in [
@@ -86,7 +83,9 @@ async fn check_reports_the_plan_for_a_good_table_and_problems_for_bad_ones() {
 
     let bad = check(
         dir.path(),
-        manifest(&emu, "demo.plain", "  changelog: {incrementType: minDelta}"),
+        sync(&emu, "demo.plain")
+            .increment_type(IncrementType::MinDelta)
+            .yaml(),
         "",
     )
     .await;
@@ -101,7 +100,7 @@ async fn check_reports_the_plan_for_a_good_table_and_problems_for_bad_ones() {
         assert!(text.contains(part), "{part} missing in\n{text}");
     }
 
-    let denied = check(dir.path(), manifest(&emu, "demo.student", ""), "wrong").await;
+    let denied = check(dir.path(), sync(&emu, "demo.student").yaml(), "wrong").await;
     let text = String::from_utf8_lossy(&denied.stdout);
     assert_eq!(denied.status.code(), Some(2), "{text}");
     assert!(

@@ -6,41 +6,21 @@ use crate::source_support;
 
 use std::collections::BTreeMap;
 
+use dcs_crds::testing::{CheckpointBuilder, SyncBuilder};
 use dcs_runner::Error;
 use dcs_runner::checkpoint::configmap::CHECKPOINT_KEY;
-use dcs_runner::checkpoint::{
-    Checkpoint, CheckpointStore, ConfigMapStore, Counters, FORMAT_VERSION, Offset, Position,
-};
+use dcs_runner::checkpoint::{Checkpoint, CheckpointStore, ConfigMapStore, Position};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
 /// A changelog checkpoint of consumer `student-sync`.
 pub(crate) fn cp(id: u64) -> Checkpoint {
-    Checkpoint {
-        format_version: FORMAT_VERSION,
-        consumer_id: "student-sync".into(),
-        checkpoint_id: id,
-        saved_at: "2026-11-29T14:00:00Z".into(),
-        position: Position::Changelog {
-            offset: Offset {
-                timestamp: "2026-11-29 13:59:50".into(),
-                epoch_ms: 1_795_960_790_000,
-                tso: 1_795_960_790_000 << 18,
-            },
-        },
-        start_point: None,
-        pending_txns: vec![],
-        counters: Counters::default(),
-        last_error: None,
-        stopped: None,
-        in_window: None,
-        loads_source: None,
-        label_scheme: 1,
-        rebuild: None,
-        snapshot_tablets: None,
-        schema: None,
-    }
+    CheckpointBuilder::new()
+        .consumer("student-sync")
+        .id(id)
+        .label_scheme(1)
+        .build()
 }
 
 async fn resource_version(client: &Client) -> String {
@@ -235,22 +215,15 @@ async fn run_keeps_its_checkpoint_in_the_configmap_named_by_the_environment() {
     std::fs::write(&kubeconfig, cp.kubeconfig("team-a")).unwrap();
     let namespace = client.default_namespace().to_string();
     let manifest = dir.path().join("sync.yaml");
-    std::fs::write(
-        &manifest,
-        format!(
-            r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: s}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: src.t, credentials: {{secretName: x}}}}
-  startup: {{mode: snapshot}}
-  sink: {{stdout: {{}}}}
-"#,
-            fe = doris.fe_http_addr(),
-            qp = doris.ports().query_port,
-        ),
-    )
-    .unwrap();
+    let sync = SyncBuilder::new()
+        .name("s")
+        .source_fe(&doris.fe_http_addr())
+        .query_port(doris.ports().query_port)
+        .source_table("src.t")
+        .source_secret("x")
+        .mode(dcs_crds::StartupMode::Snapshot)
+        .stdout();
+    std::fs::write(&manifest, sync.yaml()).unwrap();
     let run = |manifest: std::path::PathBuf, kubeconfig: std::path::PathBuf, namespace: String| {
         std::process::Command::new(env!("CARGO_BIN_EXE_dcs-runner"))
             .args(["run", "--metrics-addr", "127.0.0.1:0", "-f"])
@@ -462,7 +435,9 @@ async fn an_unknown_checkpoint_save_never_aborts_the_loads_it_may_hold() {
         )],
     )
     .await;
-    let mut cfg = source_support::config(&source_support::manifest(&doris, "initial", ""));
+    let mut cfg = source_support::config(
+        &source_support::student_sync(&doris, dcs_crds::StartupMode::Initial).yaml(),
+    );
     // Loads come from full batches (150 rows, maxRows 100), checkpoints seconds apart: the faults
     // can be armed between a load and the checkpoint that lists it.
     cfg.checkpoint_interval = std::time::Duration::from_secs(5);
@@ -578,7 +553,9 @@ async fn a_fence_written_while_a_save_is_unanswered_stops_the_run_without_commit
         )],
     )
     .await;
-    let mut cfg = source_support::config(&source_support::manifest(&doris, "initial", ""));
+    let mut cfg = source_support::config(
+        &source_support::student_sync(&doris, dcs_crds::StartupMode::Initial).yaml(),
+    );
     cfg.checkpoint_interval = std::time::Duration::from_secs(2);
     let (control, mut handle) = Control::new();
     let run_cfg = cfg.clone();

@@ -6,6 +6,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use dcs_crds::StartupMode;
+use dcs_crds::shard::SNAPSHOT_T0_ANNOTATION;
+use dcs_crds::testing::SyncBuilder;
 use dcs_doris_emu::RunningEmulator;
 use source_support::{exec, mysql_rows, unique_ddl};
 
@@ -17,17 +20,7 @@ fn runner() -> Command {
 fn run_without_credentials_is_a_configuration_error() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("sync.yaml");
-    std::fs::write(
-        &manifest,
-        r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {name: s}
-spec:
-  source: {feNodes: ["127.0.0.1:1"], table: db.t, credentials: {secretName: x}}
-  sink: {stdout: {}}
-"#,
-    )
-    .unwrap();
+    std::fs::write(&manifest, unreachable_sync(StartupMode::Snapshot).yaml()).unwrap();
     let out = runner()
         .args(["run", "-f"])
         .arg(&manifest)
@@ -83,21 +76,28 @@ fn demo_syncs_and_reports_identical() {
     );
 }
 
-fn manifest(emu: &RunningEmulator, mode: &str, sink: &str) -> String {
-    format!(
-        r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: cli-sync}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: src.t, credentials: {{secretName: x}}}}
-  startup: {{mode: {mode}}}
-  changelog: {{pollInterval: 1s}}
-  checkpoint: {{interval: 1s}}
-  sink: {sink}
-"#,
-        fe = emu.fe_http_addr(),
-        qp = emu.ports().query_port,
-    )
+/// `src.t` on the emulator from `mode`, 1 s polls and checkpoints, into the sample's sink.
+fn sync(emu: &RunningEmulator, mode: StartupMode) -> SyncBuilder {
+    SyncBuilder::new()
+        .name("cli-sync")
+        .source_fe(&emu.fe_http_addr())
+        .query_port(emu.ports().query_port)
+        .source_table("src.t")
+        .source_secret("x")
+        .mode(mode)
+        .poll_interval("1s")
+        .checkpoint_interval("1s")
+}
+
+/// A sync `s` of `db.t` on an FE nobody listens on, from `mode`, to stdout.
+fn unreachable_sync(mode: StartupMode) -> SyncBuilder {
+    SyncBuilder::new()
+        .name("s")
+        .source_fe("127.0.0.1:1")
+        .source_table("db.t")
+        .source_secret("x")
+        .mode(mode)
+        .stdout()
 }
 
 async fn source_table(emu: &RunningEmulator, rows: u32) {
@@ -133,7 +133,7 @@ async fn stdout_sink_prints_one_record_per_row_and_exits_0_when_done() {
     source_table(&emu, 20).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("sync.yaml");
-    std::fs::write(&file, manifest(&emu, "snapshot", "{stdout: {}}")).unwrap();
+    std::fs::write(&file, sync(&emu, StartupMode::Snapshot).stdout().yaml()).unwrap();
     let mut cmd = run_cmd(&file, dir.path());
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
@@ -177,11 +177,12 @@ async fn sigterm_finishes_the_checkpoint_and_exits_0() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("sync.yaml");
-    let fe = emu.fe_http_addr();
-    let sink = format!(
-        "{{doris: {{feNodes: [\"{fe}\"], table: dst.t, credentials: {{secretName: y}}, batch: {{interval: 1s}}}}}}"
-    );
-    std::fs::write(&file, manifest(&emu, "initial", &sink)).unwrap();
+    let sync = sync(&emu, StartupMode::Initial)
+        .sink_fe(&emu.fe_http_addr())
+        .sink_table("dst.t")
+        .sink_secret("y")
+        .batch_interval("1s");
+    std::fs::write(&file, sync.yaml()).unwrap();
     let mut child = run_cmd(&file, dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -256,34 +257,24 @@ async fn sigterm_finishes_the_checkpoint_and_exits_0() {
 #[test]
 fn shard_configuration_errors_exit_2_with_their_fix() {
     let dir = tempfile::tempdir().unwrap();
-    let write = |name: &str, annotations: &str, mode: &str, parallelism: u32| {
+    let write = |name: &str, sync: SyncBuilder| {
         let path = dir.path().join(name);
-        std::fs::write(
-            &path,
-            format!(
-                r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: s{annotations}}}
-spec:
-  source: {{feNodes: ["127.0.0.1:1"], table: db.t, credentials: {{secretName: x}}}}
-  startup: {{mode: {mode}}}
-  snapshot: {{parallelism: {parallelism}}}
-  sink: {{stdout: {{}}}}
-"#
-            ),
-        )
-        .unwrap();
+        std::fs::write(&path, sync.yaml()).unwrap();
         path
     };
-    let sharded = write("sharded.yaml", "", "initial", 4);
+    let initial = || unreachable_sync(StartupMode::Initial);
+    let sharded = write("sharded.yaml", initial().parallelism(4));
     let with_t0 = write(
         "t0.yaml",
-        ", annotations: {dcs.dev/snapshot-t0: \"470903349657600000\"}",
-        "initial",
-        4,
+        initial()
+            .annotation(SNAPSHOT_T0_ANNOTATION, "470903349657600000")
+            .parallelism(4),
     );
-    let single = write("single.yaml", "", "initial", 1);
-    let snapshot_mode = write("snapshot.yaml", "", "snapshot", 4);
+    let single = write("single.yaml", initial().parallelism(1));
+    let snapshot_mode = write(
+        "snapshot.yaml",
+        unreachable_sync(StartupMode::Snapshot).parallelism(4),
+    );
     let run = |manifest: &Path, args: &[&str], index: Option<&str>| {
         let mut cmd = runner();
         cmd.args(["run", "--metrics-addr", "127.0.0.1:0", "-f"])

@@ -16,9 +16,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use dcs_crds::testing::SyncBuilder;
+use dcs_crds::{SinkMode, StartupMode};
 use dcs_doris_emu::RunningEmulator;
 use source_support::process::Files;
-use source_support::{Rng, exec, mysql_rows, seed};
+use source_support::{Rng, exec, mysql_rows, seed, student_sync};
 
 const ROWS: u32 = 6000;
 /// The changelog-mode scenario's table: several Flight batches and many loads per snapshot split,
@@ -116,27 +118,9 @@ async fn writer(emu: Arc<RunningEmulator>, stop: Arc<AtomicBool>, seed: u64, row
     emu.doris.clock.now_ms()
 }
 
-fn manifest(emu: &RunningEmulator, sink_extra: &str) -> String {
-    let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    format!(
-        r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: crash-sync}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.student, credentials: {{secretName: src}}}}
-  startup: {{mode: initial}}
-  changelog: {{pollInterval: 1s}}
-  checkpoint: {{interval: 1s}}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: sink.student
-      credentials: {{secretName: dst}}
-      batch: {{maxRows: 100, interval: 1s}}
-{sink_extra}
-"#
-    )
+/// The student sync under the name `crash-sync`.
+fn sync(emu: &RunningEmulator) -> SyncBuilder {
+    student_sync(emu, StartupMode::Initial).name("crash-sync")
 }
 
 /// How many tablets a snapshot checkpoint records as done (its compact count, else its list).
@@ -151,7 +135,10 @@ fn tablets_done(c: &serde_json::Value) -> Option<u64> {
 struct Scenario {
     name: &'static str,
     sink_ddl: &'static str,
-    sink_extra: &'static str,
+    /// The sink table's mode.
+    sink_mode: SinkMode,
+    /// Whether loads are committed in two phases.
+    two_phase: bool,
     /// Start the writer only once the changelog phase has begun (so the snapshot is the table
     /// as it was at T0).
     writer_after_snapshot: bool,
@@ -176,7 +163,12 @@ async fn crash_loop(s: &Scenario) -> Crashed {
     let emu = Arc::new(source_support::emu().await);
     setup(&emu, s.sink_ddl, s.rows).await;
     let initial_source = mysql_rows(&emu, "SELECT * FROM demo.student ORDER BY id").await;
-    let files = Files::new(&manifest(&emu, s.sink_extra));
+    let files = Files::new(
+        &sync(&emu)
+            .sink_mode(s.sink_mode)
+            .two_phase(s.two_phase)
+            .yaml(),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let mut writer_task = None;
     let spawn_writer = || tokio::spawn(writer(emu.clone(), stop.clone(), seed, s.rows));
@@ -281,7 +273,8 @@ async fn two_phase_commit_upsert_sink_equals_the_source_after_sigkills() {
     let c = crash_loop(&Scenario {
         name: "2pc-upsert",
         sink_ddl: source_support::STUDENT_UPSERT_SINK_DDL,
-        sink_extra: "",
+        sink_mode: SinkMode::Upsert,
+        two_phase: true,
         writer_after_snapshot: false,
         rows: ROWS,
     })
@@ -307,7 +300,8 @@ async fn two_phase_commit_changelog_sink_holds_every_event_once_after_sigkills()
     let c = crash_loop(&Scenario {
         name: "2pc-changelog",
         sink_ddl: source_support::STUDENT_EVENTS_SINK_DDL,
-        sink_extra: "      mode: changelog",
+        sink_mode: SinkMode::Changelog,
+        two_phase: true,
         writer_after_snapshot: true,
         rows: MANY_ROWS,
     })
@@ -336,7 +330,8 @@ async fn without_two_phase_commit_nothing_is_lost_after_sigkills() {
     let c = crash_loop(&Scenario {
         name: "no-2pc-upsert",
         sink_ddl: source_support::STUDENT_UPSERT_SINK_DDL,
-        sink_extra: "      enable2pc: false",
+        sink_mode: SinkMode::Upsert,
+        two_phase: false,
         writer_after_snapshot: false,
         rows: ROWS,
     })

@@ -8,14 +8,15 @@ use crate::source_support;
 
 use std::time::Duration;
 
+use dcs_crds::{SinkMode, StartupMode};
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::checkpoint::{CheckpointStore, FileStore};
 use dcs_runner::pipeline::{self, Control, Outcome, Phase};
 use dcs_runner::settings::StreamRetry;
 use dcs_runner::source::tso::floor_to_second;
 use source_support::{
-    SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, manifest,
-    mysql_rows, row_values, window_past,
+    SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, mysql_rows,
+    row_values, student_sync, window_past,
 };
 
 /// More than one 4096-row Flight batch per snapshot split (4 tablets).
@@ -66,7 +67,7 @@ fn quick_retry(max_retries: u32) -> StreamRetry {
 async fn a_snapshot_split_cut_mid_stream_is_read_again_into_an_upsert_sink() {
     let emu = source_support::emu().await;
     setup(&emu, UPSERT_SINK_DDL).await;
-    let mut cfg = config(&manifest(&emu, "snapshot", ""));
+    let mut cfg = config(&student_sync(&emu, StartupMode::Snapshot).yaml());
     cfg.stream_retry = quick_retry(3);
     cut_next_stream(&emu);
     let dir = tempfile::tempdir().unwrap();
@@ -87,7 +88,7 @@ async fn a_snapshot_split_cut_mid_stream_is_read_again_into_an_upsert_sink() {
 async fn a_snapshot_stream_that_stalls_is_given_up_and_read_again() {
     let emu = source_support::emu().await;
     setup(&emu, UPSERT_SINK_DDL).await;
-    let mut cfg = config(&manifest(&emu, "snapshot", ""));
+    let mut cfg = config(&student_sync(&emu, StartupMode::Snapshot).yaml());
     cfg.stream_retry = quick_retry(3);
     // The stream's idle deadline is twice this.
     cfg.source.request_timeout = Duration::from_millis(500);
@@ -122,7 +123,11 @@ async fn cuts_in_the_snapshot_and_a_window_leave_every_event_once_in_a_changelog
     let emu = source_support::emu().await;
     setup(&emu, STUDENT_EVENTS_SINK_DDL).await;
     let initial = mysql_rows(&emu, "SELECT * FROM demo.student").await;
-    let mut cfg = config(&manifest(&emu, "initial", "      mode: changelog"));
+    let mut cfg = config(
+        &student_sync(&emu, StartupMode::Initial)
+            .sink_mode(SinkMode::Changelog)
+            .yaml(),
+    );
     cfg.stream_retry = quick_retry(3);
     cfg.checkpoint_interval = Duration::from_millis(300);
     cut_next_stream(&emu);
@@ -217,7 +222,7 @@ async fn cuts_in_the_snapshot_and_a_window_leave_every_event_once_in_a_changelog
 async fn a_stream_that_keeps_breaking_fails_the_run_after_its_re_reads_with_the_doris_message() {
     let emu = std::sync::Arc::new(source_support::emu().await);
     setup(&emu, UPSERT_SINK_DDL).await;
-    let mut cfg = config(&manifest(&emu, "snapshot", ""));
+    let mut cfg = config(&student_sync(&emu, StartupMode::Snapshot).yaml());
     cfg.snapshot_concurrency = 1;
     // Two re-reads, the first 200 ms after the cut: time enough to arm the next cut.
     cfg.stream_retry = StreamRetry {

@@ -7,11 +7,12 @@ use crate::source_support;
 use std::time::Duration;
 
 use bytes::Bytes;
+use dcs_crds::StartupMode;
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::settings::{DorisSinkConfig, SinkConfig};
 use dcs_runner::sink::Sink;
 use dcs_runner::sink::doris::DorisSink;
-use source_support::{config, exec, manifest, mysql_rows};
+use source_support::{config, exec, mysql_rows, student_sync};
 
 const SINK_DDL: &str = "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64), \
      score DECIMAL(10,2), updated DATETIME(3)) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
@@ -23,7 +24,7 @@ const TIMEOUT: Duration = Duration::from_millis(300);
 /// be applied by Doris), with a short request timeout.
 async fn sink(emu: &RunningEmulator, max_retries: u32) -> DorisSinkConfig {
     exec(emu, &["CREATE DATABASE sink", SINK_DDL]).await;
-    let cfg = config(&manifest(emu, "snapshot", ""));
+    let cfg = config(&student_sync(emu, StartupMode::Snapshot).yaml());
     let SinkConfig::Doris(d) = cfg.sink else {
         panic!("a Doris sink")
     };

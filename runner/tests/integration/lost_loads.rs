@@ -6,6 +6,8 @@ use crate::source_support;
 use std::path::Path;
 use std::time::Duration;
 
+use dcs_crds::testing::SyncBuilder;
+use dcs_crds::{SinkMode, StartupMode};
 use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::engine::{TxnOperation, TxnRef};
 use dcs_runner::Error;
@@ -13,7 +15,8 @@ use dcs_runner::checkpoint::{Checkpoint, FileStore};
 use dcs_runner::pipeline::{self, Control, Outcome};
 use dcs_runner::settings::PipelineConfig;
 use source_support::{
-    config, exec, mysql_rows, spawn_pipeline, spawn_pipeline_with, stored_checkpoint, window_past,
+    config, exec, mysql_rows, spawn_pipeline, spawn_pipeline_with, stored_checkpoint, student_sync,
+    window_past,
 };
 
 const SOURCE: &str = "CREATE TABLE demo.t (id INT NOT NULL, v VARCHAR(32)) UNIQUE KEY(id) \
@@ -25,27 +28,19 @@ const EVENTS_SINK: &str = "CREATE TABLE sink.t (id INT NOT NULL, v VARCHAR(32), 
      dcs_op VARCHAR(2), dcs_tso BIGINT, dcs_lsn BIGINT) DUPLICATE KEY(id) \
      DISTRIBUTED BY HASH(id) BUCKETS 1 PROPERTIES (\"replication_num\" = \"1\")";
 
-fn manifest(emu: &RunningEmulator, mode: &str, sink_mode: &str, max_rows: u32) -> String {
-    let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    format!(
-        r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: lost-sync}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.t, credentials: {{secretName: src}}}}
-  startup: {{mode: {mode}}}
-  changelog: {{pollInterval: 1s}}
-  checkpoint: {{interval: 1s}}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: sink.t
-      credentials: {{secretName: dst}}
-      mode: {sink_mode}
-      batch: {{maxRows: {max_rows}, interval: 1s}}
-"#
-    )
+/// `demo.t` into `sink.t` on the emulator from `mode`, in `sink_mode`, batches of `max_rows`.
+fn sync(
+    emu: &RunningEmulator,
+    mode: StartupMode,
+    sink_mode: SinkMode,
+    max_rows: i64,
+) -> SyncBuilder {
+    student_sync(emu, mode)
+        .name("lost-sync")
+        .source_table("demo.t")
+        .sink_table("sink.t")
+        .sink_mode(sink_mode)
+        .max_rows(max_rows)
 }
 
 async fn setup(emu: &RunningEmulator, sink: &str) {
@@ -126,7 +121,7 @@ async fn lost_loads_of_a_changelog_sink_are_loaded_again_exactly() {
     let emu = source_support::emu().await;
     setup(&emu, EVENTS_SINK).await;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(&manifest(&emu, "latest", "changelog", 50));
+    let cfg = config(&sync(&emu, StartupMode::Latest, SinkMode::Changelog, 50).yaml());
     let insert = format!("INSERT INTO demo.t VALUES {}", values(1..301, "v"));
     let cp = crash_between_save_and_commit(&emu, cfg.clone(), dir.path(), &[&insert]).await;
     let aborted = commit_some_and_let_the_rest_expire(&emu, &cp);
@@ -157,7 +152,7 @@ async fn lost_loads_of_an_upsert_sink_are_read_again_from_the_checkpoint_before(
     let emu = source_support::emu().await;
     setup(&emu, UPSERT_SINK).await;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(&manifest(&emu, "latest", "upsert", 50));
+    let cfg = config(&sync(&emu, StartupMode::Latest, SinkMode::Upsert, 50).yaml());
     let insert = format!("INSERT INTO demo.t VALUES {}", values(1..301, "v"));
     let cp = crash_between_save_and_commit(
         &emu,
@@ -189,7 +184,7 @@ async fn lost_snapshot_loads_of_a_changelog_sink_stop_with_exit_code_3() {
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(&manifest(&emu, "initial", "changelog", 50));
+    let cfg = config(&sync(&emu, StartupMode::Initial, SinkMode::Changelog, 50).yaml());
     let mut store = FileStore::open(dir.path()).unwrap();
     let (mut control, _handle) = Control::new();
     control.hooks.stop_after_saving_pending = true;
@@ -233,7 +228,7 @@ async fn a_huge_window_is_checkpointed_inside_and_resumed_there_every_event_once
         .set_named("max_running_txn_num_per_db", "70")
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(&manifest(&emu, "latest", "changelog", 10));
+    let mut cfg = config(&sync(&emu, StartupMode::Latest, SinkMode::Changelog, 10).yaml());
     cfg.checkpoint_interval = Duration::from_secs(600);
     let run_cfg = cfg.clone();
     let path = dir.path().to_path_buf();

@@ -100,7 +100,7 @@ async fn metrics_move_while_the_sync_runs() {
         300,
     )
     .await;
-    let yaml = source_support::manifest(&emu, "initial", "");
+    let yaml = source_support::student_sync(&emu, dcs_crds::StartupMode::Initial).yaml();
     let mut cfg = source_support::config(&yaml);
     cfg.changelog.poll_interval = Duration::from_millis(200);
     cfg.checkpoint_interval = Duration::from_millis(300);
@@ -183,7 +183,7 @@ async fn a_runner_waiting_for_visibility_is_live_but_not_ready() {
     use dcs_doris_emu::faults::{FaultState, IncrFault};
     let emu = source_support::emu().await;
     student_tables(&emu, "", 0).await;
-    let yaml = source_support::manifest(&emu, "latest", "");
+    let yaml = source_support::student_sync(&emu, dcs_crds::StartupMode::Latest).yaml();
     let mut cfg = source_support::config(&yaml);
     cfg.changelog.visible_wait_timeout = Duration::from_secs(600);
     cfg.changelog.poll_interval = Duration::from_millis(200);

@@ -6,12 +6,13 @@ use crate::source_support;
 use std::path::Path;
 use std::time::Duration;
 
+use dcs_crds::StartupMode;
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::Error;
 use dcs_runner::checkpoint::{CheckpointStore, FileStore, Position};
 use dcs_runner::pipeline::{self, Control, ControlHandle, Outcome};
 use dcs_runner::settings::{Credentials, PipelineConfig};
-use source_support::{exec, mysql_rows, window_past};
+use source_support::{exec, mysql_rows, student_sync, window_past};
 
 const OFFSETS_DDL: &str = "CREATE TABLE ops.offsets (consumer_id VARCHAR(256) NOT NULL, \
      offset_timestamp DATETIME NOT NULL, update_time DATETIMEV2(3) NOT NULL) \
@@ -45,28 +46,10 @@ async fn setup(emu: &RunningEmulator, rows: u32) {
     .await;
 }
 
-fn config(emu: &RunningEmulator, mode: &str, offsets_table: &str) -> PipelineConfig {
-    let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    let yaml = format!(
-        r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: student-sync}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.student, credentials: {{secretName: src}}}}
-  startup: {{mode: {mode}}}
-  offsets: {{table: {offsets_table}, consumerId: c1}}
-  changelog: {{pollInterval: 1s}}
-  checkpoint: {{interval: 1s}}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: sink.student
-      credentials: {{secretName: dst}}
-      batch: {{maxRows: 100, interval: 1s}}
-"#
-    );
+fn config(emu: &RunningEmulator, mode: StartupMode, offsets_table: &str) -> PipelineConfig {
+    let yaml = student_sync(emu, mode)
+        .offsets(offsets_table, Some("c1"))
+        .yaml();
     let sync = dcs_crds::from_manifest(&yaml).unwrap();
     let creds = Credentials {
         source_user: "root".into(),
@@ -107,7 +90,10 @@ async fn the_row_follows_checkpoints_and_a_restart_without_checkpoint_resumes_fr
     let emu = source_support::emu().await;
     setup(&emu, 30).await;
     let dir = tempfile::tempdir().unwrap();
-    let (task, mut handle) = spawn(config(&emu, "initial", "ops.offsets"), dir.path());
+    let (task, mut handle) = spawn(
+        config(&emu, StartupMode::Initial, "ops.offsets"),
+        dir.path(),
+    );
     exec(&emu, &["INSERT INTO demo.student VALUES (100, 'a')"]).await;
     assert!(
         window_past(
@@ -151,7 +137,10 @@ async fn the_row_follows_checkpoints_and_a_restart_without_checkpoint_resumes_fr
     .await;
     let last = emu.doris.clock.now_ms();
     let dir2 = tempfile::tempdir().unwrap();
-    let (task, mut handle) = spawn(config(&emu, "initial", "ops.offsets"), dir2.path());
+    let (task, mut handle) = spawn(
+        config(&emu, StartupMode::Initial, "ops.offsets"),
+        dir2.path(),
+    );
     assert!(
         window_past(&mut handle, last, Duration::from_secs(20)).await,
         "the changelog caught up"
@@ -181,7 +170,7 @@ async fn a_missing_or_bad_offset_table_fails_the_start() {
     let emu = source_support::emu().await;
     setup(&emu, 5).await;
     let run = |table: &'static str| {
-        let cfg = config(&emu, "latest", table);
+        let cfg = config(&emu, StartupMode::Latest, table);
         async move {
             let dir = tempfile::tempdir().unwrap();
             let mut store = FileStore::open(dir.path()).unwrap();
@@ -233,7 +222,10 @@ async fn failed_offset_table_writes_do_not_stop_the_sync() {
     let emu = source_support::emu().await;
     setup(&emu, 10).await;
     let dir = tempfile::tempdir().unwrap();
-    let (task, mut handle) = spawn(config(&emu, "initial", "ops.offsets"), dir.path());
+    let (task, mut handle) = spawn(
+        config(&emu, StartupMode::Initial, "ops.offsets"),
+        dir.path(),
+    );
     assert!(
         window_past(
             &mut handle,

@@ -6,13 +6,14 @@ use crate::source_support;
 use std::path::Path;
 use std::time::Duration;
 
+use dcs_crds::{IncrementType, SinkMode, StartupMode};
 use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::faults::{FaultState, StreamLoadFault};
 use dcs_runner::Error;
 use dcs_runner::checkpoint::{Checkpoint, CheckpointStore, FileStore, Position};
 use dcs_runner::pipeline::{self, Control, Outcome};
 use dcs_runner::settings::PipelineConfig;
-use source_support::{SOURCE_DDL, config, exec, manifest, mysql_rows, row_values};
+use source_support::{SOURCE_DDL, config, exec, mysql_rows, row_values, student_sync};
 
 /// Source `demo.student` with `rows` rows (some NULLs) and an empty sink `sink.student`.
 async fn setup(emu: &RunningEmulator, rows: u32, sink_name_len: u32) {
@@ -68,9 +69,12 @@ async fn snapshot_mode_copies_the_table_and_ends_done() {
     let emu = source_support::emu().await;
     setup(&emu, 750, 64).await;
     let dir = tempfile::tempdir().unwrap();
-    let outcome = run(config(&manifest(&emu, "snapshot", "")), dir.path())
-        .await
-        .unwrap();
+    let outcome = run(
+        config(&student_sync(&emu, StartupMode::Snapshot).yaml()),
+        dir.path(),
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome, Outcome::Done);
     let source = table(&emu, "demo.student").await;
     assert_eq!(source.len(), 750);
@@ -85,9 +89,12 @@ async fn snapshot_mode_copies_the_table_and_ends_done() {
     assert!(t.iter().all(|x| x.state == "VISIBLE"), "{t:?}");
     assert!(t.iter().all(|x| x.label.starts_with("dcs-student-sync-")));
     // A second run finds Position::Done and does nothing.
-    let again = run(config(&manifest(&emu, "snapshot", "")), dir.path())
-        .await
-        .unwrap();
+    let again = run(
+        config(&student_sync(&emu, StartupMode::Snapshot).yaml()),
+        dir.path(),
+    )
+    .await
+    .unwrap();
     assert_eq!(again, Outcome::Done);
 }
 
@@ -125,7 +132,7 @@ async fn initial_mode_with_concurrent_writes_converges() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = FileStore::open(dir.path()).unwrap();
     let (control, mut handle) = Control::new();
-    let cfg = config(&manifest(&emu, "initial", ""));
+    let cfg = config(&student_sync(&emu, StartupMode::Initial).yaml());
     let task = tokio::spawn(async move { pipeline::run(cfg, &mut store, control).await });
     let last_write = write_changes(&emu, 1000, 60).await;
     // Wait for a window that ends after the last write, then stop gracefully.
@@ -161,7 +168,7 @@ async fn two_phase_commit_recovers_between_save_and_commit() {
     let emu = source_support::emu().await;
     setup(&emu, 600, 64).await;
     let dir = tempfile::tempdir().unwrap();
-    let yaml = manifest(&emu, "snapshot", "");
+    let yaml = student_sync(&emu, StartupMode::Snapshot).yaml();
     // Crash right after a checkpoint with pre-committed loads is saved.
     let mut store = FileStore::open(dir.path()).unwrap();
     let (mut control, _h) = Control::new();
@@ -199,7 +206,10 @@ async fn loads_precommitted_after_the_last_checkpoint_are_aborted_on_restart() {
     setup(&emu, 2000, 64).await;
     let dir = tempfile::tempdir().unwrap();
     // No checkpoint for an hour: loads are pre-committed under checkpoint 1, never saved.
-    let yaml = manifest(&emu, "snapshot", "").replace("interval: 1s}", "interval: 1h}");
+    let yaml = student_sync(&emu, StartupMode::Snapshot)
+        .checkpoint_interval("1h")
+        .batch_interval("1h")
+        .yaml();
     let mut cfg = config(&yaml);
     cfg.snapshot_concurrency = 1;
     let dir_path = dir.path().to_path_buf();
@@ -225,9 +235,12 @@ async fn loads_precommitted_after_the_last_checkpoint_are_aborted_on_restart() {
         .collect();
     assert!(!before.is_empty());
     // Restart with regular checkpoints: the stale loads are aborted, the copy is exact.
-    let outcome = run(config(&manifest(&emu, "snapshot", "")), dir.path())
-        .await
-        .unwrap();
+    let outcome = run(
+        config(&student_sync(&emu, StartupMode::Snapshot).yaml()),
+        dir.path(),
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome, Outcome::Done);
     let after = txns(&emu).await;
     assert!(after.iter().all(|x| x.state != "PRECOMMITTED"), "{after:?}");
@@ -255,7 +268,7 @@ async fn a_second_runner_is_fenced() {
     let locked = FileStore::open(dir.path()).unwrap_err();
     assert_eq!(locked.exit_code(), 4, "{locked}");
     let (control, mut handle) = Control::new();
-    let mut cfg = config(&manifest(&emu, "initial", ""));
+    let mut cfg = config(&student_sync(&emu, StartupMode::Initial).yaml());
     // Long enough that a load and the fencing write below fit between two checkpoints.
     cfg.checkpoint_interval = Duration::from_secs(5);
     let task = tokio::spawn(async move { pipeline::run(cfg, &mut store, control).await });
@@ -333,9 +346,12 @@ async fn stream_load_503s_are_retried_with_the_same_label() {
         ..FaultState::default()
     });
     let dir = tempfile::tempdir().unwrap();
-    let outcome = run(config(&manifest(&emu, "snapshot", "")), dir.path())
-        .await
-        .unwrap();
+    let outcome = run(
+        config(&student_sync(&emu, StartupMode::Snapshot).yaml()),
+        dir.path(),
+    )
+    .await
+    .unwrap();
     assert_eq!(outcome, Outcome::Done);
     assert_eq!(
         table(&emu, "sink.student").await,
@@ -376,9 +392,12 @@ async fn a_sink_too_narrow_for_the_names_is_refused_before_any_load() {
     // that passes this check and is filtered by Doris).
     setup(&emu, 50, 4).await;
     let dir = tempfile::tempdir().unwrap();
-    let err = run(config(&manifest(&emu, "snapshot", "")), dir.path())
-        .await
-        .unwrap_err();
+    let err = run(
+        config(&student_sync(&emu, StartupMode::Snapshot).yaml()),
+        dir.path(),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(
         err.to_string(),
         "invalid configuration: sink column sink.student.name is VARCHAR(4) but the source column \
@@ -400,16 +419,15 @@ async fn an_expired_from_timestamp_start_stops_with_exit_code_3_for_every_increm
     .await;
     let an_hour_ago =
         dcs_runner::source::tso::format_timestamp(emu.doris.clock.now_ms() - 3_600_000);
-    for increment in ["minDelta", "detail", "appendOnly"] {
-        let yaml = manifest(&emu, "fromTimestamp", "")
-            .replace(
-                "startup: {mode: fromTimestamp}",
-                &format!("startup: {{mode: fromTimestamp, timestamp: \"{an_hour_ago}\"}}"),
-            )
-            .replace(
-                "changelog: {pollInterval: 1s}",
-                &format!("changelog: {{pollInterval: 1s, incrementType: {increment}}}"),
-            );
+    for increment in [
+        IncrementType::MinDelta,
+        IncrementType::Detail,
+        IncrementType::AppendOnly,
+    ] {
+        let yaml = student_sync(&emu, StartupMode::FromTimestamp)
+            .from_timestamp(&an_hour_ago)
+            .increment_type(increment)
+            .yaml();
         let dir = tempfile::tempdir().unwrap();
         let before = emu.doris.counters.get("sql_incr");
         let err = tokio::time::timeout(Duration::from_secs(20), run(config(&yaml), dir.path()))
@@ -420,7 +438,7 @@ async fn an_expired_from_timestamp_start_stops_with_exit_code_3_for_every_increm
             err.to_string().starts_with(&format!(
                 "Changelog offset {an_hour_ago} has expired according to changelog.ttl_seconds (60 s)"
             )),
-            "{increment}: {err}"
+            "{increment:?}: {err}"
         );
         assert_eq!(err.exit_code(), 3);
         assert_eq!(
@@ -448,7 +466,9 @@ async fn without_2pc_loads_are_visible_at_once_under_per_run_labels() {
     let emu = source_support::emu().await;
     setup(&emu, 300, 64).await;
     let dir = tempfile::tempdir().unwrap();
-    let yaml = manifest(&emu, "snapshot", "      enable2pc: false");
+    let yaml = student_sync(&emu, StartupMode::Snapshot)
+        .two_phase(false)
+        .yaml();
     assert_eq!(run(config(&yaml), dir.path()).await.unwrap(), Outcome::Done);
     assert_eq!(
         table(&emu, "sink.student").await,
@@ -482,12 +502,11 @@ async fn changelog_mode_sink_gets_every_event_with_op_tso_and_lsn() {
         ],
     )
     .await;
-    let yaml = manifest(
-        &emu,
-        "initial",
-        "      mode: changelog\n      ignoreUpdateBefore: false",
-    )
-    .replace("table: sink.student", "table: sink.events");
+    let yaml = student_sync(&emu, StartupMode::Initial)
+        .sink_mode(SinkMode::Changelog)
+        .ignore_update_before(false)
+        .sink_table("sink.events")
+        .yaml();
     let dir = tempfile::tempdir().unwrap();
     let mut store = FileStore::open(dir.path()).unwrap();
     let (control, mut handle) = Control::new();
@@ -553,7 +572,7 @@ async fn a_failure_after_a_checkpoint_is_kept_as_last_error() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = FileStore::open(dir.path()).unwrap();
     let (control, mut handle) = Control::new();
-    let cfg = config(&manifest(&emu, "initial", ""));
+    let cfg = config(&student_sync(&emu, StartupMode::Initial).yaml());
     let task = tokio::spawn(async move { pipeline::run(cfg, &mut store, control).await });
     tokio::time::timeout(Duration::from_secs(20), async {
         while handle.progress.borrow_and_update().phase != pipeline::Phase::Changelog {
@@ -605,8 +624,8 @@ async fn a_table_whose_deletes_never_reach_the_changelog_is_refused_before_anyth
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    for mode in ["initial", "latest"] {
-        let e = run(config(&manifest(&emu, mode, "")), dir.path())
+    for mode in [StartupMode::Initial, StartupMode::Latest] {
+        let e = run(config(&student_sync(&emu, mode).yaml()), dir.path())
             .await
             .unwrap_err();
         let Error::SourcePrecondition { reason, message } = &e else {
@@ -630,9 +649,12 @@ async fn a_table_whose_deletes_never_reach_the_changelog_is_refused_before_anyth
     assert!(txns(&emu).await.is_empty());
     let snapshot = tempfile::tempdir().unwrap();
     assert_eq!(
-        run(config(&manifest(&emu, "snapshot", "")), snapshot.path())
-            .await
-            .unwrap(),
+        run(
+            config(&student_sync(&emu, StartupMode::Snapshot).yaml()),
+            snapshot.path()
+        )
+        .await
+        .unwrap(),
         Outcome::Done
     );
     assert_eq!(table(&emu, "sink.student").await.len(), 20);
@@ -649,7 +671,7 @@ async fn light_deletes_turned_on_mid_run_stop_the_run_before_its_window_commits(
     let dir = tempfile::tempdir().unwrap();
     let mut store = FileStore::open(dir.path()).unwrap();
     let (control, mut handle) = Control::new();
-    let cfg = config(&manifest(&emu, "initial", ""));
+    let cfg = config(&student_sync(&emu, StartupMode::Initial).yaml());
     let task = tokio::spawn(async move { pipeline::run(cfg, &mut store, control).await });
     // Streaming: a changelog window has been read.
     tokio::time::timeout(Duration::from_secs(30), async {

@@ -38,6 +38,8 @@ use crate::source_support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use dcs_crds::testing::SyncBuilder;
+use dcs_crds::{IncrementType, SinkMode, StartupMode};
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::pipeline::{self, Control, Outcome, Phase};
 use dcs_runner::settings::{Credentials, PipelineConfig};
@@ -313,11 +315,11 @@ enum Incr {
 }
 
 impl Incr {
-    fn manifest(self) -> &'static str {
+    fn increment_type(self) -> IncrementType {
         match self {
-            Incr::Detail => "detail",
-            Incr::MinDelta => "minDelta",
-            Incr::AppendOnly => "appendOnly",
+            Incr::Detail => IncrementType::Detail,
+            Incr::MinDelta => IncrementType::MinDelta,
+            Incr::AppendOnly => IncrementType::AppendOnly,
         }
     }
 
@@ -351,38 +353,31 @@ impl Case {
 
 fn manifest(emu: &RunningEmulator, case: &Case, from_timestamp: &str) -> String {
     let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    let startup = match case.startup {
-        Startup::Snapshot => "{mode: snapshot}".to_owned(),
-        Startup::Initial => "{mode: initial}".to_owned(),
-        Startup::Latest => "{mode: latest}".to_owned(),
-        Startup::FromTimestamp => {
-            format!("{{mode: fromTimestamp, timestamp: \"{from_timestamp}\"}}")
-        }
-    };
-    let mode = match case.sink {
-        Sink::Upsert => "upsert",
-        Sink::Changelog => "changelog",
-    };
-    format!(
-        r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: rnd}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: r.src, credentials: {{secretName: s}}}}
-  startup: {startup}
-  changelog: {{pollInterval: 1s, incrementType: {incr}}}
-  checkpoint: {{interval: 1s}}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: r.dst
-      credentials: {{secretName: d}}
-      mode: {mode}
-      batch: {{maxRows: 40, interval: 1s}}
-"#,
-        incr = case.incr.manifest(),
-    )
+    let sync = SyncBuilder::new()
+        .name("rnd")
+        .source_fe(&fe)
+        .query_port(emu.ports().query_port)
+        .source_table("r.src")
+        .source_secret("s")
+        .poll_interval("1s")
+        .increment_type(case.incr.increment_type())
+        .checkpoint_interval("1s")
+        .sink_fe(&fe)
+        .sink_table("r.dst")
+        .sink_secret("d")
+        .sink_mode(match case.sink {
+            Sink::Upsert => SinkMode::Upsert,
+            Sink::Changelog => SinkMode::Changelog,
+        })
+        .max_rows(40)
+        .batch_interval("1s");
+    match case.startup {
+        Startup::Snapshot => sync.mode(StartupMode::Snapshot),
+        Startup::Initial => sync.mode(StartupMode::Initial),
+        Startup::Latest => sync.mode(StartupMode::Latest),
+        Startup::FromTimestamp => sync.from_timestamp(from_timestamp),
+    }
+    .yaml()
 }
 
 fn config(yaml: &str) -> PipelineConfig {

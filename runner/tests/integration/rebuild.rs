@@ -19,38 +19,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use dcs_crds::checkpoint::REINITIALIZED_FROM_ANNOTATION;
+use dcs_crds::testing::SyncBuilder;
+use dcs_crds::{SinkMode, StartupMode};
 use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::faults::SqlStall;
-use source_support::{SOURCE_DDL, exec, mysql_rows, row_values};
+use source_support::{SOURCE_DDL, exec, mysql_rows, row_values, student_sync};
 
 const ROWS: u32 = 3000;
 /// The old consumer's sink: stale values for part of the keys and keys the source no longer has.
 const STALE_ROWS: u32 = 2000;
 const STALE_EXTRA: u32 = 100;
 
-fn manifest(emu: &RunningEmulator, sink_extra: &str) -> String {
-    let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    format!(
-        r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata:
-  name: student-sync-r1
-  annotations: {{dcs.dev/reinitialized-from: student-sync}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.student, credentials: {{secretName: src}}}}
-  startup: {{mode: initial}}
-  changelog: {{pollInterval: 1s}}
-  checkpoint: {{interval: 1s}}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: sink.student
-      credentials: {{secretName: dst}}
-      batch: {{maxRows: 100, interval: 1s}}
-{sink_extra}
-"#
-    )
+/// The student sync's consumer `student-sync-r1`, re-initialising `student-sync`.
+fn sync(emu: &RunningEmulator) -> SyncBuilder {
+    student_sync(emu, StartupMode::Initial)
+        .name("student-sync-r1")
+        .annotation(REINITIALIZED_FROM_ANNOTATION, "student-sync")
 }
 
 /// One `dcs-runner run` process; killed (SIGKILL) when dropped.
@@ -330,7 +315,7 @@ async fn an_upsert_rebuild_killed_at_every_step_ends_equal_to_the_source_and_is_
     )
     .await;
     let old_sink = mysql_rows(&emu, "SELECT * FROM sink.student ORDER BY id").await;
-    let files = Files::new(&manifest(&emu, ""));
+    let files = Files::new(&sync(&emu).yaml());
     let stop_reader = Arc::new(AtomicBool::new(false));
     let reader_task = tokio::spawn(reader(emu.clone(), stop_reader.clone()));
     let stop_writer = Arc::new(AtomicBool::new(false));
@@ -504,7 +489,7 @@ async fn a_changelog_sink_keeps_its_history_and_gets_the_new_snapshot_marked() {
     )
     .await;
     let snapshot = mysql_rows(&emu, "SELECT * FROM demo.student ORDER BY id").await;
-    let files = Files::new(&manifest(&emu, "      mode: changelog"));
+    let files = Files::new(&sync(&emu).sink_mode(SinkMode::Changelog).yaml());
 
     // Killed mid-snapshot: the restart goes on marking its rows, and a split cut by the kill is
     // read again without duplicates (2PC, whole splits).

@@ -5,13 +5,17 @@ use crate::source_support;
 
 use std::time::Duration;
 
+use dcs_crds::testing::SyncBuilder;
+use dcs_crds::{IncrementType, SinkMode, StartupMode};
 use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::engine::TxnRef;
 use dcs_runner::Error;
 use dcs_runner::checkpoint::Position;
 use dcs_runner::pipeline::Outcome;
 use source_support::process::Files;
-use source_support::{config, exec, mysql_rows, spawn_pipeline, stored_checkpoint, window_past};
+use source_support::{
+    config, exec, mysql_rows, spawn_pipeline, stored_checkpoint, student_sync, window_past,
+};
 
 const SOURCE: &str = "CREATE TABLE demo.t (id INT NOT NULL, v VARCHAR(32)) UNIQUE KEY(id) \
      DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"replication_num\" = \"1\", \
@@ -23,28 +27,16 @@ const EVENTS_SINK: &str = "CREATE TABLE sink.t (id INT NOT NULL, v VARCHAR(32), 
      dcs_op VARCHAR(2), dcs_tso BIGINT, dcs_lsn BIGINT) DUPLICATE KEY(id) \
      DISTRIBUTED BY HASH(id) BUCKETS 1 PROPERTIES (\"replication_num\" = \"1\")";
 
-fn manifest(emu: &RunningEmulator, increment: &str, poll: &str, extra_sink: &str) -> String {
-    let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    format!(
-        r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: ttl-sync}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.t, credentials: {{secretName: src}}}}
-  startup: {{mode: initial}}
-  changelog: {{pollInterval: {poll}, incrementType: {increment}}}
-  checkpoint: {{interval: 1s}}
-  expectedSnapshotDuration: 1m
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: sink.t
-      credentials: {{secretName: dst}}
-      batch: {{maxRows: 100, interval: 1s}}
-{extra_sink}
-"#
-    )
+/// `demo.t` into `sink.t` on the emulator, `initial`, reading `increment` every `poll`, a
+/// snapshot expected to take 1m.
+fn sync(emu: &RunningEmulator, increment: IncrementType, poll: &str) -> SyncBuilder {
+    student_sync(emu, StartupMode::Initial)
+        .name("ttl-sync")
+        .source_table("demo.t")
+        .poll_interval(poll)
+        .increment_type(increment)
+        .expected_snapshot_duration("1m")
+        .sink_table("sink.t")
 }
 
 async fn setup(emu: &RunningEmulator, sink: &str) {
@@ -72,7 +64,7 @@ async fn sink_rows(emu: &RunningEmulator) -> Vec<Vec<String>> {
 async fn a_runner_restarted_after_the_ttl_passed_exits_3_and_loads_nothing() {
     let emu = source_support::emu().await;
     setup(&emu, UPSERT_SINK).await;
-    let files = Files::new(&manifest(&emu, "detail", "1s", ""));
+    let files = Files::new(&sync(&emu, IncrementType::Detail, "1s").yaml());
     let mut runner = files.start();
     let synced = emu.doris.clock.now_ms();
     files
@@ -130,11 +122,15 @@ async fn a_runner_restarted_after_the_ttl_passed_exits_3_and_loads_nothing() {
 /// check stops it before it reads, for every increment type, and the offset does not advance.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clock_jump_past_the_ttl_while_running_stops_the_runner_before_the_next_window() {
-    for increment in ["detail", "appendOnly", "minDelta"] {
+    for increment in [
+        IncrementType::Detail,
+        IncrementType::AppendOnly,
+        IncrementType::MinDelta,
+    ] {
         let emu = source_support::emu().await;
         setup(&emu, UPSERT_SINK).await;
         let dir = tempfile::tempdir().unwrap();
-        let cfg = config(&manifest(&emu, increment, "1s", ""));
+        let cfg = config(&sync(&emu, increment, "1s").yaml());
         let (task, mut handle) = spawn_pipeline(cfg, dir.path());
         let now = emu.doris.clock.now_ms();
         assert!(window_past(&mut handle, now, Duration::from_secs(60)).await);
@@ -148,7 +144,7 @@ async fn a_clock_jump_past_the_ttl_while_running_stops_the_runner_before_the_nex
             .unwrap_err();
         assert!(
             matches!(err, Error::OffsetExpired { .. }),
-            "{increment}: {err}"
+            "{increment:?}: {err}"
         );
         assert_eq!(err.exit_code(), 3);
         let cp = stored_checkpoint(dir.path()).await;
@@ -157,12 +153,12 @@ async fn a_clock_jump_past_the_ttl_while_running_stops_the_runner_before_the_nex
         };
         assert!(
             offset.epoch_ms <= reached.epoch_ms + 2_000,
-            "{increment}: the offset moved past the gap: {offset:?}, last window end {reached:?}"
+            "{increment:?}: the offset moved past the gap: {offset:?}, last window end {reached:?}"
         );
         assert_eq!(cp.stopped.unwrap().reason, "OffsetExpired");
         assert!(
             !sink_rows(&emu).await.iter().any(|r| r[0] == "3"),
-            "{increment}: a row of the expired stretch reached the sink"
+            "{increment:?}: a row of the expired stretch reached the sink"
         );
     }
 }
@@ -176,7 +172,11 @@ async fn a_clock_jump_during_a_window_read_stops_the_run_without_committing_the_
     let emu = source_support::emu().await;
     setup(&emu, EVENTS_SINK).await;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(&manifest(&emu, "detail", "1s", "      mode: changelog"));
+    let cfg = config(
+        &sync(&emu, IncrementType::Detail, "1s")
+            .sink_mode(SinkMode::Changelog)
+            .yaml(),
+    );
     let (task, mut handle) = spawn_pipeline(cfg, dir.path());
     let now = emu.doris.clock.now_ms();
     assert!(window_past(&mut handle, now, Duration::from_secs(60)).await);
@@ -233,7 +233,7 @@ async fn a_ttl_lowered_below_the_lag_stops_the_runner_at_the_next_window() {
     let emu = source_support::emu().await;
     setup(&emu, UPSERT_SINK).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(&manifest(&emu, "detail", "5s", ""));
+    let mut cfg = config(&sync(&emu, IncrementType::Detail, "5s").yaml());
     cfg.changelog.poll_interval = Duration::from_secs(5);
     let (task, mut handle) = spawn_pipeline(cfg, dir.path());
     let now = emu.doris.clock.now_ms();
@@ -263,7 +263,7 @@ async fn a_clock_jump_short_of_the_ttl_is_read_through() {
     let emu = source_support::emu().await;
     setup(&emu, UPSERT_SINK).await;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(&manifest(&emu, "detail", "1s", ""));
+    let cfg = config(&sync(&emu, IncrementType::Detail, "1s").yaml());
     let (task, mut handle) = spawn_pipeline(cfg, dir.path());
     let now = emu.doris.clock.now_ms();
     assert!(window_past(&mut handle, now, Duration::from_secs(60)).await);

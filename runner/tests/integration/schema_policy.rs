@@ -9,10 +9,11 @@ use crate::source_support;
 
 use std::time::{Duration, Instant};
 
+use dcs_crds::{SchemaChangePolicy, StartupMode};
 use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::faults::SqlStall;
 use source_support::process::{Files, Runner};
-use source_support::{exec, manifest, mysql_rows, student_tables};
+use source_support::{exec, mysql_rows, student_sync, student_tables};
 
 /// The sink a person made, as the source is but without the changelog.
 const HAND_MADE_SINK: &str = "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64), \
@@ -113,7 +114,11 @@ const FAIL_MESSAGE: &str = "the columns of source table demo.student changed: ad
 #[tokio::test]
 async fn fail_stops_before_the_new_shape_and_until_the_policy_changes() {
     let emu = emu_with_source(50).await;
-    let files = Files::new(&manifest(&emu, "initial", "      schemaChange: fail"));
+    let files = Files::new(
+        &student_sync(&emu, StartupMode::Initial)
+            .schema_change(SchemaChangePolicy::Fail)
+            .yaml(),
+    );
     let mut runner = streaming(&files).await;
     exec(&emu, &ADD_LEVEL).await;
     assert_eq!(
@@ -154,7 +159,9 @@ async fn fail_stops_before_the_new_shape_and_until_the_policy_changes() {
     // A person sets evolve: the sink follows, and every value arrives.
     std::fs::write(
         &files.manifest,
-        manifest(&emu, "initial", "      schemaChange: evolve"),
+        student_sync(&emu, StartupMode::Initial)
+            .schema_change(SchemaChangePolicy::Evolve)
+            .yaml(),
     )
     .unwrap();
     let mut runner = files.start();
@@ -175,7 +182,11 @@ async fn fail_stops_before_the_new_shape_and_until_the_policy_changes() {
 #[tokio::test]
 async fn ignore_keeps_the_sink_columns_and_every_value_of_them() {
     let emu = emu_with_source(50).await;
-    let files = Files::new(&manifest(&emu, "initial", "      schemaChange: ignore"));
+    let files = Files::new(
+        &student_sync(&emu, StartupMode::Initial)
+            .schema_change(SchemaChangePolicy::Ignore)
+            .yaml(),
+    );
     let mut runner = streaming(&files).await;
     exec(&emu, &ADD_LEVEL).await;
     let score_of_1 = mysql_rows(&emu, "SELECT score FROM demo.student WHERE id = 1").await;
@@ -229,7 +240,11 @@ async fn ignore_keeps_the_sink_columns_and_every_value_of_them() {
 
     // evolve from now on: `level` is added and written for the rows written after; the status
     // says the earlier ones keep NULL until a re-initialisation.
-    std::fs::write(&files.manifest, manifest(&emu, "initial", "")).unwrap();
+    std::fs::write(
+        &files.manifest,
+        student_sync(&emu, StartupMode::Initial).yaml(),
+    )
+    .unwrap();
     let mut runner = files.start();
     files
         .wait_checkpoint(&mut runner, "the ignored column followed", |c| {
@@ -267,7 +282,7 @@ async fn ignore_keeps_the_sink_columns_and_every_value_of_them() {
 #[tokio::test]
 async fn evolve_follows_once_across_kills_around_the_sinks_alter() {
     let emu = emu_with_source(50).await;
-    let files = Files::new(&manifest(&emu, "initial", ""));
+    let files = Files::new(&student_sync(&emu, StartupMode::Initial).yaml());
     let mut runner = streaming(&files).await;
 
     // ADD: applied on the sink, its answer never arrives, the runner killed before a checkpoint.
@@ -336,11 +351,11 @@ async fn evolve_follows_once_across_kills_around_the_sinks_alter() {
 async fn evolve_on_a_sink_dcs_may_not_change_waits_for_a_person() {
     let emu = emu_with_source(50).await;
     exec(&emu, &[HAND_MADE_SINK]).await;
-    let files = Files::new(&manifest(
-        &emu,
-        "initial",
-        "      createTable: {enabled: false}",
-    ));
+    let files = Files::new(
+        &student_sync(&emu, StartupMode::Initial)
+            .create_table(false)
+            .yaml(),
+    );
     let mut runner = streaming(&files).await;
     exec(&emu, &ADD_LEVEL).await;
     assert_eq!(
@@ -368,7 +383,7 @@ async fn evolve_on_a_sink_dcs_may_not_change_waits_for_a_person() {
 #[tokio::test]
 async fn a_rebuilt_sink_has_the_source_columns_after_a_drop_its_consumer_never_saw() {
     let emu = emu_with_source(50).await;
-    let yaml = manifest(&emu, "initial", "");
+    let yaml = student_sync(&emu, StartupMode::Initial).yaml();
     let files = Files::new(&yaml);
     let mut runner = streaming(&files).await;
     exec(&emu, &ADD_LEVEL).await;
@@ -386,11 +401,13 @@ async fn a_rebuilt_sink_has_the_source_columns_after_a_drop_its_consumer_never_s
         ],
     )
     .await;
-    let reinitialised = yaml.replace(
-        "metadata: {name: student-sync}",
-        "metadata: {name: student-sync-r1, annotations: {dcs.dev/reinitialized-from: student-sync}}",
-    );
-    assert_ne!(reinitialised, yaml);
+    let reinitialised = student_sync(&emu, StartupMode::Initial)
+        .name("student-sync-r1")
+        .annotation(
+            dcs_crds::checkpoint::REINITIALIZED_FROM_ANNOTATION,
+            "student-sync",
+        )
+        .yaml();
     let files = Files::new(&reinitialised);
     let mut runner = streaming(&files).await;
     converged(&emu, &files, &mut runner, "*").await;

@@ -5,13 +5,33 @@ use crate::source_support;
 
 use std::time::Duration;
 
+use dcs_crds::testing::SyncBuilder;
+use dcs_crds::{IncrementType, SinkMode, StartupMode};
 use dcs_runner::pipeline::Phase;
 use dcs_runner::settings::{Credentials, PipelineConfig};
 use source_support::{exec, mysql_rows, spawn_pipeline, stored_checkpoint, window_past};
 
+/// `r.src` into `r.dst` on the emulator, `initial`, polled every second.
+fn seam_sync(emu: &dcs_doris_emu::RunningEmulator) -> SyncBuilder {
+    let fe = emu.fe_http_addr();
+    SyncBuilder::new()
+        .name("seam")
+        .source_fe(&fe)
+        .query_port(emu.ports().query_port)
+        .source_table("r.src")
+        .source_secret("s")
+        .mode(StartupMode::Initial)
+        .poll_interval("1s")
+        .sink_fe(&fe)
+        .sink_table("r.dst")
+        .sink_secret("d")
+}
+
 /// Runs an `initial` sync where key 2 is inserted after T0 (so the snapshot reads it) and deleted
 /// in the first changelog window; returns (source, sink) rows.
-async fn insert_after_t0_then_delete(increment_type: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
+async fn insert_after_t0_then_delete(
+    increment_type: IncrementType,
+) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
     let emu = source_support::emu().await;
     exec(
         &emu,
@@ -32,14 +52,7 @@ async fn insert_after_t0_then_delete(increment_type: &str) -> (Vec<Vec<String>>,
     let now = emu.doris.clock.now_ms();
     emu.doris.clock.advance_ms(1000 - now % 1000 + 5);
     exec(&emu, &["INSERT INTO r.src VALUES (2, 2)"]).await;
-    let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    let yaml = format!(
-        "apiVersion: dcs.dev/v1alpha1\nkind: DorisChangelogSync\nmetadata: {{name: seam}}\nspec:\n  \
-         source: {{feNodes: [\"{fe}\"], queryPort: {qp}, table: r.src, credentials: {{secretName: s}}}}\n  \
-         startup: {{mode: initial}}\n  changelog: {{pollInterval: 1s, incrementType: {increment_type}}}\n  \
-         sink:\n    doris: {{feNodes: [\"{fe}\"], table: r.dst, credentials: {{secretName: d}}}}\n"
-    );
+    let yaml = seam_sync(&emu).increment_type(increment_type).yaml();
     let sync = dcs_crds::from_manifest(&yaml).unwrap();
     let credentials = Credentials {
         source_user: "root".into(),
@@ -76,14 +89,14 @@ async fn insert_after_t0_then_delete(increment_type: &str) -> (Vec<Vec<String>>,
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_delete_at_the_seam_reaches_the_sink_under_min_delta() {
-    let (source, sink) = insert_after_t0_then_delete("minDelta").await;
+    let (source, sink) = insert_after_t0_then_delete(IncrementType::MinDelta).await;
     assert_eq!(source, vec![vec!["1".to_string(), "1".to_string()]]);
     assert_eq!(sink, source);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_delete_at_the_seam_reaches_the_sink_under_detail() {
-    let (source, sink) = insert_after_t0_then_delete("detail").await;
+    let (source, sink) = insert_after_t0_then_delete(IncrementType::Detail).await;
     assert_eq!(sink, source);
 }
 
@@ -94,9 +107,9 @@ async fn a_delete_at_the_seam_reaches_the_sink_under_detail() {
 /// same second as the inserts), then moves ten times faster than real time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_committed_in_t0s_second_before_t0_reach_the_sink_once() {
-    for mode in ["upsert", "changelog"] {
+    for mode in [SinkMode::Upsert, SinkMode::Changelog] {
         let emu = std::sync::Arc::new(source_support::emu().await);
-        let sink_ddl = if mode == "upsert" {
+        let sink_ddl = if mode == SinkMode::Upsert {
             "CREATE TABLE r.dst (id INT NOT NULL, v INT) UNIQUE KEY(id) DISTRIBUTED BY HASH(id) \
              BUCKETS 1 PROPERTIES (\"replication_num\" = \"1\")"
         } else {
@@ -128,14 +141,7 @@ async fn rows_committed_in_t0s_second_before_t0_reach_the_sink_once() {
             )
             .await;
         }
-        let fe = emu.fe_http_addr();
-        let qp = emu.ports().query_port;
-        let yaml = format!(
-            "apiVersion: dcs.dev/v1alpha1\nkind: DorisChangelogSync\nmetadata: {{name: seam}}\nspec:\n  \
-             source: {{feNodes: [\"{fe}\"], queryPort: {qp}, table: r.src, credentials: {{secretName: s}}}}\n  \
-             startup: {{mode: initial}}\n  changelog: {{pollInterval: 1s}}\n  \
-             sink:\n    doris: {{feNodes: [\"{fe}\"], table: r.dst, credentials: {{secretName: d}}, mode: {mode}}}\n"
-        );
+        let yaml = seam_sync(&emu).sink_mode(mode).yaml();
         let sync = dcs_crds::from_manifest(&yaml).unwrap();
         let credentials = Credentials {
             source_user: "root".into(),
@@ -165,13 +171,13 @@ async fn rows_committed_in_t0s_second_before_t0_reach_the_sink_once() {
             }
         });
         let after = emu.doris.clock.now_ms() + 2_000;
-        assert!(window_past(&mut handle, after, wait).await, "{mode}");
+        assert!(window_past(&mut handle, after, wait).await, "{mode:?}");
         handle.shutdown.send(true).unwrap();
         task.await.unwrap().unwrap();
         ticker.abort();
         let cp = stored_checkpoint(dir.path()).await;
-        assert_eq!(cp.counters.rows_written, 2000, "{mode}: rowsWritten");
+        assert_eq!(cp.counters.rows_written, 2000, "{mode:?}: rowsWritten");
         let sink = mysql_rows(&emu, "SELECT id FROM r.dst").await;
-        assert_eq!(sink.len(), 2000, "{mode}: every row once");
+        assert_eq!(sink.len(), 2000, "{mode:?}: every row once");
     }
 }

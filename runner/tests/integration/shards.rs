@@ -24,7 +24,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use dcs_crds::shard::{ShardState, handover, shard_dir_name};
+use dcs_crds::SinkMode;
+use dcs_crds::shard::{SNAPSHOT_T0_ANNOTATION, ShardState, handover, shard_dir_name};
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::checkpoint::{Checkpoint, CheckpointStore, Offset, Position};
 use dcs_runner::pipeline::{Control, Outcome, Phase};
@@ -32,7 +33,7 @@ use dcs_runner::settings::PipelineConfig;
 use source_support::process::Runner;
 use source_support::{
     Rng, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, mysql_rows, read_json,
-    row_diff, row_values, seed, sharded_manifest, spawn_pipeline, spawn_pipeline_with,
+    row_diff, row_values, seed, sharded_sync, spawn_pipeline, spawn_pipeline_with,
     stored_checkpoint, take_t0, window_past, writer,
 };
 
@@ -82,7 +83,8 @@ async fn four_shards_killed_and_restarted_alone_load_every_row_once_and_the_chan
     setup(&emu, STUDENT_EVENTS_SINK_DDL, ROWS).await;
     let snapshot = mysql_rows(&emu, "SELECT * FROM demo.student").await;
     let t0 = take_t0(&emu).await;
-    let yaml = sharded_manifest(&emu, &t0, "      mode: changelog", SHARDS);
+    let sync = sharded_sync(&emu, &t0, SHARDS).sink_mode(SinkMode::Changelog);
+    let yaml = sync.yaml();
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
 
@@ -204,10 +206,10 @@ async fn four_shards_killed_and_restarted_alone_load_every_row_once_and_the_chan
     assert_eq!(task.await.unwrap().unwrap(), Outcome::Stopped);
     // Restarted, the changelog run goes on from its own checkpoint: the hand-over is not asked
     // again, nor T0 (the annotation is gone here).
-    let no_t0 = yaml.replace(
-        &format!("dcs.dev/snapshot-t0: \"{}\"", t0.tso),
-        "note: restarted",
-    );
+    let no_t0 = sync
+        .remove_annotation(SNAPSHOT_T0_ANNOTATION)
+        .annotation("note", "restarted")
+        .yaml();
     assert_ne!(no_t0, yaml);
     let (task, mut handle) = spawn_pipeline(config(&no_t0), changelog_dir.path());
     let now = emu.doris.clock.now_ms();
@@ -288,7 +290,7 @@ async fn a_shard_is_done_only_when_its_last_loads_are_committed() {
     // holds every load the shard made.
     source_support::student_tables(&emu, 4, source_support::STUDENT_UPSERT_SINK_DDL, ROWS).await;
     let t0 = take_t0(&emu).await;
-    let yaml = sharded_manifest(&emu, &t0, "", SHARDS);
+    let yaml = sharded_sync(&emu, &t0, SHARDS).yaml();
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
     let not_committed = |index: u32| format!("shard {index} of 4: every tablet read, ");
@@ -426,7 +428,7 @@ async fn shard_processes_sigkilled_mid_snapshot_restart_alone_and_the_sink_equal
     let t0 = take_t0(&emu).await;
     let dir = tempfile::tempdir().unwrap();
     let manifest_path = dir.path().join("sync.yaml");
-    std::fs::write(&manifest_path, sharded_manifest(&emu, &t0, "", SHARDS)).unwrap();
+    std::fs::write(&manifest_path, sharded_sync(&emu, &t0, SHARDS).yaml()).unwrap();
     let checkpoints = dir.path().join("cp");
     let log = dir.path().join("runner.log");
     let logs = || std::fs::read_to_string(&log).unwrap_or_default();
@@ -646,7 +648,7 @@ async fn shards_keep_their_checkpoints_in_configmaps_of_their_own() {
     let t0 = take_t0(&emu).await;
     let dir = tempfile::tempdir().unwrap();
     let manifest_path = dir.path().join("sync.yaml");
-    std::fs::write(&manifest_path, sharded_manifest(&emu, &t0, "", SHARDS)).unwrap();
+    std::fs::write(&manifest_path, sharded_sync(&emu, &t0, SHARDS).yaml()).unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let bed = dcs_kube_bed::shared().await.unwrap();
     std::fs::write(&kubeconfig, bed.kubeconfig("shards")).unwrap();

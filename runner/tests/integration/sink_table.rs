@@ -6,12 +6,13 @@ use crate::source_support;
 use std::path::Path;
 use std::time::Duration;
 
+use dcs_crds::{PartitionUnit, SinkMode, StartupMode};
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::checkpoint::FileStore;
 use dcs_runner::error::exit_code;
 use dcs_runner::pipeline::{self, Control, ControlHandle, Outcome};
 use dcs_runner::settings::PipelineConfig;
-use source_support::{SOURCE_DDL, config, exec, manifest, mysql_rows, row_values};
+use source_support::{SOURCE_DDL, config, exec, mysql_rows, row_values, student_sync};
 
 async fn setup(emu: &RunningEmulator, rows: u32) {
     exec(emu, &["CREATE DATABASE demo", SOURCE_DDL]).await;
@@ -90,10 +91,10 @@ async fn a_missing_sink_table_is_created_from_the_source() {
     let emu = source_support::emu().await;
     setup(&emu, 300).await;
     let dir = tempfile::tempdir().unwrap();
-    let extra = "      createTable: {properties: {replication_num: \"1\"}, autoPartition: {key: updated, unit: day}}";
-    let outcome = run(config(&manifest(&emu, "snapshot", extra)), dir.path())
-        .await
-        .unwrap();
+    let sync = student_sync(&emu, StartupMode::Snapshot)
+        .create_table_property("replication_num", "1")
+        .auto_partition("updated", PartitionUnit::Day);
+    let outcome = run(config(&sync.yaml()), dir.path()).await.unwrap();
     assert_eq!(outcome, Outcome::Done);
     let ddl = show_create(&emu, "sink.student").await;
     for part in [
@@ -119,7 +120,11 @@ async fn a_changelog_mode_sink_is_a_duplicate_table_with_the_change_columns() {
     setup(&emu, 50).await;
     let dir = tempfile::tempdir().unwrap();
     let outcome = run(
-        config(&manifest(&emu, "snapshot", "      mode: changelog")),
+        config(
+            &student_sync(&emu, StartupMode::Snapshot)
+                .sink_mode(SinkMode::Changelog)
+                .yaml(),
+        ),
         dir.path(),
     )
     .await
@@ -154,23 +159,30 @@ async fn an_incompatible_sink_table_stops_the_run_with_what_to_fix() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     // Without createTable the runner does not change the table: missing columns are a problem.
-    let yaml = manifest(&emu, "snapshot", "      createTable: {enabled: false}");
+    let yaml = student_sync(&emu, StartupMode::Snapshot)
+        .create_table(false)
+        .yaml();
     let err = run(config(&yaml), dir.path()).await.unwrap_err();
     assert_eq!(err.exit_code(), exit_code::CONFIG, "{err}");
     let msg = err.to_string();
     assert!(msg.contains("has no column score, updated"), "{msg}");
     assert!(msg.contains("not a UNIQUE KEY table"), "{msg}");
     // With it (the default) they would be added, but the model still does not fit.
-    let err = run(config(&manifest(&emu, "snapshot", "")), dir.path())
-        .await
-        .unwrap_err();
+    let err = run(
+        config(&student_sync(&emu, StartupMode::Snapshot).yaml()),
+        dir.path(),
+    )
+    .await
+    .unwrap_err();
     let msg = err.to_string();
     assert!(!msg.contains("has no column"), "{msg}");
     assert!(msg.contains("not a UNIQUE KEY table"), "{msg}");
     // And a missing table with createTable off is refused, not created.
     let dir = tempfile::tempdir().unwrap();
-    let yaml = manifest(&emu, "snapshot", "      createTable: {enabled: false}")
-        .replace("sink.student", "sink.other");
+    let yaml = student_sync(&emu, StartupMode::Snapshot)
+        .create_table(false)
+        .sink_table("sink.other")
+        .yaml();
     let err = run(config(&yaml), dir.path()).await.unwrap_err();
     assert!(
         err.to_string()
@@ -186,7 +198,7 @@ async fn columns_added_to_and_dropped_from_the_source_follow_in_the_sink() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = FileStore::open(dir.path()).unwrap();
     let (control, mut handle) = Control::new();
-    let cfg = config(&manifest(&emu, "initial", ""));
+    let cfg = config(&student_sync(&emu, StartupMode::Initial).yaml());
     let task = tokio::spawn(async move { pipeline::run(cfg, &mut store, control).await });
     exec(
         &emu,
@@ -250,9 +262,11 @@ async fn csv_bodies_sync_snapshot_and_changes() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = FileStore::open(dir.path()).unwrap();
     let (control, mut handle) = Control::new();
-    let extra =
-        "      properties: {format: csv, column_separator: \"\\\\x01\", line_delimiter: \"\\\\n\"}";
-    let cfg = config(&manifest(&emu, "initial", extra));
+    let sync = student_sync(&emu, StartupMode::Initial)
+        .sink_property("format", "csv")
+        .sink_property("column_separator", "\\x01")
+        .sink_property("line_delimiter", "\\n");
+    let cfg = config(&sync.yaml());
     let task = tokio::spawn(async move { pipeline::run(cfg, &mut store, control).await });
     for i in 0..20u32 {
         let stmts = [
@@ -279,7 +293,7 @@ async fn a_column_added_while_no_runner_ran_is_added_on_start() {
     let emu = source_support::emu().await;
     setup(&emu, 30).await;
     let first = tempfile::tempdir().unwrap();
-    let yaml = manifest(&emu, "snapshot", "");
+    let yaml = student_sync(&emu, StartupMode::Snapshot).yaml();
     assert_eq!(
         run(config(&yaml), first.path()).await.unwrap(),
         Outcome::Done
@@ -295,7 +309,9 @@ async fn a_column_added_while_no_runner_ran_is_added_on_start() {
     // A fresh start (new checkpoint directory) finds the sink without `level`: it is added, not
     // reported as missing.
     let second = tempfile::tempdir().unwrap();
-    let yaml = manifest(&emu, "snapshot", "      labelPrefix: second");
+    let yaml = student_sync(&emu, StartupMode::Snapshot)
+        .label_prefix("second")
+        .yaml();
     assert_eq!(
         run(config(&yaml), second.path()).await.unwrap(),
         Outcome::Done

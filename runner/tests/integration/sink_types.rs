@@ -7,12 +7,13 @@ use crate::source_support;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use dcs_crds::StartupMode;
 use dcs_crds::checkpoint::Position;
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::checkpoint::{CheckpointStore, FileStore};
 use dcs_runner::error::exit_code;
 use dcs_runner::pipeline::{self, Control};
-use source_support::{config, exec, manifest, mysql_rows};
+use source_support::{config, exec, mysql_rows, student_sync};
 
 /// `demo.student` with a BIGINT column holding 5,000,000,000, and a hand-made sink whose `big`
 /// column is INT.
@@ -70,7 +71,12 @@ async fn a_sink_column_narrower_than_the_source_is_refused_before_any_load() {
     narrow_sink(&emu).await;
     let dir = tempfile::tempdir().unwrap();
 
-    let out = runner(dir.path(), "run", manifest(&emu, "snapshot", "")).await;
+    let out = runner(
+        dir.path(),
+        "run",
+        student_sync(&emu, StartupMode::Snapshot).yaml(),
+    )
+    .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),
@@ -86,7 +92,12 @@ async fn a_sink_column_narrower_than_the_source_is_refused_before_any_load() {
             .is_empty()
     );
 
-    let out = runner(dir.path(), "check", manifest(&emu, "snapshot", "")).await;
+    let out = runner(
+        dir.path(),
+        "check",
+        student_sync(&emu, StartupMode::Snapshot).yaml(),
+    )
+    .await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(2), "{stdout}");
     assert!(
@@ -108,7 +119,12 @@ async fn a_sink_column_narrower_than_the_source_is_refused_before_any_load() {
         ],
     )
     .await;
-    let out = runner(dir.path(), "run", manifest(&emu, "snapshot", "")).await;
+    let out = runner(
+        dir.path(),
+        "run",
+        student_sync(&emu, StartupMode::Snapshot).yaml(),
+    )
+    .await;
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -145,9 +161,13 @@ async fn a_row_doris_filters_fails_the_run_naming_the_column_and_the_row() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = FileStore::open(dir.path()).unwrap();
     let (control, _handle) = Control::new();
-    let err = pipeline::run(config(&manifest(&emu, "initial", "")), &mut store, control)
-        .await
-        .unwrap_err();
+    let err = pipeline::run(
+        config(&student_sync(&emu, StartupMode::Initial).yaml()),
+        &mut store,
+        control,
+    )
+    .await
+    .unwrap_err();
     drop(store);
     let msg = err.to_string();
     assert_eq!(err.exit_code(), exit_code::FAILURE, "{msg}");
@@ -195,7 +215,7 @@ async fn a_followed_column_the_sink_already_has_narrower_stops_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = FileStore::open(dir.path()).unwrap();
     let (control, mut handle) = Control::new();
-    let cfg = config(&manifest(&emu, "initial", ""));
+    let cfg = config(&student_sync(&emu, StartupMode::Initial).yaml());
     let task = tokio::spawn(async move { pipeline::run(cfg, &mut store, control).await });
     let now = emu.doris.clock.now_ms();
     assert!(

@@ -16,6 +16,7 @@ use crate::source_support;
 
 use std::time::{Duration, Instant};
 
+use dcs_crds::StartupMode;
 use dcs_crds::shard::{handover, shard_dir_name};
 use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::faults::SqlStall;
@@ -23,8 +24,8 @@ use dcs_runner::checkpoint::{CheckpointStore, Position};
 use dcs_runner::pipeline::{Control, Outcome};
 use dcs_runner::source::tso::{self, NowOffsets as _};
 use source_support::{
-    STUDENT_UPSERT_SINK_DDL, config, exec, http, manifest, row_values, settings, spawn_pipeline,
-    spawn_pipeline_with, stored_checkpoint,
+    STUDENT_UPSERT_SINK_DDL, config, exec, http, row_values, settings, sharded_sync,
+    spawn_pipeline, spawn_pipeline_with, stored_checkpoint, student_sync,
 };
 
 /// `demo.student` with 8 tablets and `rows` rows, and an upsert sink.
@@ -73,7 +74,10 @@ async fn a_truncate_while_the_snapshot_reads_stops_it_with_exit_5() {
     };
     emu.doris.faults.update(|f| f.sql_stall = Some(stall));
     let dir = tempfile::tempdir().unwrap();
-    let (task, _handle) = spawn_pipeline(config(&manifest(&emu, "initial", "")), dir.path());
+    let (task, _handle) = spawn_pipeline(
+        config(&student_sync(&emu, StartupMode::Initial).yaml()),
+        dir.path(),
+    );
     let start = Instant::now();
     while emu.doris.counters.get("sql_stalled") == 0 {
         assert!(start.elapsed() < Duration::from_secs(60), "no split read");
@@ -104,7 +108,7 @@ async fn a_truncate_while_the_snapshot_reads_stops_it_with_exit_5() {
 async fn a_restart_after_the_tablets_moved_reads_nothing_again() {
     let emu = source_support::emu().await;
     setup(&emu, 20_000).await;
-    let mut cfg = config(&manifest(&emu, "initial", ""));
+    let mut cfg = config(&student_sync(&emu, StartupMode::Initial).yaml());
     cfg.checkpoint_interval = Duration::from_millis(5);
     let dir = tempfile::tempdir().unwrap();
     let (task, mut handle) = spawn_pipeline(cfg.clone(), dir.path());
@@ -154,17 +158,7 @@ async fn shards_that_planned_around_a_truncate_never_hand_over() {
         .await
         .unwrap()
         .start_point();
-    let base = manifest(&emu, "initial", "");
-    let yaml = format!(
-        "{}\n  snapshot: {{parallelism: 2}}\n",
-        base.replace(
-            "metadata: {name: student-sync}",
-            &format!(
-                "metadata: {{name: student-sync, annotations: {{dcs.dev/snapshot-t0: \"{}\"}}}}",
-                t0.tso
-            ),
-        )
-    );
+    let yaml = sharded_sync(&emu, &t0, 2).yaml();
     let root = tempfile::tempdir().unwrap();
     let run_shard = |index: u32| {
         let mut c = config(&yaml);

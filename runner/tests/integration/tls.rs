@@ -10,6 +10,8 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use bytes::Bytes;
+use dcs_crds::testing::{tls_ca_config_map, tls_ca_secret};
+use dcs_crds::{StartupMode, TlsSpec};
 use dcs_doris_client::stream_load::{LoadOutcome, LoadRequest, StreamLoadClient};
 use dcs_doris_client::tls::{Tls, TlsOptions};
 use dcs_doris_emu::sql::{self, Session};
@@ -20,7 +22,7 @@ use dcs_runner::pipeline::Outcome;
 use dcs_runner::settings::{Credentials, PipelineConfig, TlsFiles};
 use dcs_runner::source::fe_http::{FeHttpClient, FeRequest};
 use dcs_runner::source::flight::FlightSession;
-use source_support::{SOURCE_DDL, exec, row_values, spawn_pipeline, window_past};
+use source_support::{SOURCE_DDL, exec, row_values, spawn_pipeline, student_sync, window_past};
 
 /// An emulator serving TLS with `tls`.
 async fn emu_serving(tls: EmuTls) -> RunningEmulator {
@@ -53,36 +55,37 @@ fn expired_pki() -> (String, EmuTls) {
     (pki.ca_pem.clone(), pki.emu_tls())
 }
 
-/// The student sync from `demo.student` into `sink.student` with TLS blocks `source_tls` and
-/// `sink_tls` (flow YAML, or empty).
-fn manifest(emu: &RunningEmulator, mode: &str, source_tls: &str, sink_tls: &str) -> String {
-    let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    let tls = |t: &str| {
-        if t.is_empty() {
-            String::new()
-        } else {
-            format!(", tls: {t}")
-        }
-    };
-    format!(
-        r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: tls-sync}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.student, credentials: {{secretName: src}}{}}}
-  startup: {{mode: {mode}}}
-  changelog: {{pollInterval: 1s}}
-  checkpoint: {{interval: 1s}}
-  sink:
-    doris: {{feNodes: ["{fe}"], table: sink.student, credentials: {{secretName: dst}}, batch: {{maxRows: 100, interval: 1s}}{}}}
-"#,
-        tls(source_tls),
-        tls(sink_tls),
-    )
+/// The student sync under the name `tls-sync` from `mode`, with the TLS settings `source_tls`
+/// and `sink_tls` (none when `None`).
+fn manifest(
+    emu: &RunningEmulator,
+    mode: StartupMode,
+    source_tls: Option<TlsSpec>,
+    sink_tls: Option<TlsSpec>,
+) -> String {
+    let mut sync = student_sync(emu, mode).name("tls-sync");
+    if let Some(tls) = source_tls {
+        sync = sync.source_tls(tls);
+    }
+    if let Some(tls) = sink_tls {
+        sync = sync.sink_tls(tls);
+    }
+    sync.yaml()
 }
 
-const CA_REF: &str = "{enabled: true, caBundle: {configMapKeyRef: {name: doris-ca, key: ca.crt}}}";
+/// TLS on, the CA bundle in key `ca.crt` of ConfigMap `doris-ca`.
+fn ca_ref() -> Option<TlsSpec> {
+    Some(tls_ca_config_map("doris-ca", "ca.crt"))
+}
+
+/// TLS on, the server's certificate not verified.
+fn insecure() -> Option<TlsSpec> {
+    Some(TlsSpec {
+        enabled: true,
+        insecure_skip_verify: true,
+        ..TlsSpec::default()
+    })
+}
 
 fn config(yaml: &str, files: &TlsFiles) -> dcs_runner::Result<PipelineConfig> {
     let sync = dcs_crds::from_manifest(yaml).unwrap();
@@ -188,7 +191,7 @@ async fn a_whole_sync_over_tls_leaves_the_sink_equal_to_the_source() {
     let dir = tempfile::tempdir().unwrap();
     let (emu, ca) = tls_emu(dir.path()).await;
     setup(&emu, 400).await;
-    let yaml = manifest(&emu, "initial", CA_REF, CA_REF);
+    let yaml = manifest(&emu, StartupMode::Initial, ca_ref(), ca_ref());
 
     let out = check(
         dir.path(),
@@ -246,8 +249,17 @@ async fn a_whole_sync_over_tls_leaves_the_sink_equal_to_the_source() {
 
 /// Every connection of the source (MySQL, FE HTTP, Flight SQL) and the sink (Stream Load) with
 /// `files` and the TLS block `tls`: each must fail, naming its endpoint and `reason`.
-async fn every_connection_fails(emu: &RunningEmulator, tls: &str, files: &TlsFiles, reason: &str) {
-    let cfg = config(&manifest(emu, "snapshot", tls, tls), files).unwrap();
+async fn every_connection_fails(
+    emu: &RunningEmulator,
+    tls: Option<TlsSpec>,
+    files: &TlsFiles,
+    reason: &str,
+) {
+    let cfg = config(
+        &manifest(emu, StartupMode::Snapshot, tls.clone(), tls),
+        files,
+    )
+    .unwrap();
     let fe = emu.fe_http_addr();
     let qp = emu.ports().query_port;
 
@@ -326,9 +338,9 @@ async fn a_wrong_ca_fails_check_and_run_naming_the_endpoint_and_writes_nothing()
     let (emu, _ca) = tls_emu(dir.path()).await;
     setup(&emu, 10).await;
     let wrong = wrong_ca(dir.path());
-    every_connection_fails(&emu, CA_REF, &both(&wrong), "UnknownIssuer").await;
+    every_connection_fails(&emu, ca_ref(), &both(&wrong), "UnknownIssuer").await;
 
-    let yaml = manifest(&emu, "snapshot", CA_REF, CA_REF);
+    let yaml = manifest(&emu, StartupMode::Snapshot, ca_ref(), ca_ref());
     let out = check(
         dir.path(),
         yaml.clone(),
@@ -361,8 +373,11 @@ async fn a_name_the_certificate_does_not_hold_fails() {
     let dir = tempfile::tempdir().unwrap();
     let (emu, ca) = tls_emu(dir.path()).await;
     setup(&emu, 10).await;
-    let tls = "{enabled: true, caBundle: {secretKeyRef: {name: ca, key: ca.crt}}, serverName: doris.other.example}";
-    every_connection_fails(&emu, tls, &both(&ca), "not valid for name").await;
+    let tls = TlsSpec {
+        server_name: Some("doris.other.example".into()),
+        ..tls_ca_secret("ca", "ca.crt")
+    };
+    every_connection_fails(&emu, Some(tls), &both(&ca), "not valid for name").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -373,7 +388,7 @@ async fn an_expired_certificate_fails() {
     std::fs::write(&ca, ca_pem).unwrap();
     let emu = emu_serving(served).await;
     setup(&emu, 10).await;
-    every_connection_fails(&emu, CA_REF, &both(&ca), "expired").await;
+    every_connection_fails(&emu, ca_ref(), &both(&ca), "expired").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -382,7 +397,7 @@ async fn a_tls_spec_against_a_plaintext_cluster_fails_instead_of_falling_back() 
     let emu = source_support::emu().await;
     setup(&emu, 10).await;
     let ca = wrong_ca(dir.path());
-    every_connection_fails(&emu, CA_REF, &both(&ca), "").await;
+    every_connection_fails(&emu, ca_ref(), &both(&ca), "").await;
     nothing_written(&emu).await;
 }
 
@@ -391,8 +406,7 @@ async fn insecure_skip_verify_accepts_a_certificate_of_another_ca_and_check_warn
     let dir = tempfile::tempdir().unwrap();
     let (emu, _ca) = tls_emu(dir.path()).await;
     setup(&emu, 120).await;
-    let insecure = "{enabled: true, insecureSkipVerify: true}";
-    let yaml = manifest(&emu, "snapshot", insecure, CA_REF);
+    let yaml = manifest(&emu, StartupMode::Snapshot, insecure(), ca_ref());
     // The sink trusts only a wrong CA: check must name that; the source goes unverified.
     let wrong = wrong_ca(dir.path());
     let out = check(
@@ -413,7 +427,7 @@ async fn insecure_skip_verify_accepts_a_certificate_of_another_ca_and_check_warn
     assert!(!text.contains("WARNING: sink.doris.tls"), "{text}");
 
     // Both sides unverified: the snapshot goes through.
-    let yaml = manifest(&emu, "snapshot", insecure, insecure);
+    let yaml = manifest(&emu, StartupMode::Snapshot, insecure(), insecure());
     let cp = tempfile::tempdir().unwrap();
     let (task, _handle) = spawn_pipeline(config(&yaml, &TlsFiles::default()).unwrap(), cp.path());
     assert_eq!(task.await.unwrap().unwrap(), Outcome::Done);
@@ -426,7 +440,7 @@ async fn insecure_skip_verify_accepts_a_certificate_of_another_ca_and_check_warn
 async fn a_referenced_ca_bundle_without_its_file_is_a_configuration_error() {
     let emu = source_support::emu().await;
     let e = config(
-        &manifest(&emu, "snapshot", CA_REF, ""),
+        &manifest(&emu, StartupMode::Snapshot, ca_ref(), None),
         &TlsFiles::default(),
     )
     .unwrap_err()

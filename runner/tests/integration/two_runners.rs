@@ -5,6 +5,7 @@
 use crate::source_support;
 
 use bytes::Bytes;
+use dcs_crds::StartupMode;
 use dcs_runner::Error;
 use dcs_runner::checkpoint::configmap::CLAIM_ANNOTATION;
 use dcs_runner::checkpoint::{CheckpointStore, ConfigMapStore};
@@ -13,7 +14,7 @@ use dcs_runner::sink::Sink;
 use dcs_runner::sink::doris::DorisSink;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
-use source_support::{config, exec, manifest, mysql_rows};
+use source_support::{config, exec, mysql_rows, student_sync};
 
 use crate::checkpoint_configmap::cp;
 
@@ -93,7 +94,8 @@ async fn a_label_pre_committed_by_another_runner_is_neither_adopted_nor_aborted(
         ],
     )
     .await;
-    let SinkConfig::Doris(sink) = config(&manifest(&emu, "snapshot", "")).sink else {
+    let SinkConfig::Doris(sink) = config(&student_sync(&emu, StartupMode::Snapshot).yaml()).sink
+    else {
         panic!("a Doris sink")
     };
     assert!(sink.enable_2pc);

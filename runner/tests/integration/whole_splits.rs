@@ -11,12 +11,13 @@ use crate::source_support;
 
 use std::time::Duration;
 
+use dcs_crds::{SinkMode, StartupMode};
 use dcs_doris_emu::RunningEmulator;
 use dcs_runner::pipeline::{Outcome, Phase};
 use dcs_runner::settings::PipelineConfig;
 use source_support::{
-    Rng, SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, manifest,
-    mysql_rows, row_values, seed, spawn_pipeline, stored_checkpoint, window_past,
+    Rng, SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, config, exec, expected_student_events, mysql_rows,
+    row_values, seed, spawn_pipeline, stored_checkpoint, student_sync, window_past,
 };
 
 /// Three Flight batches per split (4 tablets), so the splits read at once interleave in the
@@ -43,7 +44,11 @@ async fn setup(emu: &RunningEmulator) {
 }
 
 fn sync_config(emu: &RunningEmulator) -> PipelineConfig {
-    let mut cfg = config(&manifest(emu, "initial", "      mode: changelog"));
+    let mut cfg = config(
+        &student_sync(emu, StartupMode::Initial)
+            .sink_mode(SinkMode::Changelog)
+            .yaml(),
+    );
     cfg.checkpoint_interval = Duration::from_millis(5);
     cfg
 }

@@ -17,6 +17,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use dcs_crds::testing::SyncBuilder;
+use dcs_crds::{IncrementType, StartupMode};
 use dcs_doris_emu::sql::{self, Session};
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
 use mysql_async::prelude::Queryable;
@@ -208,24 +210,21 @@ struct Outcome {
 
 fn manifest(emu: &RunningEmulator) -> String {
     let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    format!(
-        r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: race}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: race.src, credentials: {{secretName: s}}}}
-  startup: {{mode: initial}}
-  changelog: {{incrementType: detail, pollInterval: 1s}}
-  checkpoint: {{interval: 1s}}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: race.dst
-      credentials: {{secretName: d}}
-      batch: {{interval: 1s}}
-"#
-    )
+    SyncBuilder::new()
+        .name("race")
+        .source_fe(&fe)
+        .query_port(emu.ports().query_port)
+        .source_table("race.src")
+        .source_secret("s")
+        .mode(StartupMode::Initial)
+        .increment_type(IncrementType::Detail)
+        .poll_interval("1s")
+        .checkpoint_interval("1s")
+        .sink_fe(&fe)
+        .sink_table("race.dst")
+        .sink_secret("d")
+        .batch_interval("1s")
+        .yaml()
 }
 
 async fn mysql(emu: &RunningEmulator) -> mysql_async::Conn {

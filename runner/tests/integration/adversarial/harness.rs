@@ -49,6 +49,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dcs_crds::StartupMode;
 use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::faults::StreamLoadFault;
 use dcs_kube_bed::{FaultProxy, TestNamespace};
@@ -58,7 +59,8 @@ use kube::Api;
 use crate::source_support::fe_proxy::FeProxy;
 use crate::source_support::process::Runner;
 use crate::source_support::{
-    Rng, SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, exec, expected_student_events, mysql_rows, row_values,
+    Rng, SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, exec, expected_student_events, mysql_rows,
+    row_values, student_sync,
 };
 
 /// The TTL the source starts with, in seconds.
@@ -360,29 +362,15 @@ impl Run {
 
     fn manifest(&self) -> String {
         let [a, b] = [self.fes[0].node(), self.fes[1].node()];
-        let qp = self.emu.ports().query_port;
-        let mode = match self.sink {
-            SinkMode::Upsert => "",
-            SinkMode::Changelog => "      mode: changelog\n",
-        };
-        format!(
-            r#"apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: {name}}}
-spec:
-  source: {{feNodes: ["{a}", "{b}"], queryPort: {qp}, table: demo.student, credentials: {{secretName: src}}}}
-  startup: {{mode: initial}}
-  changelog: {{pollInterval: 1s}}
-  checkpoint: {{interval: 1s}}
-  sink:
-    doris:
-      feNodes: ["{b}", "{a}"]
-      table: sink.student
-      credentials: {{secretName: dst}}
-      batch: {{maxRows: 100, interval: 1s}}
-{mode}"#,
-            name = self.consumer.name()
-        )
+        student_sync(&self.emu, StartupMode::Initial)
+            .name(&self.consumer.name())
+            .source_fe_nodes(&[&a, &b])
+            .sink_fe_nodes(&[&b, &a])
+            .sink_mode(match self.sink {
+                SinkMode::Upsert => dcs_crds::SinkMode::Upsert,
+                SinkMode::Changelog => dcs_crds::SinkMode::Changelog,
+            })
+            .yaml()
     }
 
     fn log_path(&self) -> PathBuf {

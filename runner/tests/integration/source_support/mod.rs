@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use arrow_array::RecordBatch;
+use dcs_crds::StartupMode;
+use dcs_crds::testing::SyncBuilder;
 use dcs_doris_emu::sql::{self, Session};
 use dcs_doris_emu::{EmuConfig, RunningEmulator};
 use dcs_runner::checkpoint::{Checkpoint, CheckpointStore, FileStore};
@@ -243,30 +245,24 @@ pub fn row_values(id: u32) -> String {
     )
 }
 
-/// A manifest syncing `demo.student` into `sink.student` on the same emulator, `extra_sink`
-/// appended under `sink.doris`.
-pub fn manifest(emu: &RunningEmulator, mode: &str, extra_sink: &str) -> String {
+/// The student sync: `demo.student` into `sink.student` on the same emulator from `mode`, with
+/// 1 s polls and checkpoints and batches of at most 100 rows or 1 s.
+pub fn student_sync(emu: &RunningEmulator, mode: StartupMode) -> SyncBuilder {
     let fe = emu.fe_http_addr();
-    let qp = emu.ports().query_port;
-    format!(
-        r#"
-apiVersion: dcs.dev/v1alpha1
-kind: DorisChangelogSync
-metadata: {{name: student-sync}}
-spec:
-  source: {{feNodes: ["{fe}"], queryPort: {qp}, table: demo.student, credentials: {{secretName: src}}}}
-  startup: {{mode: {mode}}}
-  changelog: {{pollInterval: 1s}}
-  checkpoint: {{interval: 1s}}
-  sink:
-    doris:
-      feNodes: ["{fe}"]
-      table: sink.student
-      credentials: {{secretName: dst}}
-      batch: {{maxRows: 100, interval: 1s}}
-{extra_sink}
-"#
-    )
+    SyncBuilder::new()
+        .name("student-sync")
+        .source_fe(&fe)
+        .query_port(emu.ports().query_port)
+        .source_table("demo.student")
+        .source_secret("src")
+        .mode(mode)
+        .poll_interval("1s")
+        .checkpoint_interval("1s")
+        .sink_fe(&fe)
+        .sink_table("sink.student")
+        .sink_secret("dst")
+        .max_rows(100)
+        .batch_interval("1s")
 }
 
 /// The pipeline configuration of a manifest, with short poll, retry and back-off delays.
@@ -437,23 +433,15 @@ pub async fn take_t0(emu: &RunningEmulator) -> dcs_runner::checkpoint::Offset {
         .start_point()
 }
 
-/// [`manifest`] in `initial` mode, its snapshot sharded in `shards` at `t0`.
-pub fn sharded_manifest(
+/// [`student_sync`] in `initial` mode, its snapshot sharded in `shards` at `t0`.
+pub fn sharded_sync(
     emu: &RunningEmulator,
     t0: &dcs_runner::checkpoint::Offset,
-    extra_sink: &str,
     shards: u32,
-) -> String {
-    let base = manifest(emu, "initial", extra_sink);
-    let with_t0 = base.replace(
-        "metadata: {name: student-sync}",
-        &format!(
-            "metadata: {{name: student-sync, annotations: {{dcs.dev/snapshot-t0: \"{}\"}}}}",
-            t0.tso
-        ),
-    );
-    assert_ne!(with_t0, base);
-    format!("{with_t0}\n  snapshot: {{parallelism: {shards}}}\n")
+) -> SyncBuilder {
+    student_sync(emu, StartupMode::Initial)
+        .annotation(dcs_crds::shard::SNAPSHOT_T0_ANNOTATION, &t0.tso.to_string())
+        .parallelism(i32::try_from(shards).unwrap())
 }
 
 /// Changes `demo.student` (holding rows 1..=`rows`) until `stop`: seeded inserts of new ids,
