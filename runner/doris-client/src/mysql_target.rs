@@ -80,6 +80,8 @@ pub struct TableColumn {
     pub nullable: bool,
     /// Part of the key (`COLUMN_KEY` not empty).
     pub is_key: bool,
+    /// `COLUMN_DEFAULT` as Doris shows it (`None`: no default).
+    pub default: Option<String>,
 }
 
 /// A Doris FE MySQL endpoint and the user to log in as. `Debug` never shows the password.
@@ -193,7 +195,7 @@ impl MysqlTarget {
         table: &TableRef,
     ) -> Result<Vec<TableColumn>, Failure> {
         let sql = format!(
-            "SELECT COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY \
+            "SELECT COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY, COLUMN_DEFAULT \
              FROM information_schema.columns WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
             string_literal(&table.database),
             string_literal(&table.table)
@@ -202,17 +204,21 @@ impl MysqlTarget {
         let rows: Vec<mysql_async::Row> = within(self.deadline, conn.query(sql))
             .await
             .map_err(|e| self.error(&what, e))?;
-        let mut rows: Vec<(String, i64, String, String, Option<String>)> =
+        #[allow(clippy::type_complexity)] // the columns of one query, in its order
+        let mut rows: Vec<(String, i64, String, String, Option<String>, Option<String>)> =
             decode_all(rows, &what).map_err(|e| self.bad_answer(&e))?;
         rows.sort_by_key(|r| r.1);
         Ok(rows
             .into_iter()
-            .map(|(name, _, column_type, nullable, key)| TableColumn {
-                name,
-                column_type,
-                nullable: nullable.eq_ignore_ascii_case("yes"),
-                is_key: key.is_some_and(|k| !k.trim().is_empty()),
-            })
+            .map(
+                |(name, _, column_type, nullable, key, default)| TableColumn {
+                    name,
+                    column_type,
+                    nullable: nullable.eq_ignore_ascii_case("yes"),
+                    is_key: key.is_some_and(|k| !k.trim().is_empty()),
+                    default,
+                },
+            )
             .collect())
     }
 

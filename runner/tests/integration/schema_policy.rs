@@ -418,3 +418,31 @@ async fn a_rebuilt_sink_has_the_source_columns_after_a_drop_its_consumer_never_s
     runner.sigterm();
     assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
 }
+
+#[tokio::test]
+async fn a_column_added_with_a_default_reads_it_in_the_sink_as_in_the_source() {
+    let emu = emu_with_source(50).await;
+    let files = Files::new(&student_sync(&emu, StartupMode::Initial).yaml());
+    let mut runner = streaming(&files).await;
+    // The source's existing rows read the defaults; only row 5 changes afterwards.
+    exec(
+        &emu,
+        &[
+            "ALTER TABLE demo.student ADD COLUMN level INT DEFAULT 7",
+            "ALTER TABLE demo.student ADD COLUMN tier VARCHAR(16) DEFAULT 'basic'",
+            "UPDATE demo.student SET level = 1, tier = 'gold' WHERE id = 5",
+        ],
+    )
+    .await;
+    converged(&emu, &files, &mut runner, "*").await;
+    assert_eq!(
+        mysql_rows(
+            &emu,
+            "SELECT level, tier FROM sink.student WHERE id IN (4, 5) ORDER BY id"
+        )
+        .await,
+        [["7", "basic"], ["1", "gold"]]
+    );
+    runner.sigterm();
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+}

@@ -86,6 +86,9 @@ pub struct SinkColumn {
     pub nullable: bool,
     /// Part of the key.
     pub is_key: bool,
+    /// `DEFAULT`, as the source's catalog shows it (only for a column added to an existing
+    /// table, whose rows then read it as the source's do).
+    pub default: Option<String>,
 }
 
 /// `"name(args)"` → (`name` lower-cased, args), e.g. `decimalv3(10, 2)` → (`decimalv3`, [10, 2]).
@@ -203,6 +206,7 @@ pub fn sink_columns(input: &CreateTableInput<'_>) -> Result<Vec<SinkColumn>, Cre
             doris_type: sink_type(&c.column_type, c.is_key),
             nullable: c.nullable,
             is_key: c.is_key,
+            default: None,
         })
         .collect();
     if input.mode == SinkMode::Changelog {
@@ -218,6 +222,7 @@ pub fn changelog_columns() -> [SinkColumn; 3] {
         doris_type: t.to_owned(),
         nullable: true,
         is_key: false,
+        default: None,
     };
     [
         c(OP_COLUMN, "VARCHAR(2)"),
@@ -232,12 +237,35 @@ fn sql_string(s: &str) -> String {
 
 /// The column definition as in CREATE TABLE / ADD COLUMN: `` `name` TYPE [NOT] NULL``.
 pub fn column_definition(c: &SinkColumn) -> String {
-    format!(
+    let mut out = format!(
         "{} {} {}",
         quote_ident(&c.name),
         c.doris_type,
         if c.nullable { "NULL" } else { "NOT NULL" }
-    )
+    );
+    if let Some(d) = &c.default {
+        out.push_str(" DEFAULT ");
+        out.push_str(&default_clause(d));
+    }
+    out
+}
+
+/// A default as DDL: the current time as the function Doris names, anything else as a string
+/// literal (Doris casts it to the column's type, as its own `SHOW CREATE TABLE` writes it).
+fn default_clause(default: &str) -> String {
+    let d = default.trim();
+    let lower = d.to_ascii_lowercase();
+    let is_now = lower == "current_timestamp"
+        || (lower.starts_with("current_timestamp(")
+            && lower.ends_with(')')
+            && lower["current_timestamp(".len()..lower.len() - 1]
+                .chars()
+                .all(|c| c.is_ascii_digit()));
+    if is_now {
+        d.to_ascii_uppercase()
+    } else {
+        dcs_doris_client::sql::string_literal(default)
+    }
 }
 
 /// The `CREATE TABLE IF NOT EXISTS` statement for the sink.
@@ -370,7 +398,36 @@ mod tests {
             column_type: t.into(),
             nullable,
             is_key: key,
+            default: None,
         }
+    }
+
+    #[test]
+    fn a_column_definition_carries_the_default_as_doris_reads_it() {
+        let c = |default: &str| SinkColumn {
+            name: "level".into(),
+            doris_type: "INT".into(),
+            nullable: true,
+            is_key: false,
+            default: Some(default.into()),
+        };
+        assert_eq!(column_definition(&c("7")), "`level` INT NULL DEFAULT '7'");
+        assert_eq!(
+            column_definition(&c("it's")),
+            "`level` INT NULL DEFAULT 'it''s'"
+        );
+        assert_eq!(
+            column_definition(&c("current_timestamp(3)")),
+            "`level` INT NULL DEFAULT CURRENT_TIMESTAMP(3)"
+        );
+        assert_eq!(
+            column_definition(&c("CURRENT_TIMESTAMP")),
+            "`level` INT NULL DEFAULT CURRENT_TIMESTAMP"
+        );
+        assert_eq!(
+            column_definition(&c("current_timestamp(x)")),
+            "`level` INT NULL DEFAULT 'current_timestamp(x)'"
+        );
     }
 
     #[test]

@@ -383,9 +383,10 @@ pub async fn apply_schema_change(
         .iter()
         .filter(|name| !existing.iter().any(|c| c.name.eq_ignore_ascii_case(name)))
         .map(|name| {
-            let doris_type = source_columns
+            let source_column = source_columns
                 .iter()
-                .find(|c| c.name.eq_ignore_ascii_case(name))
+                .find(|c| c.name.eq_ignore_ascii_case(name));
+            let doris_type = source_column
                 .map(|c| sink_type(&c.column_type, false))
                 .or_else(|| {
                     arrow_types
@@ -399,6 +400,9 @@ pub async fn apply_schema_change(
                 doris_type,
                 nullable: true,
                 is_key: false,
+                // The sink's rows read the default as the source's do (docs/doris-protocols.md
+                // §1.9: a new column's existing rows read its default, else NULL).
+                default: source_column.and_then(|c| c.default.clone()),
             }
         })
         .collect();
@@ -448,6 +452,7 @@ mod tests {
             doris_type: "INT".into(),
             nullable: true,
             is_key: false,
+            default: None,
         };
         assert_eq!(
             alter_statements(&t, &[c("x"), c("y")], &names(&["old"]), Some("b")),

@@ -364,6 +364,7 @@ pub fn type_problems(
                 doris_type: sink_type(&source.column_type, sink.is_key),
                 nullable: sink.nullable,
                 is_key: sink.is_key,
+                default: None,
             };
             Some(format!(
                 "sink column {table}.{} is {} but the source column is {}: {why}; ALTER TABLE {} MODIFY COLUMN {}",
@@ -547,6 +548,7 @@ mod tests {
             column_type: t.into(),
             nullable: true,
             is_key: false,
+            default: None,
         }
     }
 
