@@ -436,36 +436,42 @@ mod tests {
     use crate::reconcile::stop::StopMark;
     use crate::{
         checkpoint::{LastError, Position},
-        reconcile::testing::{NOW_MS, observed, streaming_checkpoint},
+        reconcile::testing::{NOW_MS, fresh_run, observed, streaming_checkpoint},
     };
 
-    fn run_of(plan: Plan) -> Run {
-        match plan {
-            Plan::Run(run) => run,
-            other => panic!("expected Run, got {other:?}"),
-        }
-    }
-
-    fn blocked_of(plan: Plan) -> Blocked {
-        match plan {
-            Plan::Block(b) => b,
-            other => panic!("expected Block, got {other:?}"),
-        }
-    }
-
-    /// The run of a fresh good sync: the plans below are compared whole against it, changed
-    /// where they differ, so any other field that moves fails them.
-    fn fresh_run() -> Run {
+    /// The run of [`fresh_run`] whose runner exists already: kept, not launched.
+    fn kept_run() -> Run {
         Run {
-            consumer_id: "orders".into(),
-            consumer_generation: 0,
-            launch: true,
-            bounded: false,
-            startup_mode: StartupMode::Initial,
-            previous_consumer_id: None,
-            probe_warning: None,
-            shards: None,
+            launch: false,
+            ..fresh_run()
         }
+    }
+
+    /// A block reported on the Ready condition.
+    fn blocked(reason: &'static str, message: &str) -> Plan {
+        Plan::Block(Blocked {
+            condition: types::READY,
+            reason,
+            message: message.into(),
+        })
+    }
+
+    /// A reinitialization that starts at once (waits for nothing).
+    fn reinitialize(
+        reason: &'static str,
+        previous_consumer_id: &str,
+        consumer_id: &str,
+        consumer_generation: i64,
+        message: &str,
+    ) -> Plan {
+        Plan::Reinitialize(Reinit {
+            reason,
+            previous_consumer_id: previous_consumer_id.into(),
+            consumer_id: consumer_id.into(),
+            consumer_generation,
+            message: message.into(),
+            waiting: None,
+        })
     }
 
     #[test]
@@ -530,11 +536,13 @@ mod tests {
         let p = &mut o.probe.as_mut().unwrap().table;
         p.ttl_seconds = 60;
         p.spelling = PropertySpelling::Binlog;
-        let b = blocked_of(plan(&o));
-        assert!(
-            b.message.starts_with("binlog.ttl_seconds is 60s"),
-            "{}",
-            b.message
+        assert_eq!(
+            plan(&o),
+            Plan::Block(Blocked {
+                condition: types::TTL_SUFFICIENT,
+                reason: reasons::TTL_TOO_SHORT,
+                message: "binlog.ttl_seconds is 60s but the sync needs at least 2120s (expectedSnapshotDuration 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m): ALTER TABLE db.src SET (\"binlog.ttl_seconds\" = \"2120\"), or lower spec.expectedSnapshotDuration".into(),
+            })
         );
     }
 
@@ -559,29 +567,29 @@ mod tests {
     fn changelog_disabled_names_the_property() {
         let mut o = observed();
         o.probe.as_mut().unwrap().table.enabled = false;
-        let b = blocked_of(plan(&o));
-        assert_eq!(b.reason, reasons::CHANGELOG_DISABLED);
-        assert!(
-            b.message.contains("\"changelog.enable\" = \"true\""),
-            "{}",
-            b.message
+        assert_eq!(
+            plan(&o),
+            blocked(
+                reasons::CHANGELOG_DISABLED,
+                "table db.src has no row changelog, so an incremental startup mode cannot read changes: recreate db.src with PROPERTIES (\"changelog.enable\" = \"true\") (it can only be set at CREATE TABLE; builds before 5.0 spell it \"binlog.enable\" = \"true\", \"binlog.format\" = \"ROW\"), on an FE with enable_feature_changelog = true in fe.conf"
+            )
         );
     }
 
     #[test]
     fn before_images_are_required_only_when_the_sink_needs_them() {
         let mut o = observed();
-        run_of(plan(&o));
+        assert_eq!(plan(&o), Plan::Run(fresh_run()));
         o.spec.sink.doris.as_mut().unwrap().ignore_update_before = false;
-        let b = blocked_of(plan(&o));
-        assert_eq!(b.reason, reasons::HISTORICAL_VALUE_MISSING);
-        assert!(
-            b.message.contains("changelog.need_historical_value"),
-            "{}",
-            b.message
+        assert_eq!(
+            plan(&o),
+            blocked(
+                reasons::HISTORICAL_VALUE_MISSING,
+                "a sink that writes update-before events (mode changelog, or ignoreUpdateBefore: false) needs the before images, but table db.src does not keep them (changelog.need_historical_value is not true): recreate db.src with \"changelog.need_historical_value\" = \"true\" (merge-on-write only, set at CREATE TABLE), or use incrementType detail with mode upsert and ignoreUpdateBefore: true"
+            )
         );
         o.probe.as_mut().unwrap().table.need_historical_value = true;
-        run_of(plan(&o));
+        assert_eq!(plan(&o), Plan::Run(fresh_run()));
     }
 
     #[test]
@@ -590,7 +598,7 @@ mod tests {
         let mut o = observed();
         o.spec.sink.doris.as_mut().unwrap().ignore_update_before = false;
         o.probe.as_mut().unwrap().table.keys = KeysModel::Duplicate;
-        run_of(plan(&o));
+        assert_eq!(plan(&o), Plan::Run(fresh_run()));
     }
 
     #[test]
@@ -598,11 +606,14 @@ mod tests {
         let mut o = observed();
         o.probe.as_mut().unwrap().table.keys = KeysModel::Aggregate;
         assert_eq!(
-            blocked_of(plan(&o)).reason,
-            reasons::UNSUPPORTED_TABLE_MODEL
+            plan(&o),
+            blocked(
+                reasons::UNSUPPORTED_TABLE_MODEL,
+                "table db.src is AGGREGATE KEY; only DUPLICATE KEY and merge-on-write UNIQUE KEY tables have a changelog (Doris: \"Only duplicate and mow table model support changelog\"): copy the data into a DUPLICATE KEY table or a UNIQUE KEY table with \"enable_unique_key_merge_on_write\" = \"true\" and the changelog on, and sync that"
+            )
         );
         o.probe.as_mut().unwrap().table.keys = KeysModel::Duplicate;
-        run_of(plan(&o));
+        assert_eq!(plan(&o), Plan::Run(fresh_run()));
     }
 
     #[test]
@@ -613,12 +624,12 @@ mod tests {
             reason: reasons::CREDENTIALS_NOT_ALLOWED,
             message: "Secret ns/doris named in spec.sink.doris.credentials does not allow sync orders to use it".into(),
         });
-        let b = blocked_of(plan(&o));
-        assert_eq!(b.reason, "CredentialsNotAllowed");
-        assert!(
-            b.message.contains("does not allow sync orders"),
-            "{}",
-            b.message
+        assert_eq!(
+            plan(&o),
+            blocked(
+                "CredentialsNotAllowed",
+                "Secret ns/doris named in spec.sink.doris.credentials does not allow sync orders to use it"
+            )
         );
     }
 
@@ -630,26 +641,36 @@ mod tests {
             reason: reasons::CREDENTIALS_HOST_NOT_ALLOWED,
             message: "spec.source.feNodes[0] names host evil.example, which Secret ns/doris does not let its credentials reach".into(),
         });
-        let b = blocked_of(plan(&o));
-        assert_eq!(b.reason, "CredentialsHostNotAllowed");
-        assert!(b.message.contains("evil.example"), "{}", b.message);
+        assert_eq!(
+            plan(&o),
+            blocked(
+                "CredentialsHostNotAllowed",
+                "spec.source.feNodes[0] names host evil.example, which Secret ns/doris does not let its credentials reach"
+            )
+        );
     }
 
     #[test]
     fn a_table_whose_deletes_record_nothing_blocks_naming_the_property() {
         let mut o = observed();
         o.probe.as_mut().unwrap().table.light_delete = true;
-        let b = blocked_of(plan(&o));
-        assert_eq!(b.reason, "LightDeleteEnabled");
-        assert!(
-            b.message
-                .contains("ALTER TABLE db.src SET (\"enable_mow_light_delete\" = \"false\")"),
-            "{}",
-            b.message
+        assert_eq!(
+            plan(&o),
+            blocked(
+                "LightDeleteEnabled",
+                "table db.src has \"enable_mow_light_delete\" = \"true\": its DELETE statements write delete predicates that the changelog does not record, so the sync would lose every delete: ALTER TABLE db.src SET (\"enable_mow_light_delete\" = \"false\") (deletes from then on are recorded; a delete made while it was true is in no changelog: re-initialise the sync if there were any)"
+            )
         );
         // A snapshot reads no changelog: nothing to lose.
         o.spec.startup.mode = dcs_crds::spec::StartupMode::Snapshot;
-        run_of(plan(&o));
+        assert_eq!(
+            plan(&o),
+            Plan::Run(Run {
+                bounded: true,
+                startup_mode: StartupMode::Snapshot,
+                ..fresh_run()
+            })
+        );
     }
 
     #[test]
@@ -658,14 +679,18 @@ mod tests {
         o.runner = RunnerState::Running;
         o.spec.source.tls = Some(dcs_crds::testing::tls_ca_secret("doris-ca", "ca.crt"));
         // TLS itself does not stop a sync.
-        run_of(plan(&o));
+        assert_eq!(plan(&o), Plan::Run(kept_run()));
         o.probe = Err(ProbeFailure {
             reason: reasons::CA_BUNDLE_NOT_ALLOWED,
             message: "Secret ns/doris-ca named in spec.source.tls.caBundle.secretKeyRef does not allow sync orders to use it".into(),
         });
-        let b = blocked_of(plan(&o));
-        assert_eq!(b.reason, "CaBundleNotAllowed");
-        assert!(b.message.contains("caBundle.secretKeyRef"), "{}", b.message);
+        assert_eq!(
+            plan(&o),
+            blocked(
+                "CaBundleNotAllowed",
+                "Secret ns/doris-ca named in spec.source.tls.caBundle.secretKeyRef does not allow sync orders to use it"
+            )
+        );
     }
 
     #[test]
@@ -673,9 +698,13 @@ mod tests {
         let mut o = observed();
         o.runner = RunnerState::Running;
         o.runner_allowed = Err("spec.runner.image \"evil\" is not allowed by the operator".into());
-        let b = blocked_of(plan(&o));
-        assert_eq!(b.reason, "RunnerNotAllowed");
-        assert!(b.message.starts_with("spec.runner.image"), "{}", b.message);
+        assert_eq!(
+            plan(&o),
+            blocked(
+                "RunnerNotAllowed",
+                "spec.runner.image \"evil\" is not allowed by the operator"
+            )
+        );
     }
 
     #[test]
@@ -697,9 +726,8 @@ mod tests {
         assert_eq!(
             plan(&o),
             Plan::Run(Run {
-                launch: false,
                 probe_warning: Some("cannot reach fe:9030".into()),
-                ..fresh_run()
+                ..kept_run()
             })
         );
     }
@@ -721,15 +749,21 @@ mod tests {
         );
         // A source problem is reported first.
         o.probe.as_mut().unwrap().table.ttl_seconds = 60;
-        assert_eq!(blocked_of(plan(&o)).reason, reasons::TTL_TOO_SHORT);
+        assert_eq!(
+            plan(&o),
+            Plan::Block(Blocked {
+                condition: types::TTL_SUFFICIENT,
+                reason: reasons::TTL_TOO_SHORT,
+                message: "changelog.ttl_seconds is 60s but the sync needs at least 2120s (expectedSnapshotDuration 30m + checkpoint.interval 10s + pollInterval 10s + margin 5m): ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"2120\"), or lower spec.expectedSnapshotDuration".into(),
+            })
+        );
         o.probe.as_mut().unwrap().table.ttl_seconds = 86_400;
         o.runner = RunnerState::Running;
         assert_eq!(
             plan(&o),
             Plan::Run(Run {
-                launch: false,
                 probe_warning: Some("cannot reach the sink FE over HTTP at sink-fe:8030".into()),
-                ..fresh_run()
+                ..kept_run()
             })
         );
     }
@@ -738,12 +772,12 @@ mod tests {
     fn invalid_spec_blocks() {
         let mut o = observed();
         o.spec.expected_snapshot_duration = "soon".into();
-        let b = blocked_of(plan(&o));
-        assert_eq!(b.reason, reasons::INVALID_SPEC);
-        assert!(
-            b.message.contains("spec.expectedSnapshotDuration"),
-            "{}",
-            b.message
+        assert_eq!(
+            plan(&o),
+            blocked(
+                reasons::INVALID_SPEC,
+                "the spec is invalid: spec.expectedSnapshotDuration: \"soon\" is not a duration; write whole numbers with units and nothing else, e.g. \"10s\", \"500ms\" or \"1h30m\""
+            )
         );
     }
 
@@ -763,19 +797,17 @@ mod tests {
         let mut o = observed();
         o.runner = RunnerState::Running;
         o.checkpoint = Some(streaming_checkpoint("orders", 86_399));
-        run_of(plan(&o));
+        assert_eq!(plan(&o), Plan::Run(kept_run()));
         o.checkpoint = Some(streaming_checkpoint("orders", 86_400));
-        let Plan::Reinitialize(r) = plan(&o) else {
-            panic!("expected a reinit")
-        };
         assert_eq!(
-            (
-                r.reason,
-                r.previous_consumer_id.as_str(),
-                r.consumer_id.as_str(),
-                r.consumer_generation
-            ),
-            ("OffsetExpired", "orders", "orders-r1", 1)
+            plan(&o),
+            reinitialize(
+                "OffsetExpired",
+                "orders",
+                "orders-r1",
+                1,
+                "the oldest change still needed is older than the changelog TTL (86400s): headroom 0s"
+            )
         );
     }
 
@@ -796,7 +828,16 @@ mod tests {
             tso: 0,
         });
         o.checkpoint = Some(cp);
-        assert!(matches!(plan(&o), Plan::Reinitialize(_)));
+        assert_eq!(
+            plan(&o),
+            reinitialize(
+                "OffsetExpired",
+                "orders",
+                "orders-r1",
+                1,
+                "the oldest change still needed is older than the changelog TTL (86400s): headroom 0s"
+            )
+        );
     }
 
     #[test]
@@ -830,7 +871,7 @@ mod tests {
             dcs_crds::SchemaChangePolicy::Ignore,
         ] {
             o.spec.sink.doris.as_mut().unwrap().schema_change = policy;
-            assert!(matches!(plan(&o), Plan::Run(_)), "{policy:?}");
+            assert_eq!(plan(&o), Plan::Run(kept_run()), "{policy:?}");
         }
     }
 
@@ -845,19 +886,24 @@ mod tests {
             message: "Changelog offset has expired according to changelog.ttl_seconds".into(),
         });
         o.checkpoint = Some(cp);
-        let Plan::Reinitialize(r) = plan(&o) else {
-            panic!()
-        };
         assert_eq!(
-            (r.previous_consumer_id.as_str(), r.consumer_id.as_str()),
-            ("orders-r1", "orders-r2")
+            plan(&o),
+            reinitialize(
+                "OffsetExpired",
+                "orders-r1",
+                "orders-r2",
+                2,
+                "the runner reports the offset expired: Changelog offset has expired according to changelog.ttl_seconds"
+            )
         );
         o.spec.on_offset_expired = OnOffsetExpired::Fail;
-        let Plan::Fail { reason, message } = plan(&o) else {
-            panic!()
-        };
-        assert_eq!(reason, "OffsetExpired");
-        assert!(message.contains("onOffsetExpired is fail"), "{message}");
+        assert_eq!(
+            plan(&o),
+            Plan::Fail {
+                reason: "OffsetExpired",
+                message: "the runner reports the offset expired: Changelog offset has expired according to changelog.ttl_seconds; onOffsetExpired is fail, so nothing was touched: set onOffsetExpired: reinitialize or change spec.reinitNonce to start again".into(),
+            }
+        );
     }
 
     #[test]
@@ -877,25 +923,24 @@ mod tests {
             reason: reasons::SOURCE_UNREACHABLE,
             message: "down".into(),
         });
-        let Plan::Reinitialize(r) = plan(&o) else {
-            panic!("expected a reinit, got {:?}", plan(&o))
-        };
         assert_eq!(
-            (r.reason, r.message.as_str(), r.consumer_id.as_str()),
-            (
+            plan(&o),
+            reinitialize(
                 "OffsetExpired",
-                "the runner reports the offset expired: the window starts within 60s of the changelog TTL",
-                "orders-r1"
+                "orders",
+                "orders-r1",
+                1,
+                "the runner reports the offset expired: the window starts within 60s of the changelog TTL"
             )
         );
         o.spec.on_offset_expired = OnOffsetExpired::Fail;
-        assert!(matches!(
+        assert_eq!(
             plan(&o),
             Plan::Fail {
                 reason: "OffsetExpired",
-                ..
+                message: "the runner reports the offset expired: the window starts within 60s of the changelog TTL; onOffsetExpired is fail, so nothing was touched: set onOffsetExpired: reinitialize or change spec.reinitNonce to start again".into(),
             }
-        ));
+        );
     }
 
     #[test]
@@ -911,13 +956,15 @@ mod tests {
             code: 5,
             message: "Error".into(),
         });
-        let Plan::Reinitialize(r) = plan(&o) else {
-            panic!("expected a reinit")
-        };
-        assert_eq!(r.reason, reasons::SNAPSHOT_TABLETS_CHANGED);
         assert_eq!(
-            r.message,
-            "the runner reports the table's tablets changed under the snapshot: pod orders-runner-abc exited with code 5 (Error)"
+            plan(&o),
+            reinitialize(
+                reasons::SNAPSHOT_TABLETS_CHANGED,
+                "orders",
+                "orders-r1",
+                1,
+                "the runner reports the table's tablets changed under the snapshot: pod orders-runner-abc exited with code 5 (Error)"
+            )
         );
     }
 
@@ -933,20 +980,30 @@ mod tests {
             code: 3,
             message: "Error".into(),
         });
-        let Plan::Reinitialize(r) = plan(&o) else {
-            panic!("expected a reinit")
-        };
         assert_eq!(
-            r.message,
-            "the runner reports the offset expired: pod orders-runner-abc exited with code 3 (Error)"
+            plan(&o),
+            reinitialize(
+                "OffsetExpired",
+                "orders",
+                "orders-r1",
+                1,
+                "the runner reports the offset expired: pod orders-runner-abc exited with code 3 (Error)"
+            )
         );
         // Any other exit code is a crash loop: the runner is kept, its status says so.
         o.runner_exit.as_mut().unwrap().code = 1;
-        assert!(!run_of(plan(&o)).launch);
+        assert_eq!(plan(&o), Plan::Run(kept_run()));
         // Snapshot mode reads no changelog: nothing can expire.
         o.runner_exit.as_mut().unwrap().code = 3;
         o.spec.startup.mode = StartupMode::Snapshot;
-        assert!(matches!(plan(&o), Plan::Run(_)));
+        assert_eq!(
+            plan(&o),
+            Plan::Run(Run {
+                bounded: true,
+                startup_mode: StartupMode::Snapshot,
+                ..kept_run()
+            })
+        );
     }
 
     #[test]
@@ -966,29 +1023,22 @@ mod tests {
                 message: "headroom -5s".into(),
             },
         });
-        let Plan::Reinitialize(r) = plan(&o) else {
-            panic!("expected a reinit")
-        };
         assert_eq!(
-            (
-                r.reason,
-                r.message.as_str(),
-                r.previous_consumer_id.as_str(),
-                r.consumer_id.as_str()
-            ),
-            ("OffsetExpired", "headroom -5s", "orders", "orders-r1")
+            plan(&o),
+            reinitialize("OffsetExpired", "orders", "orders-r1", 1, "headroom -5s")
         );
         // Once the status holds the new consumer the mark is stale and ignored.
         o.status.consumer_generation = Some(1);
-        assert!(matches!(plan(&o), Plan::Block(_)));
+        assert_eq!(plan(&o), blocked("SourceUnreachable", "down"));
         o.probe = Ok(crate::reconcile::testing::probe());
-        let run = run_of(plan(&o));
         assert_eq!(
-            (
-                run.consumer_id.as_str(),
-                run.previous_consumer_id.as_deref()
-            ),
-            ("orders-r1", Some("orders"))
+            plan(&o),
+            Plan::Run(Run {
+                consumer_id: "orders-r1".into(),
+                consumer_generation: 1,
+                previous_consumer_id: Some("orders".into()),
+                ..fresh_run()
+            })
         );
     }
 
@@ -1012,33 +1062,37 @@ mod tests {
             }
         );
         o.spec.on_offset_expired = OnOffsetExpired::Reinitialize;
-        let Plan::Reinitialize(r) = plan(&o) else {
-            panic!("expected a reinit, got {:?}", plan(&o))
-        };
         assert_eq!(
-            (r.reason, r.message.as_str(), r.consumer_id.as_str()),
-            (
+            plan(&o),
+            reinitialize(
                 "OffsetExpired",
-                "onOffsetExpired is now reinitialize; the sync had failed: expired",
-                "orders-r1"
+                "orders",
+                "orders-r1",
+                1,
+                "onOffsetExpired is now reinitialize; the sync had failed: expired"
             )
         );
         o.spec.on_offset_expired = OnOffsetExpired::Fail;
         o.spec.reinit_nonce = "again".into();
-        let Plan::Reinitialize(r) = plan(&o) else {
-            panic!()
-        };
-        assert_eq!(r.reason, "NonceChanged");
-        assert_eq!(r.consumer_id, "orders-r1");
+        assert_eq!(
+            plan(&o),
+            reinitialize(
+                "NonceChanged",
+                "orders",
+                "orders-r1",
+                1,
+                "spec.reinitNonce changed from \"\" to \"again\": starting again with a fresh snapshot"
+            )
+        );
     }
 
     #[test]
     fn no_applied_nonce_means_no_reinit() {
         let mut o = observed();
         o.spec.reinit_nonce = "x".into();
-        run_of(plan(&o));
+        assert_eq!(plan(&o), Plan::Run(fresh_run()));
         o.applied_nonce = Some("x".into());
-        run_of(plan(&o));
+        assert_eq!(plan(&o), Plan::Run(fresh_run()));
     }
 
     #[test]
@@ -1046,9 +1100,16 @@ mod tests {
         let mut o = observed();
         o.spec.startup.mode = StartupMode::Latest;
         o.status.consumer_generation = Some(2);
-        let run = run_of(plan(&o));
-        assert_eq!(run.consumer_id, "orders-r2");
-        assert_eq!(run.startup_mode, StartupMode::Initial);
+        assert_eq!(
+            plan(&o),
+            Plan::Run(Run {
+                consumer_id: "orders-r2".into(),
+                consumer_generation: 2,
+                startup_mode: StartupMode::Initial,
+                previous_consumer_id: Some("orders-r1".into()),
+                ..fresh_run()
+            })
+        );
     }
 
     #[test]
@@ -1070,6 +1131,14 @@ mod tests {
             consumer_id: Some("student-sync".into()),
         });
         o.status.consumer_generation = Some(1);
-        assert_eq!(run_of(plan(&o)).consumer_id, "student-sync-r1");
+        assert_eq!(
+            plan(&o),
+            Plan::Run(Run {
+                consumer_id: "student-sync-r1".into(),
+                consumer_generation: 1,
+                previous_consumer_id: Some("student-sync".into()),
+                ..fresh_run()
+            })
+        );
     }
 }

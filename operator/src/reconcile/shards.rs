@@ -389,8 +389,8 @@ mod tests {
     use super::super::build::{
         RunnerDefaults, Workload, adapt, build, effective_manifest, shard_configmaps,
     };
-    use super::super::plan::{Plan, plan};
-    use super::super::testing::{NOW_MS, observed, streaming_checkpoint, sync};
+    use super::super::plan::{Blocked, Plan, Reinit, Run, plan};
+    use super::super::testing::{NOW_MS, fresh_run, observed, streaming_checkpoint, sync};
     use super::*;
     use dcs_crds::SnapshotSpec;
     use dcs_crds::checkpoint::{LastError, Offset};
@@ -439,26 +439,54 @@ mod tests {
         o
     }
 
-    fn run_of(o: &Observed) -> super::super::plan::Run {
-        match plan(o) {
-            Plan::Run(r) => r,
-            other => panic!("{other:?}"),
+    /// The run of [`sharded`]'s shards at `t0_tso`: their Indexed Job until `handed_over`, then
+    /// the changelog Deployment.
+    fn shards_run(t0_tso: i64, handed_over: bool) -> Run {
+        Run {
+            bounded: !handed_over,
+            shards: Some(ShardRun {
+                count: 4,
+                t0_tso: Some(t0_tso),
+                handed_over,
+            }),
+            ..fresh_run()
         }
+    }
+
+    /// `run` with its runner existing already: kept, not launched.
+    fn kept(run: Run) -> Run {
+        Run {
+            launch: false,
+            ..run
+        }
+    }
+
+    /// The re-initialisation of consumer `orders` to `orders-r1`, started at once.
+    fn reinit_to_r1(reason: &'static str, message: &str) -> Plan {
+        Plan::Reinitialize(Reinit {
+            reason,
+            previous_consumer_id: "orders".into(),
+            consumer_id: "orders-r1".into(),
+            consumer_generation: 1,
+            message: message.into(),
+            waiting: None,
+        })
     }
 
     #[test]
     fn a_fresh_sharded_sync_takes_t0_from_dorises_clock_and_runs_the_indexed_job() {
         let o = sharded(vec![None, None, None, None], None);
-        let run = run_of(&o);
-        assert!(run.bounded, "the shards are a Job");
-        assert_eq!(
-            run.shards,
-            Some(ShardRun {
+        let run = Run {
+            // The shards are a Job.
+            bounded: true,
+            shards: Some(ShardRun {
                 count: 4,
                 t0_tso: Some(NOW_MS << 18),
-                handed_over: false
-            })
-        );
+                handed_over: false,
+            }),
+            ..fresh_run()
+        };
+        assert_eq!(plan(&o), Plan::Run(run.clone()));
         let mut objects = build(&sync(), &run, &RunnerDefaults::default());
         adapt(&mut objects, "orders", run.shards.as_ref());
         let Workload::Job(job) = &objects.workload else {
@@ -515,37 +543,42 @@ mod tests {
             Some(T0),
         );
         o.runner = RunnerState::Succeeded;
-        let run = run_of(&o);
+        let run = kept(shards_run(T0, false));
+        assert_eq!(plan(&o), Plan::Run(run.clone()));
         assert!(rerun(&o, run.shards.as_ref()));
         o.runner = RunnerState::Running;
-        assert!(!rerun(&o, run_of(&o).shards.as_ref()));
+        assert_eq!(plan(&o), Plan::Run(run.clone()));
+        assert!(!rerun(&o, run.shards.as_ref()));
         let mut done = sharded(
             (0..4).map(|i| Some(shard_cp(i, Position::Done))).collect(),
             Some(T0),
         );
         done.runner = RunnerState::Succeeded;
-        assert!(!rerun(&done, run_of(&done).shards.as_ref()));
+        let run = kept(shards_run(T0, true));
+        assert_eq!(plan(&done), Plan::Run(run.clone()));
+        assert!(!rerun(&done, run.shards.as_ref()));
     }
 
     #[test]
     fn a_recorded_t0_is_kept_whatever_dorises_clock_says_and_no_clock_blocks_a_fresh_one() {
         let o = sharded(vec![None, None, None, None], Some(T0));
-        assert_eq!(run_of(&o).shards.unwrap().t0_tso, Some(T0));
+        assert_eq!(plan(&o), Plan::Run(shards_run(T0, false)));
         // Without a record, a shard's checkpoint says it.
         let o = sharded(vec![None, Some(shard_cp(1, reading(1))), None, None], None);
-        assert_eq!(run_of(&o).shards.unwrap().t0_tso, Some(T0));
+        assert_eq!(plan(&o), Plan::Run(shards_run(T0, false)));
         // Neither, and Doris's clock unknown: nothing is started.
         let mut o = sharded(vec![None, None, None, None], None);
         if let Ok(p) = o.probe.as_mut() {
             p.doris_now_ms = None;
         }
-        match plan(&o) {
-            Plan::Block(b) => assert_eq!(
-                b.message,
-                "the 4 snapshot shards read at one T0 taken from Doris's clock (GET /api/tso on the source FE), which could not be read; the operator tries again"
-            ),
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(
+            plan(&o),
+            Plan::Block(Blocked {
+                condition: dcs_crds::conditions::types::READY,
+                reason: reasons::SOURCE_UNREACHABLE,
+                message: "the 4 snapshot shards read at one T0 taken from Doris's clock (GET /api/tso on the source FE), which could not be read; the operator tries again".into(),
+            })
+        );
     }
 
     #[test]
@@ -556,10 +589,14 @@ mod tests {
             reason: reasons::SOURCE_UNREACHABLE,
             message: "no FE answered on fe:9030".into(),
         });
-        match plan(&o) {
-            Plan::Block(b) => assert_eq!(b.message, "no FE answered on fe:9030"),
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(
+            plan(&o),
+            Plan::Block(Blocked {
+                condition: dcs_crds::conditions::types::READY,
+                reason: reasons::SOURCE_UNREACHABLE,
+                message: "no FE answered on fe:9030".into(),
+            })
+        );
     }
 
     #[test]
@@ -570,8 +607,7 @@ mod tests {
             Some(T0),
         );
         o.runner = RunnerState::Running;
-        let run = run_of(&o);
-        assert!(run.bounded && !run.shards.unwrap().handed_over);
+        assert_eq!(plan(&o), Plan::Run(kept(shards_run(T0, false))));
         // A shard of another T0 is not done.
         let mut other = shard_cp(2, Position::Done);
         other.start_point = Some(Offset {
@@ -579,24 +615,24 @@ mod tests {
             ..t0()
         });
         let o = sharded(vec![done(0), done(1), Some(other), done(3)], Some(T0));
-        assert!(!run_of(&o).shards.unwrap().handed_over);
+        assert_eq!(plan(&o), Plan::Run(shards_run(T0, false)));
         let o = sharded(vec![done(0), done(1), done(2), done(3)], Some(T0));
-        let run = run_of(&o);
-        assert!(!run.bounded, "the changelog Deployment");
-        assert!(run.shards.unwrap().handed_over);
+        let run = Run {
+            // The changelog Deployment.
+            bounded: false,
+            shards: Some(ShardRun {
+                count: 4,
+                t0_tso: Some(T0),
+                handed_over: true,
+            }),
+            ..fresh_run()
+        };
+        assert_eq!(plan(&o), Plan::Run(run.clone()));
         // The changelog runner's own checkpoint: streaming with the same manifest.
         let mut o = sharded(vec![done(0), done(1), done(2), done(3)], Some(T0));
         o.checkpoint = Some(streaming_checkpoint("orders", 5));
         o.shards.as_mut().unwrap().own_checkpoint = true;
-        let run = run_of(&o);
-        assert_eq!(
-            run.shards,
-            Some(ShardRun {
-                count: 4,
-                t0_tso: Some(T0),
-                handed_over: true
-            })
-        );
+        assert_eq!(plan(&o), Plan::Run(run));
     }
 
     #[test]
@@ -619,9 +655,8 @@ mod tests {
             Some(T0),
         );
         o.runner = RunnerState::Running;
-        let run = run_of(&o);
-        assert!(run.bounded, "the shards' Job is kept");
-        assert!(!run.shards.unwrap().handed_over);
+        // The shards' Job is kept.
+        assert_eq!(plan(&o), Plan::Run(kept(shards_run(T0, false))));
         let mut status = dcs_crds::SnapshotStatus::default();
         super::status(&mut status, &o);
         assert_eq!(status.shards_done.as_deref(), Some("3/4"));
@@ -641,21 +676,33 @@ mod tests {
         );
         // Committed and saved again without them: handed over.
         let o = sharded(vec![done(0), done(1), done(2), done(3)], Some(T0));
-        assert!(run_of(&o).shards.unwrap().handed_over);
+        assert_eq!(plan(&o), Plan::Run(shards_run(T0, true)));
     }
 
     #[test]
     fn a_reinitialised_consumer_and_a_streaming_sync_without_t0_run_one_runner() {
         let mut o = sharded(vec![None, None, None, None], None);
         o.status.consumer_generation = Some(1);
-        let run = run_of(&o);
-        assert_eq!(run.shards, None);
+        let run = Run {
+            consumer_id: "orders-r1".into(),
+            consumer_generation: 1,
+            previous_consumer_id: Some("orders".into()),
+            shards: None,
+            ..fresh_run()
+        };
+        assert_eq!(plan(&o), Plan::Run(run.clone()));
         let manifest = effective_manifest(&sync_with(4), &run);
         assert!(!manifest.contains("parallelism"), "one runner: {manifest}");
         let mut o = sharded(vec![None, None, None, None], None);
         o.checkpoint = Some(streaming_checkpoint("orders", 5));
         o.shards.as_mut().unwrap().own_checkpoint = true;
-        assert_eq!(run_of(&o).shards, None);
+        assert_eq!(
+            plan(&o),
+            Plan::Run(Run {
+                shards: None,
+                ..fresh_run()
+            })
+        );
     }
 
     #[test]
@@ -665,17 +712,16 @@ mod tests {
         if let Ok(p) = o.probe.as_mut() {
             p.table.ttl_seconds = 4 * 3600; // covers 4h / 4 + …, not 4h + …
         }
-        assert!(matches!(plan(&o), Plan::Run(_)));
+        assert_eq!(plan(&o), Plan::Run(shards_run(NOW_MS << 18, false)));
         o.status.consumer_generation = Some(1);
-        match plan(&o) {
-            Plan::Block(b) => assert!(
-                b.message
-                    .contains("expectedSnapshotDuration 4h + checkpoint.interval"),
-                "{}",
-                b.message
-            ),
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(
+            plan(&o),
+            Plan::Block(Blocked {
+                condition: dcs_crds::conditions::types::TTL_SUFFICIENT,
+                reason: reasons::TTL_TOO_SHORT,
+                message: "changelog.ttl_seconds is 14400s but the sync needs at least 14720s (expectedSnapshotDuration 4h + checkpoint.interval 10s + pollInterval 10s + margin 5m): ALTER TABLE db.src SET (\"changelog.ttl_seconds\" = \"14720\"), or lower spec.expectedSnapshotDuration".into(),
+            })
+        );
     }
 
     #[test]
@@ -729,7 +775,13 @@ mod tests {
             message: "T0 left the changelog".into(),
         });
         let o = sharded(vec![None, Some(expired), None, None], Some(T0));
-        assert!(matches!(plan(&o), Plan::Reinitialize(r) if r.reason == "OffsetExpired"));
+        assert_eq!(
+            plan(&o),
+            reinit_to_r1(
+                "OffsetExpired",
+                "the runner reports the offset expired: T0 left the changelog"
+            )
+        );
     }
 
     #[test]
@@ -751,19 +803,13 @@ mod tests {
             Some(T0),
         );
         o.spec.on_offset_expired = dcs_crds::OnOffsetExpired::Fail;
-        match plan(&o) {
-            Plan::Reinitialize(r) => {
-                assert_eq!(r.reason, reasons::SNAPSHOT_TABLETS_CHANGED);
-                assert!(
-                    r.message.starts_with(
-                        "the table's tablets changed during the snapshot (shards 0 and 1 of 4"
-                    ),
-                    "{}",
-                    r.message
-                );
-            }
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(
+            plan(&o),
+            reinit_to_r1(
+                reasons::SNAPSHOT_TABLETS_CHANGED,
+                "the table's tablets changed during the snapshot (shards 0 and 1 of 4: they planned 4 and 4 tablets; tablet 1 is in the first only): a TRUNCATE, INSERT OVERWRITE or partition replace gave it new tablets, and a snapshot that planned the old ones cannot say what it read; the snapshot is read again under a new consumer"
+            )
+        );
         // A shard that found its planned tablets gone (its stop record).
         let mut moved = shard_cp(2, reading(1));
         moved.stopped = Some(Stopped {
@@ -773,10 +819,13 @@ mod tests {
             message: "the table's tablets changed during the snapshot (2 of the 8 tablets the snapshot planned are gone (7, 8)): …".into(),
         });
         let o = sharded(vec![None, None, Some(moved), None], Some(T0));
-        assert!(matches!(
+        assert_eq!(
             plan(&o),
-            Plan::Reinitialize(r) if r.reason == reasons::SNAPSHOT_TABLETS_CHANGED
-        ));
+            reinit_to_r1(
+                reasons::SNAPSHOT_TABLETS_CHANGED,
+                "the table's tablets changed during the snapshot (2 of the 8 tablets the snapshot planned are gone (7, 8)): …"
+            )
+        );
         // The same sets: nothing to do.
         let o = sharded(
             vec![
@@ -787,12 +836,16 @@ mod tests {
             ],
             Some(T0),
         );
-        assert!(matches!(plan(&o), Plan::Run(_)));
+        assert_eq!(plan(&o), Plan::Run(shards_run(T0, false)));
     }
 
     #[test]
     fn a_snapshot_under_way_keeps_the_parallelism_it_started_with() {
-        let run = run_of(&sharded(vec![None, None, None, None], Some(T0)));
+        let run = shards_run(T0, false);
+        assert_eq!(
+            plan(&sharded(vec![None, None, None, None], Some(T0))),
+            Plan::Run(run.clone())
+        );
         let manifest = effective_manifest(&sync_with(4), &run);
         let config = ConfigMap {
             data: Some([(CONFIG_KEY.to_owned(), manifest.clone())].into()),
@@ -806,7 +859,8 @@ mod tests {
             // And its runners keep their manifest.
             let mut o = sharded(vec![None, None, None, None], Some(T0));
             o.spec.snapshot = SnapshotSpec { parallelism: n };
-            assert_eq!(effective_manifest(&sync_with(n), &run_of(&o)), manifest);
+            assert_eq!(plan(&o), Plan::Run(run.clone()), "spec {n}");
+            assert_eq!(effective_manifest(&sync_with(n), &run), manifest);
         }
         // The TTL it needs still counts 4 shards.
         let mut o = sharded(vec![None, None, None, None], Some(T0));
@@ -815,7 +869,7 @@ mod tests {
         if let Ok(p) = o.probe.as_mut() {
             p.table.ttl_seconds = 4 * 3600;
         }
-        assert!(matches!(plan(&o), Plan::Run(_)), "{:?}", plan(&o));
+        assert_eq!(plan(&o), Plan::Run(run));
         // Before any snapshot started (nothing recorded, no runner), the spec decides.
         let mut o = observed();
         o.spec.snapshot = SnapshotSpec { parallelism: 2 };

@@ -772,7 +772,7 @@ mod tests {
 
     use super::*;
     use crate::reconcile::{
-        plan::plan,
+        plan::{Reinit, plan},
         testing::{NOW_MS, observed, streaming_checkpoint},
     };
 
@@ -1068,9 +1068,15 @@ mod tests {
             status_of(&fresh, 50)
         };
         o.status = streaming.clone();
-        let Plan::Reinitialize(mut r) = plan(&o) else {
-            panic!("expected a reinit")
+        let mut r = Reinit {
+            reason: "OffsetExpired",
+            previous_consumer_id: "orders".into(),
+            consumer_id: "orders-r1".into(),
+            consumer_generation: 1,
+            message: "the oldest change still needed is older than the changelog TTL (86400s): headroom 0s".into(),
+            waiting: None,
         };
+        assert_eq!(plan(&o), Plan::Reinitialize(r.clone()));
         r.waiting = Some("waiting for the runner pod(s) orders-runner-x to stop".into());
         let waiting = compute_status(&o, &Plan::Reinitialize(r.clone()), local(100));
         assert_eq!(waiting.phase, Some(Phase::Reinitializing));

@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex};
 
 use dcs_crds::doris_table::{KeysModel, PropertySpelling, SourceTableInfo};
 use dcs_crds::testing::{CheckpointBuilder, SyncBuilder, offset};
-use dcs_crds::{DorisChangelogSync, DorisChangelogSyncSpec, DorisChangelogSyncStatus};
+use dcs_crds::{DorisChangelogSync, DorisChangelogSyncSpec, DorisChangelogSyncStatus, StartupMode};
 use k8s_openapi::jiff::Timestamp;
 
 use super::observed::{Observed, RunnerState};
+use super::plan::Run;
 use crate::facts::SourceProbe;
 use crate::{
     checkpoint::{Checkpoint, Counters},
@@ -77,6 +78,22 @@ pub fn observed() -> Observed {
         runner_restarts: None,
         runner_exit: None,
         stopping: None,
+        shards: None,
+    }
+}
+
+/// The plan's run of [`observed`]: launch one runner of consumer `orders` in `initial` mode. Tests
+/// compare whole plans against it, changed where they differ, so any other field that moves
+/// fails them.
+pub fn fresh_run() -> Run {
+    Run {
+        consumer_id: "orders".into(),
+        consumer_generation: 0,
+        launch: true,
+        bounded: false,
+        startup_mode: StartupMode::Initial,
+        previous_consumer_id: None,
+        probe_warning: None,
         shards: None,
     }
 }
