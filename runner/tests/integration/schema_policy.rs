@@ -13,7 +13,7 @@ use dcs_crds::{SchemaChangePolicy, StartupMode};
 use dcs_doris_emu::RunningEmulator;
 use dcs_doris_emu::faults::SqlStall;
 use source_support::process::{Files, Runner};
-use source_support::{exec, mysql_rows, student_sync, student_tables};
+use source_support::{column_names, exec, mysql_rows, student_sync, student_tables};
 
 /// The sink a person made, as the source is but without the changelog.
 const HAND_MADE_SINK: &str = "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64), \
@@ -24,19 +24,6 @@ async fn emu_with_source(rows: u32) -> RunningEmulator {
     let emu = source_support::emu().await;
     student_tables(&emu, 4, "CREATE TABLE sink.placeholder (id INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 PROPERTIES (\"replication_num\" = \"1\")", rows).await;
     emu
-}
-
-async fn columns(emu: &RunningEmulator, db: &str, table: &str) -> Vec<String> {
-    let mut cols = mysql_rows(
-        emu,
-        &format!(
-            "SELECT ORDINAL_POSITION, COLUMN_NAME FROM information_schema.columns \
-             WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}'"
-        ),
-    )
-    .await;
-    cols.sort_by_key(|r| r[0].parse::<u32>().unwrap());
-    cols.into_iter().map(|r| r[1].clone()).collect()
 }
 
 async fn rows(emu: &RunningEmulator, select: &str, table: &str) -> Vec<Vec<String>> {
@@ -65,6 +52,12 @@ async fn converged(emu: &RunningEmulator, files: &Files, runner: &mut Runner, se
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// SIGTERM: the runner saves a last checkpoint and exits 0.
+async fn stop(mut runner: Runner) {
+    runner.sigterm();
+    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
 }
 
 /// Start a runner and wait for its changelog phase.
@@ -141,7 +134,7 @@ async fn fail_stops_before_the_new_shape_and_until_the_policy_changes() {
     );
     // Nothing with the new shape was written.
     assert_eq!(
-        columns(&emu, "sink", "student").await,
+        column_names(&emu, "sink", "student").await,
         ["id", "name", "score", "updated"]
     );
     assert!(
@@ -167,7 +160,7 @@ async fn fail_stops_before_the_new_shape_and_until_the_policy_changes() {
     let mut runner = files.start();
     converged(&emu, &files, &mut runner, "*").await;
     assert_eq!(
-        columns(&emu, "sink", "student").await,
+        column_names(&emu, "sink", "student").await,
         ["id", "name", "score", "updated", "level"]
     );
     files
@@ -175,8 +168,7 @@ async fn fail_stops_before_the_new_shape_and_until_the_policy_changes() {
             c["schema"]["lastChange"]["action"] == "Followed"
         })
         .await;
-    runner.sigterm();
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+    stop(runner).await;
 }
 
 #[tokio::test]
@@ -215,7 +207,7 @@ async fn ignore_keeps_the_sink_columns_and_every_value_of_them() {
     // The sink keeps its columns: `score` stays (NULL where written after the drop), `level`
     // never arrives.
     assert_eq!(
-        columns(&emu, "sink", "student").await,
+        column_names(&emu, "sink", "student").await,
         ["id", "name", "score", "updated"]
     );
     assert_eq!(
@@ -235,8 +227,7 @@ async fn ignore_keeps_the_sink_columns_and_every_value_of_them() {
     )
     .await;
     converged(&emu, &files, &mut runner, "id, name, updated").await;
-    runner.sigterm();
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+    stop(runner).await;
 
     // evolve from now on: `level` is added and written for the rows written after; the status
     // says the earlier ones keep NULL until a re-initialisation.
@@ -275,8 +266,7 @@ async fn ignore_keeps_the_sink_columns_and_every_value_of_them() {
         mysql_rows(&emu, "SELECT level FROM sink.student WHERE id = 101").await,
         [["NULL"]]
     );
-    runner.sigterm();
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+    stop(runner).await;
 }
 
 #[tokio::test]
@@ -290,7 +280,7 @@ async fn evolve_follows_once_across_kills_around_the_sinks_alter() {
     exec(&emu, &ADD_LEVEL).await;
     stalled(&emu, 1).await;
     assert!(
-        columns(&emu, "sink", "student")
+        column_names(&emu, "sink", "student")
             .await
             .contains(&"level".to_owned())
     );
@@ -299,7 +289,7 @@ async fn evolve_follows_once_across_kills_around_the_sinks_alter() {
     let mut runner = files.start();
     converged(&emu, &files, &mut runner, "*").await;
     assert_eq!(
-        columns(&emu, "sink", "student").await,
+        column_names(&emu, "sink", "student").await,
         ["id", "name", "score", "updated", "level"]
     );
 
@@ -320,7 +310,7 @@ async fn evolve_follows_once_across_kills_around_the_sinks_alter() {
     let mut runner = files.start();
     converged(&emu, &files, &mut runner, "*").await;
     assert_eq!(
-        columns(&emu, "sink", "student").await,
+        column_names(&emu, "sink", "student").await,
         ["id", "name", "updated", "level"]
     );
 
@@ -340,11 +330,10 @@ async fn evolve_follows_once_across_kills_around_the_sinks_alter() {
     let mut runner = files.start();
     converged(&emu, &files, &mut runner, "*").await;
     assert_eq!(
-        columns(&emu, "sink", "student").await,
+        column_names(&emu, "sink", "student").await,
         ["id", "updated", "level"]
     );
-    runner.sigterm();
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+    stop(runner).await;
 }
 
 #[tokio::test]
@@ -376,8 +365,7 @@ async fn evolve_on_a_sink_dcs_may_not_change_waits_for_a_person() {
     exec(&emu, &["ALTER TABLE sink.student ADD COLUMN level BIGINT"]).await;
     let mut runner = files.start();
     converged(&emu, &files, &mut runner, "*").await;
-    runner.sigterm();
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+    stop(runner).await;
 }
 
 #[tokio::test]
@@ -388,8 +376,7 @@ async fn a_rebuilt_sink_has_the_source_columns_after_a_drop_its_consumer_never_s
     let mut runner = streaming(&files).await;
     exec(&emu, &ADD_LEVEL).await;
     converged(&emu, &files, &mut runner, "*").await;
-    runner.sigterm();
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+    stop(runner).await;
     // While no runner runs, the column goes and another comes; then the sync is re-initialised
     // (its offset expired): the new consumer rebuilds the sink through a shadow made like it.
     exec(
@@ -412,11 +399,10 @@ async fn a_rebuilt_sink_has_the_source_columns_after_a_drop_its_consumer_never_s
     let mut runner = streaming(&files).await;
     converged(&emu, &files, &mut runner, "*").await;
     assert_eq!(
-        columns(&emu, "sink", "student").await,
+        column_names(&emu, "sink", "student").await,
         ["id", "name", "score", "updated", "grade"]
     );
-    runner.sigterm();
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+    stop(runner).await;
 }
 
 #[tokio::test]
@@ -443,6 +429,5 @@ async fn a_column_added_with_a_default_reads_it_in_the_sink_as_in_the_source() {
         .await,
         [["7", "basic"], ["1", "gold"]]
     );
-    runner.sigterm();
-    assert_eq!(runner.wait_exit(Duration::from_secs(60)).await, Some(0));
+    stop(runner).await;
 }

@@ -12,7 +12,9 @@ use dcs_runner::checkpoint::FileStore;
 use dcs_runner::error::exit_code;
 use dcs_runner::pipeline::{self, Control, ControlHandle, Outcome};
 use dcs_runner::settings::PipelineConfig;
-use source_support::{SOURCE_DDL, config, exec, mysql_rows, row_values, student_sync};
+use source_support::{
+    SOURCE_DDL, column_names, config, exec, mysql_rows, row_values, student_sync,
+};
 
 async fn setup(emu: &RunningEmulator, rows: u32) {
     exec(emu, &["CREATE DATABASE demo", SOURCE_DDL]).await;
@@ -35,19 +37,6 @@ async fn rows(emu: &RunningEmulator, table: &str) -> Vec<Vec<String>> {
 
 async fn show_create(emu: &RunningEmulator, table: &str) -> String {
     mysql_rows(emu, &format!("SHOW CREATE TABLE {table}")).await[0][1].clone()
-}
-
-async fn column_names(emu: &RunningEmulator, db: &str, table: &str) -> Vec<String> {
-    let mut cols = mysql_rows(
-        emu,
-        &format!(
-            "SELECT ORDINAL_POSITION, COLUMN_NAME FROM information_schema.columns \
-             WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}'"
-        ),
-    )
-    .await;
-    cols.sort_by_key(|r| r[0].parse::<u32>().unwrap());
-    cols.into_iter().map(|r| r[1].clone()).collect()
 }
 
 /// Wait until the sink (committed at the next checkpoint under 2PC) equals the source.

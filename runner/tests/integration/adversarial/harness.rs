@@ -59,8 +59,8 @@ use kube::Api;
 use crate::source_support::fe_proxy::FeProxy;
 use crate::source_support::process::Runner;
 use crate::source_support::{
-    Rng, SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, exec, expected_student_events, mysql_rows,
-    row_values, student_sync,
+    Rng, SOURCE_DDL, STUDENT_EVENTS_SINK_DDL, column_names, exec, expected_student_events,
+    mysql_rows, row_values, student_sync,
 };
 
 /// The TTL the source starts with, in seconds.
@@ -1123,8 +1123,8 @@ impl Run {
         // The sink's data columns are the source's (the `schema-change` faults followed).
         report.checks += 1;
         let (source_columns, mut sink_columns) = (
-            column_names(&self.emu, "demo").await,
-            column_names(&self.emu, "sink").await,
+            column_names(&self.emu, "demo", "student").await,
+            column_names(&self.emu, "sink", "student").await,
         );
         sink_columns.retain(|c| !c.starts_with("dcs_"));
         if source_columns != sink_columns {
@@ -1181,20 +1181,6 @@ impl Run {
 /// The writer's INSERT: with its columns named, so that the columns `schema-change` adds take
 /// their default.
 const INSERT: &str = "INSERT INTO demo.student (id, name, score, updated) VALUES";
-
-/// The columns of `<db>.student`, in order.
-async fn column_names(emu: &RunningEmulator, db: &str) -> Vec<String> {
-    let mut cols = mysql_rows(
-        emu,
-        &format!(
-            "SELECT ORDINAL_POSITION, COLUMN_NAME FROM information_schema.columns \
-             WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = 'student'"
-        ),
-    )
-    .await;
-    cols.sort_by_key(|r| r[0].parse::<u32>().unwrap_or(0));
-    cols.into_iter().map(|r| r[1].clone()).collect()
-}
 
 /// The seeds of `runs` runs from a base seed (each run replays alone with its own seed).
 #[allow(dead_code)] // the long version (bench) uses it

@@ -170,6 +170,20 @@ pub async fn student_tables(emu: &RunningEmulator, buckets: u32, sink_ddl: &str,
     }
 }
 
+/// The columns of `db.table`, in order.
+pub async fn column_names(emu: &RunningEmulator, db: &str, table: &str) -> Vec<String> {
+    let mut cols = mysql_rows(
+        emu,
+        &format!(
+            "SELECT ORDINAL_POSITION, COLUMN_NAME FROM information_schema.columns \
+             WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}'"
+        ),
+    )
+    .await;
+    cols.sort_by_key(|r| r[0].parse::<u32>().unwrap_or(0));
+    cols.into_iter().map(|r| r[1].clone()).collect()
+}
+
 /// Rows from the MySQL port, every value as text (`NULL` for NULL).
 pub async fn mysql_rows(emu: &RunningEmulator, query: &str) -> Vec<Vec<String>> {
     let opts = mysql_async::OptsBuilder::default()
