@@ -1167,8 +1167,8 @@ scenario_ha_namespaced() {
         sel=$(jq -r '.spec.selector.matchLabels | to_entries | map("\(.key)=\(.value)") | join(",")' <<<"$svcmon")
         svc=$(kubectl -n "$OPERATOR_NAMESPACE" get services -l "$sel" -o jsonpath='{.items[*].metadata.name}')
         [[ "$svc" == "$RELEASE-metrics" ]] || fail "ServiceMonitor $RELEASE selects Services '$svc', not $RELEASE-metrics"
-        [[ "$(jq -r '.spec.groups[].rules[].alert' <(kubectl -n "$OPERATOR_NAMESPACE" get prometheusrule "$RELEASE" -o json) | wc -l)" == 9 ]] ||
-            fail "the stored PrometheusRule does not hold the nine alerts"
+        [[ "$(jq -r '.spec.groups[].rules[].alert' <(kubectl -n "$OPERATOR_NAMESPACE" get prometheusrule "$RELEASE" -o json) | wc -l)" == 10 ]] ||
+            fail "the stored PrometheusRule does not hold the ten alerts"
         log "PrometheusRule, ServiceMonitor and PodMonitor stored by the API server and selecting what they should"
     fi
     if [[ -z "${E2E_KUBECONFIG:-}" ]]; then

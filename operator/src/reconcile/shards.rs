@@ -251,6 +251,7 @@ pub fn aggregate(
         counters.rows_read += cp.counters.rows_read;
         counters.rows_written += cp.counters.rows_written;
         counters.rows_deleted += cp.counters.rows_deleted;
+        counters.rows_rejected += cp.counters.rows_rejected;
         counters.loads += cp.counters.loads;
         counters.bytes += cp.counters.bytes;
     }
@@ -605,6 +606,7 @@ mod tests {
                 label: "dcs-orders-s3-of-4-x-5-0".into(),
                 txn_id: 41,
                 rows: None,
+                dead_letter: false,
             };
             2
         ];

@@ -369,6 +369,7 @@ mod tests {
             label: "l-7-0".into(),
             txn_id: 42,
             rows: None,
+            dead_letter: false,
         }];
         let mut spec = spec();
         spec.offsets =

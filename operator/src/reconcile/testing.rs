@@ -115,6 +115,7 @@ pub fn streaming_checkpoint(consumer: &str, age_s: i64) -> Checkpoint {
             rows_deleted: 10,
             loads: 3,
             bytes: 0,
+            rows_rejected: 4,
         },
         last_error: None,
         stopped: None,

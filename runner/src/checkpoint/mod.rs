@@ -89,6 +89,7 @@ mod tests {
                 label: format!("dcs-student-sync-{id}-0"),
                 txn_id: 7,
                 rows: None,
+                dead_letter: false,
             }],
             counters: Counters {
                 rows_read: 10,
@@ -96,6 +97,7 @@ mod tests {
                 rows_deleted: 1,
                 loads: 2,
                 bytes: 100,
+                rows_rejected: 0,
             },
             last_error: None,
             stopped: None,

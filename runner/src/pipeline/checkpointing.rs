@@ -117,6 +117,15 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             if lost.is_empty() {
                 return self.settle_done().await;
             }
+            // Loading a dead-lettered batch again would write its refused rows into the
+            // dead-letter table twice, or its other rows into the sink twice.
+            if pending.iter().any(|t| t.dead_letter) {
+                return Err(lost_error(
+                    &lost,
+                    "the checkpoint also holds rows written into the dead-letter table, which \
+                     loading again would write twice; restore the sink from the source",
+                ));
+            }
             if attempt >= 3 {
                 return Err(lost_error(
                     &lost,
@@ -390,6 +399,7 @@ mod tests {
                     first: u64::from(seq) * 50_000,
                     count: 50_000,
                 }),
+                dead_letter: false,
             })
             .collect();
         let checkpoint = |position: Position| Checkpoint {

@@ -99,15 +99,23 @@ impl<K: Sink> Loads<K> {
         let bytes = batch.body.len() as u64;
         let result = self.sink.load(batch.body, self.next_id, self.seq).await?;
         tracing::debug!(label = %result.label, rows = batch.rows, bytes, attempts = result.attempts, "loaded a batch");
-        self.seq += 1;
+        self.seq += result.labels.max(1);
         self.retries += u64::from(result.attempts.saturating_sub(1));
         let rows = self.ledger.flushed();
         self.pending
             .extend(result.pending.map(|txn| PendingTxn { rows, ..txn }));
+        let (mut upserts, mut deletes) = (batch.upserts, batch.deletes);
+        if let Some(refused) = result.dead_letter {
+            self.pending
+                .extend(refused.pending.map(|txn| PendingTxn { rows, ..txn }));
+            deletes = deletes.saturating_sub(refused.deletes);
+            upserts = upserts.saturating_sub(refused.rows.saturating_sub(refused.deletes));
+            self.counters.rows_rejected += refused.rows;
+        }
         self.counters.loads += 1;
         self.counters.bytes += bytes;
-        self.counters.rows_written += batch.upserts;
-        self.counters.rows_deleted += batch.deletes;
+        self.counters.rows_written += upserts;
+        self.counters.rows_deleted += deletes;
         Ok(true)
     }
 
@@ -266,8 +274,11 @@ mod tests {
                     label: format!("l-{checkpoint_id}-{seq}"),
                     txn_id: i64::try_from(loads.len()).unwrap(),
                     rows: None,
+                    dead_letter: false,
                 }),
                 attempts: if loads.len() == 1 { 2 } else { 1 },
+                dead_letter: None,
+                labels: 1,
             })
         }
         async fn commit(&self, _txns: &[PendingTxn]) -> Result<Vec<LostLoad>> {

@@ -120,6 +120,7 @@ mod tests {
             label: label.into(),
             txn_id: 1,
             rows: rows.map(|(first, count)| RowSpan { first, count }),
+            dead_letter: false,
         }
     }
 

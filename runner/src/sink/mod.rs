@@ -57,6 +57,22 @@ pub struct LoadResult {
     pub pending: Option<PendingTxn>,
     /// Attempts made.
     pub attempts: u32,
+    /// The rows of the batch the sink refused, written into its dead-letter table instead.
+    pub dead_letter: Option<DeadLettered>,
+    /// Labels the load used: 2 when the refused rows went into the dead-letter table under the
+    /// next one, else 1.
+    pub labels: u32,
+}
+
+/// Rows of a batch the sink refused and wrote into its dead-letter table, in the same checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLettered {
+    /// The pre-committed dead-letter load (2PC only), committed with the batch's.
+    pub pending: Option<PendingTxn>,
+    /// Rows refused.
+    pub rows: u64,
+    /// Of which deletes.
+    pub deletes: u64,
 }
 
 /// A pre-committed load Doris no longer has, with what it said.

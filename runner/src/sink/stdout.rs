@@ -179,6 +179,8 @@ impl Sink for StdoutSink {
             label: String::new(),
             pending: None,
             attempts: 1,
+            dead_letter: None,
+            labels: 1,
         })
     }
 
