@@ -18,7 +18,10 @@ use dcs_doris_client::stream_load::ErrorLogLine;
 use serde_json::Value;
 
 use super::create_table::TableColumn;
-use crate::sink::encode::{DELETE_SIGN_COLUMN, LSN_COLUMN, OP_COLUMN, TSO_COLUMN};
+use crate::sink::RowOrigin;
+use crate::sink::encode::{
+    DELETE_SIGN_COLUMN, LSN_COLUMN, OP_COLUMN, TSO_COLUMN, changelog_op_text,
+};
 use dcs_doris_client::sql::quote_ident;
 
 /// The dead-letter table's columns, in order, with their types.
@@ -174,21 +177,35 @@ pub struct Origin<'a> {
     pub at: &'a str,
 }
 
-/// The dead-letter load body: one JSON line per refused line, with its reason, its change columns
-/// when the row carries them (changelog mode), and the row as sent. Pure.
-pub fn body(lines: &[&[u8]], refused: &[Refused], origin: Origin<'_>) -> Vec<u8> {
+/// The dead-letter load body: one JSON line per refused line, with its reason, where it came
+/// from (`origins`, one per line; else the change columns the row carries), and the row as sent.
+/// Pure.
+pub fn body(
+    lines: &[&[u8]],
+    origins: &[Option<RowOrigin>],
+    refused: &[Refused],
+    origin: Origin<'_>,
+) -> Vec<u8> {
     let mut out = Vec::new();
     for r in refused {
         let line = lines[r.line];
         let row: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
         let field = |k: &str| row.get(k).cloned().unwrap_or(Value::Null);
+        let (tso, lsn, op) = match origins.get(r.line).copied().flatten() {
+            Some(o) => (
+                Value::from(o.tso),
+                Value::from(o.lsn),
+                changelog_op_text(o.op).map_or(Value::Null, Value::from),
+            ),
+            None => (field(TSO_COLUMN), field(LSN_COLUMN), field(OP_COLUMN)),
+        };
         let record = serde_json::json!({
             "rejected_at": origin.at,
             "source_table": origin.source.to_string(),
             "sink_table": origin.sink.to_string(),
-            "tso": field(TSO_COLUMN),
-            "lsn": field(LSN_COLUMN),
-            "op": field(OP_COLUMN),
+            "tso": tso,
+            "lsn": lsn,
+            "op": op,
             "load_label": origin.label,
             "reason": r.reason,
             "row_json": String::from_utf8_lossy(line),
@@ -386,6 +403,7 @@ mod tests {
         let (source, sink) = ("s.t".parse().unwrap(), "d.t".parse().unwrap());
         let body = body(
             &[line],
+            &[],
             &[Refused {
                 line: 0,
                 reason: "too long".into(),

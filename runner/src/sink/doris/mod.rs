@@ -36,7 +36,7 @@ pub use request::load_headers;
 use super::label::LabelScheme;
 use super::rebuild::{Planned, Rebuild};
 use super::schema_change::SchemaChange;
-use super::{DeadLettered, Encoding, LoadResult, LostLoad, Sink};
+use super::{DeadLettered, Encoding, LoadBatch, LoadResult, LostLoad, Sink};
 use crate::checkpoint::{Checkpoint, PendingTxn};
 use crate::settings::{BatchLimits, DeadLetterSettings, DorisSinkConfig, SourceSettings};
 use crate::{Error, Result};
@@ -209,12 +209,13 @@ impl DorisSink {
             None => Ok(swept.found),
         }
     }
-    /// Load `body` into `table` under `label` (attempts counted from `attempt`), retrying
-    /// transient failures with the same label; rows Doris refused are answered, not an error.
+    /// Load `body` into `table` under `label`, retrying transient failures with the same label;
+    /// rows Doris refused are answered, not an error. The sink table (or a rebuild's shadow) gets
+    /// the sink's headers, the dead-letter table its own ([`request::dead_letter_headers`]).
     ///
     /// # Errors
     /// [`Error::Sink`] with Doris's message on a permanent failure or when retries run out.
-    async fn send(&self, table: &TableRef, label: &str, body: Bytes, attempt: u32) -> Result<Sent> {
+    async fn send(&self, table: &TableRef, label: &str, body: Bytes) -> Result<Sent> {
         let headers = if *table == self.config.table {
             self.headers()
         } else {
@@ -227,7 +228,7 @@ impl DorisSink {
             headers,
             body,
         };
-        let mut attempt = attempt;
+        let mut attempt = 0;
         loop {
             let outcome = self.client.load_attempt(&req, attempt).await;
             attempt += 1;
@@ -331,7 +332,7 @@ impl DorisSink {
     async fn set_aside(
         &self,
         dead_letter: &DeadLetterSettings,
-        body: &Bytes,
+        batch: &LoadBatch,
         report: &LoadReport,
         (checkpoint_id, seq): (u64, u32),
         attempts: u32,
@@ -359,7 +360,7 @@ impl DorisSink {
         .await?;
         let upsert = self.config.policy.mode == SinkMode::Upsert;
         let file_columns = dead_letter::file_columns(&columns, upsert);
-        let lines = dead_letter::body_lines(body);
+        let lines = dead_letter::body_lines(&batch.body);
         let (entries, complete) = error_log_lines(&log);
         let refused = match dead_letter::identify(
             &lines,
@@ -377,7 +378,7 @@ impl DorisSink {
         let mut labels = 1;
         if !rest.is_empty() {
             match self
-                .send(&self.config.table, &label, Bytes::from(rest), attempts)
+                .send(&self.config.table, &label, Bytes::from(rest))
                 .await?
             {
                 Sent::Loaded {
@@ -385,7 +386,7 @@ impl DorisSink {
                     attempts: a,
                 } => {
                     pending = p;
-                    attempts = a;
+                    attempts += a;
                     labels = 2;
                 }
                 Sent::Refused { report: again, .. } => {
@@ -404,6 +405,7 @@ impl DorisSink {
             .to_string();
         let dead_body = dead_letter::body(
             &lines,
+            &batch.origins,
             &refused,
             dead_letter::Origin {
                 source: &dead_letter.source,
@@ -413,7 +415,7 @@ impl DorisSink {
             },
         );
         let dead_pending = match self
-            .send(&dead_letter.table, &dead_label, Bytes::from(dead_body), 0)
+            .send(&dead_letter.table, &dead_label, Bytes::from(dead_body))
             .await?
         {
             Sent::Loaded { pending, .. } => pending.map(|t| PendingTxn {
@@ -572,10 +574,10 @@ impl Sink for DorisSink {
     ///
     /// # Errors
     /// [`Error::Sink`] with Doris's message on a permanent failure or when retries run out.
-    async fn load(&self, body: Bytes, checkpoint_id: u64, seq: u32) -> Result<LoadResult> {
+    async fn load(&self, batch: LoadBatch, checkpoint_id: u64, seq: u32) -> Result<LoadResult> {
         let label = self.label(checkpoint_id, seq);
         let table = self.config.table.clone();
-        match self.send(&table, &label, body.clone(), 0).await? {
+        match self.send(&table, &label, batch.body.clone()).await? {
             Sent::Loaded { pending, attempts } => Ok(LoadResult {
                 label,
                 pending,
@@ -585,7 +587,7 @@ impl Sink for DorisSink {
             }),
             Sent::Refused { report, attempts } => match &self.config.dead_letter {
                 Some(dead_letter) if report.status == "Fail" => {
-                    self.set_aside(dead_letter, &body, &report, (checkpoint_id, seq), attempts)
+                    self.set_aside(dead_letter, &batch, &report, (checkpoint_id, seq), attempts)
                         .await
                 }
                 _ => Err(self.refusal(&report, None).await),
