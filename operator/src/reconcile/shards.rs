@@ -683,6 +683,7 @@ mod tests {
             message: "too many filtered rows".into(),
         });
         failed.counters.rows_read = 7;
+        failed.counters.rows_rejected = 3;
         let o = sharded(
             vec![
                 Some(shard_cp(0, Position::Done)),
@@ -709,6 +710,8 @@ mod tests {
         assert_eq!(whole.start_point, Some(t0()));
         assert_eq!(whole.oldest_needed_ms(), Some(T0 >> 18));
         assert_eq!(whole.counters.rows_read, 100 + 100 + 7);
+        // Rows refused into the dead-letter table: 4 in each test checkpoint, 3 in the failed one.
+        assert_eq!(whole.counters.rows_rejected, 4 + 4 + 3);
         assert_eq!(
             whole.last_error.as_ref().unwrap().message,
             "too many filtered rows"

@@ -521,7 +521,7 @@ impl StreamLoadClient {
     /// report has none. The URL is followed only to a node of the cluster over the client's own
     /// scheme, as a redirect is: the credentials are sent along (Doris asks for them when
     /// `enable_all_http_auth` is set) and must reach no other host.
-    async fn error_log(&self, report: &LoadReport) -> Option<Result<String, String>> {
+    pub async fn error_log(&self, report: &LoadReport) -> Option<Result<String, String>> {
         let raw = report.error_url.as_deref()?;
         Some(self.read_error_log(raw).await)
     }

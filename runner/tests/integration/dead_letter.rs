@@ -374,3 +374,49 @@ async fn a_refused_change_keeps_its_position_in_the_dead_letter_table() {
     assert_eq!(sink_rows(&emu).await, [["1", "ann"], ["3", "cy"]]);
     assert_eq!(cp.counters.rows_rejected, 2);
 }
+
+/// More refused rows in one load than Doris's error log lists (50): they cannot be told apart for
+/// certain, so the sync stops as without a dead-letter table, saying why, and nothing of the batch
+/// is written anywhere. (A text too long for its column, which Doris logs without the row, is
+/// refused before any load by the start's type check, and by `dead_letter::identify` otherwise.)
+#[tokio::test]
+async fn more_refused_rows_than_doris_lists_stop_the_sync() {
+    let emu = source_support::emu().await;
+    let values = (1..=60)
+        .map(|i| format!("({i}, NULL)"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE demo",
+            "CREATE TABLE demo.student (id INT NOT NULL, name VARCHAR(16)) UNIQUE KEY(id) \
+             DISTRIBUTED BY HASH(id) BUCKETS 1 PROPERTIES (\"replication_num\" = \"1\", \
+             \"changelog.enable\" = \"true\")",
+            &format!("INSERT INTO demo.student VALUES {values}"),
+            "CREATE DATABASE sink",
+            "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(48) NOT NULL) \
+             UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1 \
+             PROPERTIES (\"replication_num\" = \"1\")",
+        ],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = FileStore::open(dir.path()).unwrap();
+    let (control, _h) = Control::new();
+    let cfg = config(&manifest(&emu, "snapshot", DEAD_LETTER));
+    let msg = pipeline::run(cfg, &mut store, control)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("rejected 60 of 60 rows"), "{msg}");
+    assert!(
+        msg.ends_with(
+            "; the refused rows were not written into the dead-letter table: Doris's error log \
+             lists 50 of the 60 refused rows"
+        ),
+        "{msg}"
+    );
+    assert!(sink_rows(&emu).await.is_empty());
+    assert!(dead_letters(&emu).await.is_empty());
+}

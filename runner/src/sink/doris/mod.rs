@@ -209,6 +209,7 @@ impl DorisSink {
             None => Ok(swept.found),
         }
     }
+
     /// Load `body` into `table` under `label`, retrying transient failures with the same label;
     /// rows Doris refused are answered, not an error. The sink table (or a rebuild's shadow) gets
     /// the sink's headers, the dead-letter table its own ([`request::dead_letter_headers`]).
@@ -311,7 +312,7 @@ impl DorisSink {
     /// The error for rows Doris refused that are not set aside: the column and the first refused
     /// row from the error log, and `why` they could not go to the dead-letter table.
     async fn refusal(&self, report: &LoadReport, why: Option<&str>) -> Error {
-        let log = self.client.refused_rows_log(report).await;
+        let log = self.client.error_log(report).await;
         let mut message = rejection_message(
             report,
             log.as_ref().map(|r| r.as_deref().map_err(Clone::clone)),

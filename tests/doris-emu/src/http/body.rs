@@ -11,8 +11,12 @@ use crate::types::{DorisType, Value};
 
 use super::stream_load::{DELETE_SIGN, Format, LoadOptions, MergeType, unquote_ident};
 
-/// At most this many per-row error reasons are kept for the error log.
-pub const MAX_ERROR_ROWS: usize = 1000;
+/// At most this many refused rows are written to the error log, then one `TOO MUCH ERROR` line (D
+/// be `runtime/runtime_state.cpp`: `MAX_ERROR_NUM`).
+pub const MAX_ERROR_ROWS: usize = 50;
+/// A log line longer than this is cut and marked `error log is too long` (the BE's
+/// `load_error_log_limit_bytes`; smaller here, so the emulator keeps little).
+pub const MAX_ERROR_LINE_BYTES: usize = 64 << 10;
 /// Deepest JSON nesting accepted (deeper documents are a row error, not a stack overflow).
 pub const MAX_JSON_DEPTH: usize = 128;
 
@@ -64,7 +68,8 @@ pub struct BodyOutcome {
     pub filtered: u64,
     /// Rows dropped by a `where` (always 0: `where` is not supported).
     pub unselected: u64,
-    /// Error-log lines (`Reason: ... src line [...]; `), at most [`MAX_ERROR_ROWS`].
+    /// Error-log lines (`Reason: ... src line [...]; `), at most [`MAX_ERROR_ROWS`], then one
+    /// `TOO MUCH ERROR! …` line.
     pub errors: Vec<String>,
 }
 
@@ -282,17 +287,21 @@ impl LoadPlan {
             Err(Filtered { reason, line }) => {
                 out.filtered += 1;
                 if out.errors.len() < MAX_ERROR_ROWS {
-                    let mut line =
-                        line.unwrap_or_else(|| String::from_utf8_lossy(src).into_owned());
-                    if line.len() > 1024 {
-                        let mut cut = 1024;
-                        while !line.is_char_boundary(cut) {
+                    let line = line.unwrap_or_else(|| String::from_utf8_lossy(src).into_owned());
+                    let mut entry = format!("Reason: {reason}. src line [{line}]; ");
+                    if entry.len() > MAX_ERROR_LINE_BYTES {
+                        let mut cut = MAX_ERROR_LINE_BYTES;
+                        while !entry.is_char_boundary(cut) {
                             cut -= 1;
                         }
-                        line.truncate(cut);
+                        entry.truncate(cut);
+                        entry.push_str("error log is too long");
                     }
-                    out.errors
-                        .push(format!("Reason: {reason}. src line [{line}]; "));
+                    out.errors.push(entry);
+                } else if out.errors.len() == MAX_ERROR_ROWS {
+                    out.errors.push(format!(
+                        "TOO MUCH ERROR! already reach {MAX_ERROR_ROWS}. show no more next error."
+                    ));
                 }
             }
         }
@@ -1085,6 +1094,19 @@ mod tests {
             ])
         );
         assert!(matches!(out.writes[1], RowWrite::Delete(_)));
+    }
+
+    #[test]
+    fn the_error_log_lists_fifty_refused_rows_then_says_so() {
+        let p = plan(&[("column_separator", ",")]).unwrap();
+        let body: String = (0..60).map(|_| "\\N,a,1,1,1\n").collect();
+        let out = p.parse(body.as_bytes());
+        assert_eq!(out.filtered, 60);
+        assert_eq!(out.errors.len(), 51);
+        assert_eq!(
+            out.errors[50],
+            "TOO MUCH ERROR! already reach 50. show no more next error."
+        );
     }
 
     #[test]
