@@ -95,7 +95,7 @@ async fn a_refused_row_goes_to_the_dead_letter_table_and_the_sync_goes_on() {
     );
     assert_eq!(sink_rows(&emu).await, [["1", "ann"], ["3", "cy"]]);
     assert_eq!(dead_letters(&emu).await, the_refused_row());
-    let cp = FileStore::open(&dir.path().join("cp"))
+    let cp = FileStore::open(dir.path().join("cp"))
         .unwrap()
         .load()
         .await
@@ -119,7 +119,7 @@ async fn a_stop_between_save_and_commit_neither_loses_nor_doubles_a_refused_row(
     setup(&emu).await;
     let dir = tempfile::tempdir().unwrap();
     let yaml = manifest(&emu, "snapshot", DEAD_LETTER);
-    let mut store = FileStore::open(&dir.path().join("cp")).unwrap();
+    let mut store = FileStore::open(dir.path().join("cp")).unwrap();
     let (mut control, _h) = Control::new();
     control.hooks.stop_after_saving_pending = true;
     let err = pipeline::run(config(&yaml), &mut store, control)
