@@ -117,15 +117,6 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             if lost.is_empty() {
                 return self.settle_done().await;
             }
-            // Loading a dead-lettered batch again would write its refused rows into the
-            // dead-letter table twice, or its other rows into the sink twice.
-            if pending.iter().any(|t| t.dead_letter) {
-                return Err(lost_error(
-                    &lost,
-                    "the checkpoint also holds rows written into the dead-letter table, which \
-                     loading again would write twice; restore the sink from the source",
-                ));
-            }
             if attempt >= 3 {
                 return Err(lost_error(
                     &lost,
@@ -184,7 +175,13 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         lost: &[LostLoad],
     ) -> Result<Option<Checkpoint>> {
         let txns: Vec<PendingTxn> = lost.iter().map(|(t, _)| t.clone()).collect();
-        match repair::plan_repair(source, &txns, self.sink_mode()) {
+        let pending = self
+            .saving
+            .last
+            .as_ref()
+            .map(|c| c.pending_txns.as_slice())
+            .unwrap_or_default();
+        match repair::plan(pending, source, &txns, self.sink_mode()) {
             repair::Repair::Impossible(why) => Err(lost_error(lost, &why)),
             repair::Repair::Rewind(position) => {
                 tracing::warn!(
