@@ -223,9 +223,9 @@ mod tests {
         // Without one, as before.
         assert!(matches!(
             plan(
-                &[sink.clone()],
+                std::slice::from_ref(&sink),
                 Some(&source(true)),
-                &[sink],
+                std::slice::from_ref(&sink),
                 SinkMode::Upsert
             ),
             Repair::Rewind(_)
