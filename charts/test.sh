@@ -228,8 +228,8 @@ render observe --namespace ops --set prometheusRule.enabled=true --set grafanaDa
     --set prometheusRule.lagSeconds=120 --set prometheusRule.lagFor=3m \
     --set prometheusRule.runbookBaseUrl=https://example.com/charts/README.md
 alerts='[r for g in one("PrometheusRule")["spec"]["groups"] for r in g["rules"]]'
-expect observe "PrometheusRule: the nine alerts, each with severity, team, summary, description, runbook" \
-    "sorted(r['alert'] for r in $alerts) == sorted(['DcsSyncNearExpiry', 'DcsSyncOffsetExpired', 'DcsSyncLagHigh', 'DcsSyncSinkUnhealthy', 'DcsSinkLoadsRetrying', 'DcsRunnerCrashLooping', 'DcsSyncReinitialized', 'DcsSyncNotReady', 'DcsOperatorAbsent']) and all(r['labels']['severity'] in ('warning', 'critical') and r['labels']['team'] == 'data' and r['annotations']['summary'] and len(r['annotations']['description']) > 80 and r['annotations']['runbook_url'] == 'https://example.com/charts/README.md#' + r['alert'].lower() for r in $alerts)"
+expect observe "PrometheusRule: the ten alerts, each with severity, team, summary, description, runbook" \
+    "sorted(r['alert'] for r in $alerts) == sorted(['DcsSyncNearExpiry', 'DcsSyncOffsetExpired', 'DcsSyncLagHigh', 'DcsSyncSinkUnhealthy', 'DcsSinkLoadsRetrying', 'DcsSinkRowsRejected', 'DcsRunnerCrashLooping', 'DcsSyncReinitialized', 'DcsSyncNotReady', 'DcsOperatorAbsent']) and all(r['labels']['severity'] in ('warning', 'critical') and r['labels']['team'] == 'data' and r['annotations']['summary'] and len(r['annotations']['description']) > 80 and r['annotations']['runbook_url'] == 'https://example.com/charts/README.md#' + r['alert'].lower() for r in $alerts)"
 expect observe "PrometheusRule labels for the ruleSelector, lag threshold and duration from values" \
     "one('PrometheusRule')['metadata']['labels']['release'] == 'prom' and [(r['expr'], r['for']) for r in $alerts if r['alert'] == 'DcsSyncLagHigh'] == [('dcs_sync_lag_seconds > 120', '3m')]"
 expect observe "every alert has a runbook paragraph in charts/README.md" \

@@ -7,7 +7,7 @@
 # The order run.sh runs them in (and the names `e2e/run.sh NAME...` accepts).
 # shellcheck disable=SC2034 # used by run.sh
 SCENARIOS=(streaming ttl_blocked suspend_resume spec_change runner_killed reinit_on_expiry deletion broken_secret
-    expiry_fail_then_nonce snapshot_job sharded_snapshot sharded_reinit sharded_deletion probes adversarial
+    expiry_fail_then_nonce snapshot_job dead_letter sharded_snapshot sharded_reinit sharded_deletion probes adversarial
     tls schema_policy ha_namespaced)
 
 # start_sync NS NAME DB [EXTRA_SPEC]: source table DB.src with ids 1..20, sink DB_sink.dst, the sync
@@ -460,6 +460,48 @@ scenario_snapshot_job() {
     log "phase $(jget "$ns" s10 .status.phase), snapshot $(jget "$ns" s10 .status.snapshot)"
     # Done: Argo CD Healthy, kstatus Current, though the phase stays Snapshotting.
     gitops_check "$ns" s10 snapshot-done
+}
+
+# A dead-letter table (spec.sink.doris.deadLetter; docs/ARCHITECTURE.md §3.6): the sink's name is
+# NOT NULL, so Doris refuses the source rows without one, in the snapshot and in the changelog.
+# They land in the dead-letter table with Doris's reason, the others in the sink; the sync stays
+# Streaming and Ready; status.sink.rowsRejected and the runner's dcs_rows_rejected_total count them.
+scenario_dead_letter() {
+    local ns=$1 db=e2e_dead name=s17
+    create_source_table "$db" src
+    insert_rows "$db.src" 1 20 v1
+    sql "UPDATE $db.src SET name = NULL WHERE id = 3 OR id = 7"
+    sql "CREATE DATABASE IF NOT EXISTS ${db}_sink"
+    sql "CREATE TABLE ${db}_sink.dst (id INT NOT NULL, name VARCHAR(192) NOT NULL, score INT, note STRING)
+        UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1"
+    sync_manifest "$ns" $name "$db.src" "${db}_sink.dst" |
+        sed "s/^      mode: upsert$/      mode: upsert\n      deadLetter: {table: ${db}_sink.rejected}/" |
+        kubectl apply -f - >/dev/null
+    wait_phase "$ns" $name Streaming 90
+    wait_for "the two refused snapshot rows in the dead-letter table" 60 dead_letters_are "$db" 2
+    sql "INSERT INTO $db.src (id, name, score, note) VALUES (21, NULL, 1, 'late'), (22, 'name-22', 2, 'late')"
+    wait_for "the refused change in the dead-letter table" 60 dead_letters_are "$db" 3
+    wait_for "the sink equal to the source's rows with a name" 60 accepted_rows_in_sink "$db"
+    wait_for "status.sink.rowsRejected 3" 60 bash -c \
+        "[[ \$(kubectl -n $ns get dcs $name -o jsonpath='{.status.sink.rowsRejected}') == 3 ]]"
+    wait_for "condition Ready=True" 30 condition_is "$ns" $name Ready True
+    local runner
+    runner=$(runner_pods "$ns" $name)
+    wait_for "dcs_rows_rejected_total 3 on the runner's /metrics" 30 bash -c \
+        "$(declare -f pod_metrics); pod_metrics $ns $runner $RUNNER_METRICS_PORT | grep -qx 'dcs_rows_rejected_total{sync=\"$name\",consumer=\"$name\"} 3'"
+    [[ "$(restart_count "$ns" $name)" == 0 ]] || fail "the runner container restarted"
+    log "dead-letter table: $(sql "SELECT op, reason, row_json FROM ${db}_sink.rejected ORDER BY tso")"
+}
+
+# dead_letters_are DB N: DB_sink.rejected holds N rows, each refused for the NULL name.
+dead_letters_are() {
+    [[ "$(sql "SELECT COUNT(*) FROM ${1}_sink.rejected")" == "$2" &&
+        "$(sql "SELECT COUNT(*) FROM ${1}_sink.rejected WHERE reason = 'column(name) values is null while columns is not nullable' AND source_table = '$1.src'")" == "$2" ]]
+}
+
+# accepted_rows_in_sink DB: the sink holds exactly the source rows that have a name.
+accepted_rows_in_sink() {
+    [[ "$(sql "SELECT id, name, score, note FROM $1.src WHERE name IS NOT NULL ORDER BY id")" == "$(table_rows "${1}_sink.dst")" ]]
 }
 
 # sharded_source DB: DB.src, 4,000 rows in 8 buckets (so 8 tablets for four shards), and DB_sink.
@@ -1212,8 +1254,8 @@ scenario_ha_namespaced() {
         sel=$(jq -r '.spec.selector.matchLabels | to_entries | map("\(.key)=\(.value)") | join(",")' <<<"$svcmon")
         svc=$(kubectl -n "$OPERATOR_NAMESPACE" get services -l "$sel" -o jsonpath='{.items[*].metadata.name}')
         [[ "$svc" == "$RELEASE-metrics" ]] || fail "ServiceMonitor $RELEASE selects Services '$svc', not $RELEASE-metrics"
-        [[ "$(jq -r '.spec.groups[].rules[].alert' <(kubectl -n "$OPERATOR_NAMESPACE" get prometheusrule "$RELEASE" -o json) | wc -l)" == 9 ]] ||
-            fail "the stored PrometheusRule does not hold the nine alerts"
+        [[ "$(jq -r '.spec.groups[].rules[].alert' <(kubectl -n "$OPERATOR_NAMESPACE" get prometheusrule "$RELEASE" -o json) | wc -l)" == 10 ]] ||
+            fail "the stored PrometheusRule does not hold the ten alerts"
         log "PrometheusRule, ServiceMonitor and PodMonitor stored by the API server and selecting what they should"
     fi
     if [[ -z "${E2E_KUBECONFIG:-}" ]]; then

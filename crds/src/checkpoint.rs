@@ -248,6 +248,10 @@ pub struct PendingTxn {
     /// Which of the rows read since [`LoadsSource::from`] the load holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<RowSpan>,
+    /// Whether the load holds rows the sink refused, written into the dead-letter table
+    /// (`spec.sink.doris.deadLetter`) instead of the sink table.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dead_letter: bool,
 }
 
 /// Consecutive rows of what a checkpoint's loads were made of: the `first`th to the
@@ -310,6 +314,9 @@ pub struct Counters {
     pub loads: u64,
     /// Bytes of load bodies sent.
     pub bytes: u64,
+    /// Rows the sink refused, written into the dead-letter table instead
+    /// (`spec.sink.doris.deadLetter`); 0 in checkpoints written before it existed.
+    pub rows_rejected: u64,
 }
 
 /// The source columns a sink is in step with, as a checkpoint records them.

@@ -320,6 +320,7 @@ mod tests {
                 label: "l-7".into(),
                 txn_id: 7,
                 rows: None,
+                dead_letter: false,
             };
             3
         ];

@@ -570,6 +570,18 @@ pub struct SinkSpec {
 /// A Doris table written with Stream Load (the Flink connector's sink options, camelCased).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!has(self.deadLetter) || self.deadLetter.table != self.table",
+        "message": "deadLetter.table is the sink table itself; name another table, e.g. db.t_rejected",
+        "fieldPath": ".deadLetter.table",
+    },
+    {
+        "rule": "!has(self.deadLetter) || !self.deadLetter.table.matches('^[^.]+[.][^.]+$') || !self.table.matches('^[^.]+[.][^.]+$') || self.deadLetter.table.split('.')[0] == self.table.split('.')[0]",
+        "message": "deadLetter.table must be in the sink table's database (its loads share the sink's labels and two-phase commit); write it as <sink database>.<table>",
+        "fieldPath": ".deadLetter.table",
+    },
+]))]
 pub struct DorisSink {
     /// FE HTTP endpoints as host:port.
     #[schemars(length(min = 1))]
@@ -628,6 +640,49 @@ pub struct DorisSink {
     /// Plaintext when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
+    /// Rows the sink refuses (a value that does not fit, a constraint) go to this table with the
+    /// reason, the source position and the row as JSON, and the sync goes on. Without it a
+    /// refused row stops the sync, naming the column and the row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter: Option<DeadLetterSpec>,
+}
+
+/// The dead-letter table of a Doris sink.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeadLetterSpec {
+    /// The table as db.table, in the sink table's database: created when missing if
+    /// createTable.enabled, checked otherwise. Its rows are loaded with the sink's rows, in the
+    /// same checkpoint (exactly once under enable2pc).
+    #[schemars(regex(pattern = r"^[^.`\s]+\.[^.`\s]+$"))]
+    pub table: String,
+}
+
+/// Why `spec.sink.doris.deadLetter.table` cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeadLetterError {
+    /// Not `db.table`.
+    #[error(transparent)]
+    Table(#[from] TableRefError),
+    /// The sink table itself.
+    #[error("{table} is the sink table itself; name another table, e.g. {database}.t_rejected")]
+    SinkTable {
+        /// The table.
+        table: String,
+        /// The sink database.
+        database: String,
+    },
+    /// In another database than the sink table.
+    #[error(
+        "{table} is not in the sink table's database {database} (its loads share the sink's labels \
+         and two-phase commit); write it as {database}.<table>"
+    )]
+    OtherDatabase {
+        /// The table.
+        table: String,
+        /// The sink database.
+        database: String,
+    },
 }
 
 fn default_true() -> bool {
@@ -649,6 +704,35 @@ impl DorisSink {
     /// When `table` is not `db.table`.
     pub fn table_ref(&self) -> Result<TableRef, TableRefError> {
         self.table.parse()
+    }
+
+    /// The dead-letter table, if one is set: `db.table`, in the sink table's database and not
+    /// the sink table (the one rule, used by validation and the runner). A sink table that is not
+    /// `db.table` is reported by [`DorisSink::table_ref`], not here.
+    ///
+    /// # Errors
+    /// What is wrong with `deadLetter.table`.
+    pub fn dead_letter_ref(&self) -> Result<Option<TableRef>, DeadLetterError> {
+        let Some(dead_letter) = &self.dead_letter else {
+            return Ok(None);
+        };
+        let table: TableRef = dead_letter.table.parse()?;
+        let Ok(sink) = self.table_ref() else {
+            return Ok(Some(table));
+        };
+        if table == sink {
+            return Err(DeadLetterError::SinkTable {
+                table: table.to_string(),
+                database: sink.database,
+            });
+        }
+        if table.database != sink.database {
+            return Err(DeadLetterError::OtherDatabase {
+                table: table.to_string(),
+                database: sink.database,
+            });
+        }
+        Ok(Some(table))
     }
 }
 

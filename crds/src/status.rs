@@ -241,6 +241,10 @@ pub struct SinkStatus {
     /// Rows deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows_deleted: Option<i64>,
+    /// Rows the sink refused (a value that does not fit, a constraint), written into the
+    /// dead-letter table (spec.sink.doris.deadLetter) instead, summed over the shards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_rejected: Option<i64>,
     /// Stream Loads committed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loads: Option<i64>,

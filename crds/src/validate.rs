@@ -391,6 +391,9 @@ fn doris_sink(errors: &mut Errors, doris: &DorisSink) {
         None => {}
     }
     table(errors, "spec.sink.doris.table", &doris.table);
+    if let Err(e) = doris.dead_letter_ref() {
+        errors.push("spec.sink.doris.deadLetter.table", e.to_string());
+    }
     credentials(errors, "spec.sink.doris.credentials", &doris.credentials);
     if let Some(t) = &doris.tls {
         tls(errors, "spec.sink.doris.tls", t);

@@ -547,12 +547,14 @@ mod tests {
                 label: "dcs-orders-7-0".into(),
                 txn_id: 17,
                 rows: None,
+                dead_letter: false,
             },
             PendingTxn {
                 db: "db".into(),
                 label: "dcs-orders-7-1".into(),
                 txn_id: 18,
                 rows: None,
+                dead_letter: false,
             },
         ];
         cp

@@ -77,7 +77,7 @@ pub fn render(progress: &Progress, labels: &Labels, now_ms: i64) -> String {
     );
     let c = &progress.counters;
     let secs = |ms: i64| (now_ms - ms).max(0) as f64 / 1000.0;
-    let samples: [(&str, &str, &str, Option<f64>); 11] = [
+    let samples: [(&str, &str, &str, Option<f64>); 12] = [
         (
             "dcs_rows_read_total",
             "counter",
@@ -95,6 +95,12 @@ pub fn render(progress: &Progress, labels: &Labels, now_ms: i64) -> String {
             "counter",
             "Rows deleted in the sink.",
             Some(c.rows_deleted as f64),
+        ),
+        (
+            "dcs_rows_rejected_total",
+            "counter",
+            "Rows the sink refused, written into the dead-letter table instead.",
+            Some(c.rows_rejected as f64),
         ),
         (
             "dcs_load_bytes_total",

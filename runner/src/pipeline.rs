@@ -51,10 +51,10 @@ use tracing::Instrument;
 use crate::checkpoint::{Checkpoint, CheckpointStore, Counters, Offset, Position, WindowProgress};
 pub use crate::progress::{Phase, Progress};
 use crate::settings::PipelineConfig;
-use crate::sink::Sink;
 use crate::sink::configured::ConfiguredSink;
 use crate::sink::encode::op;
 use crate::sink::rebuild::Rebuild;
+use crate::sink::{RowOrigin, Sink};
 use crate::source::changelog::ChangelogWindow;
 use crate::{Error, Result};
 use late_sweep::LateSweep;
@@ -409,6 +409,15 @@ impl<'a, S: CheckpointStore, K: Sink> Flow<'a, S, K> {
         // Changelog-mode sinks need op/TSO/LSN for snapshot rows too: inserts at T0.
         let snapshot_changes = (self.loads.sink.encoding().marks_snapshot_rows() && !changelog)
             .then_some((snapshot_op, synthetic_tso));
+        self.loads.snapshot_origin =
+            self.reading
+                .seam_tso()
+                .filter(|_| !changelog)
+                .map(|tso| RowOrigin {
+                    op: snapshot_op,
+                    tso,
+                    lsn: 0,
+                });
         self.loads.write(batch, changelog, snapshot_changes).await?;
         self.publish();
         Ok(())

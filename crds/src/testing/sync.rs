@@ -378,6 +378,15 @@ impl SyncBuilder {
         self.with_doris(|d| d.schema_change = policy)
     }
 
+    /// `sink.doris.deadLetter.table`.
+    pub fn dead_letter(self, table: &str) -> Self {
+        self.with_doris(|d| {
+            d.dead_letter = Some(crate::spec::DeadLetterSpec {
+                table: table.to_owned(),
+            });
+        })
+    }
+
     /// One of `sink.doris.createTable.properties`.
     pub fn create_table_property(self, key: &str, value: &str) -> Self {
         self.with_doris(|d| {

@@ -170,6 +170,11 @@ fn cel_rules_are_in_the_schema_where_they_belong() {
         ["has(self.doris) != has(self.stdout)"]
     );
     assert_eq!(
+        rules("/properties/spec/properties/sink/properties/doris").len(),
+        2,
+        "the dead-letter rules"
+    );
+    assert_eq!(
         rules("/properties/spec/properties/offsets"),
         ["has(self.table) == has(self.consumerId)"]
     );
@@ -291,6 +296,26 @@ fn cel_rejects_cross_field_mistakes() {
             "spec.sink: set exactly one sink: doris or stdout",
         ),
         (
+            "the dead-letter table is the sink table",
+            with(
+                object(),
+                "/spec/sink",
+                json!({"doris": {"feNodes": ["fe:8030"], "table": "a.b", "credentials": {"secretName": "s"},
+                                 "deadLetter": {"table": "a.b"}}}),
+            ),
+            "spec.sink.doris.deadLetter.table: deadLetter.table is the sink table itself; name another table, e.g. db.t_rejected",
+        ),
+        (
+            "the dead-letter table in another database",
+            with(
+                object(),
+                "/spec/sink",
+                json!({"doris": {"feNodes": ["fe:8030"], "table": "a.b", "credentials": {"secretName": "s"},
+                                 "deadLetter": {"table": "c.t_rejected"}}}),
+            ),
+            "spec.sink.doris.deadLetter.table: deadLetter.table must be in the sink table's database (its loads share the sink's labels and two-phase commit); write it as <sink database>.<table>",
+        ),
+        (
             "offset table in snapshot mode",
             with(
                 with(object(), "/spec/startup", json!({})),
@@ -343,6 +368,15 @@ fn cel_rejects_cross_field_mistakes() {
 #[test]
 fn cel_accepts_what_the_rules_allow() {
     let cases: Vec<(&str, Value)> = vec![
+        (
+            "a dead-letter table next to the sink table",
+            with(
+                object(),
+                "/spec/sink",
+                json!({"doris": {"feNodes": ["fe:8030"], "table": "a.b", "credentials": {"secretName": "s"},
+                                 "deadLetter": {"table": "a.b_rejected"}}}),
+            ),
+        ),
         (
             "fromTimestamp with timestamp",
             with(

@@ -78,6 +78,10 @@ fn the_seed_example_reads_as_intended() {
     let doris = sync.spec.sink.doris.as_ref().unwrap();
     assert_eq!(doris.table, "sink_db.student");
     assert!(doris.enable2pc);
+    assert_eq!(
+        doris.dead_letter_ref().unwrap().unwrap().to_string(),
+        "sink_db.student_rejected"
+    );
     assert_eq!(sync.consumer_id(), "student-sync");
 }
 

@@ -216,6 +216,30 @@ fn each_rule_reports_its_path_and_message() {
             r#"spec.sink.doris.table: "" is not of the form db.table; write the database and the table, e.g. "test.student""#,
         ),
         (
+            set(
+                spec(),
+                "/sink/doris/deadLetter",
+                json!({"table": "t_rejected"}),
+            ),
+            r#"spec.sink.doris.deadLetter.table: "t_rejected" is not of the form db.table; write the database and the table, e.g. "test.student""#,
+        ),
+        (
+            set(
+                spec(),
+                "/sink/doris/deadLetter",
+                json!({"table": "sink_db.student"}),
+            ),
+            "spec.sink.doris.deadLetter.table: sink_db.student is the sink table itself; name another table, e.g. sink_db.t_rejected",
+        ),
+        (
+            set(
+                spec(),
+                "/sink/doris/deadLetter",
+                json!({"table": "other.t_rejected"}),
+            ),
+            "spec.sink.doris.deadLetter.table: other.t_rejected is not in the sink table's database sink_db (its loads share the sink's labels and two-phase commit); write it as sink_db.<table>",
+        ),
+        (
             set(spec(), "/source/feNodes", json!([])),
             r#"spec.source.feNodes: is empty; list at least one endpoint as host:port, e.g. "doris-fe:8030""#,
         ),
@@ -520,6 +544,11 @@ fn each_rule_reports_its_path_and_message() {
 #[test]
 fn allowed_values_pass() {
     let cases: Vec<Value> = vec![
+        set(
+            spec(),
+            "/sink/doris/deadLetter",
+            json!({"table": "sink_db.t_rejected"}),
+        ),
         set(
             spec(),
             "/changelog",

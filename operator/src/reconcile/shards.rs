@@ -251,6 +251,7 @@ pub fn aggregate(
         counters.rows_read += cp.counters.rows_read;
         counters.rows_written += cp.counters.rows_written;
         counters.rows_deleted += cp.counters.rows_deleted;
+        counters.rows_rejected += cp.counters.rows_rejected;
         counters.loads += cp.counters.loads;
         counters.bytes += cp.counters.bytes;
     }
@@ -647,6 +648,7 @@ mod tests {
                 label: "dcs-orders-s3-of-4-x-5-0".into(),
                 txn_id: 41,
                 rows: None,
+                dead_letter: false,
             };
             2
         ];
@@ -733,6 +735,7 @@ mod tests {
             message: "too many filtered rows".into(),
         });
         failed.counters.rows_read = 7;
+        failed.counters.rows_rejected = 3;
         let o = sharded(
             vec![
                 Some(shard_cp(0, Position::Done)),
@@ -759,6 +762,8 @@ mod tests {
         assert_eq!(whole.start_point, Some(t0()));
         assert_eq!(whole.oldest_needed_ms(), Some(T0 >> 18));
         assert_eq!(whole.counters.rows_read, 100 + 100 + 7);
+        // Rows refused into the dead-letter table: 4 in each test checkpoint, 3 in the failed one.
+        assert_eq!(whole.counters.rows_rejected, 4 + 4 + 3);
         assert_eq!(
             whole.last_error.as_ref().unwrap().message,
             "too many filtered rows"

@@ -267,6 +267,7 @@ fn apply_checkpoint(
     s.sink = Some(SinkStatus {
         rows_written: to_i64(cp.counters.rows_written),
         rows_deleted: to_i64(cp.counters.rows_deleted),
+        rows_rejected: to_i64(cp.counters.rows_rejected),
         loads: to_i64(cp.counters.loads),
         last_label: None,
         last_load_at: None,
@@ -975,6 +976,7 @@ mod tests {
             Some(SinkStatus {
                 rows_written: Some(90),
                 rows_deleted: Some(10),
+                rows_rejected: Some(4),
                 loads: Some(3),
                 last_label: None,
                 last_load_at: None,

@@ -370,6 +370,7 @@ mod tests {
             label: "l-7-0".into(),
             txn_id: 42,
             rows: None,
+            dead_letter: false,
         }];
         let spec = SyncBuilder::new().offsets("meta.offsets", None).spec();
         let work = work_left("ns", &spec, Some(&checkpoint_cm(Some(&cp))), "orders-r1");

@@ -109,6 +109,7 @@ pub fn streaming_checkpoint(consumer: &str, age_s: i64) -> Checkpoint {
             rows_written: 90,
             rows_deleted: 10,
             loads: 3,
+            rows_rejected: 4,
             ..Counters::default()
         })
         .label_scheme(1)

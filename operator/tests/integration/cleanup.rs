@@ -126,6 +126,7 @@ fn checkpoint_json(consumer: &str, txns: &[(i64, &str)]) -> String {
             label: (*label).into(),
             txn_id: *id,
             rows: None,
+            dead_letter: false,
         })
         .collect();
     CheckpointBuilder::new()

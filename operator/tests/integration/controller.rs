@@ -280,3 +280,56 @@ async fn the_binary_says_when_the_crd_is_missing() -> Result<()> {
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
+
+/// The genuine API server evaluates the CRD's CEL rules of `spec.sink.doris.deadLetter`: a
+/// dead-letter table that is the sink table, or in another database, is refused naming the field;
+/// one next to the sink table is stored.
+#[tokio::test]
+async fn the_api_server_refuses_a_dead_letter_table_it_cannot_take() -> Result<()> {
+    let ns = common::bed("dead-letter").await?;
+    install_crd(&ns.client).await?;
+    let api: Api<DorisChangelogSync> = Api::default_namespaced(ns.client.clone());
+    let sync = |name: &str, dead_letter: &str| -> DorisChangelogSync {
+        serde_yaml::from_str(&format!(
+            r#"
+apiVersion: dcs.dev/v1alpha1
+kind: DorisChangelogSync
+metadata: {{name: {name}}}
+spec:
+  source: {{feNodes: ["doris-fe:8030"], table: demo.student, credentials: {{secretName: doris}}}}
+  sink:
+    doris:
+      feNodes: ["doris-fe:8030"]
+      table: sink.student
+      credentials: {{secretName: doris}}
+      deadLetter: {{table: {dead_letter}}}
+"#
+        ))
+        .unwrap()
+    };
+    for (dead_letter, message) in [
+        (
+            "sink.student",
+            "deadLetter.table is the sink table itself; name another table, e.g. db.t_rejected",
+        ),
+        (
+            "other.t_rejected",
+            "deadLetter.table must be in the sink table's database (its loads share the sink's \
+             labels and two-phase commit); write it as <sink database>.<table>",
+        ),
+    ] {
+        let err = api
+            .create(&PostParams::default(), &sync("bad", dead_letter))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("spec.sink.doris.deadLetter.table"), "{err}");
+        assert!(err.contains(message), "{err}");
+    }
+    api.create(
+        &PostParams::default(),
+        &sync("good", "sink.student_rejected"),
+    )
+    .await?;
+    Ok(())
+}

@@ -239,6 +239,7 @@ async fn a_sync_over_tls_is_probed_run_and_cleaned_up_over_tls() -> Result<()> {
             label: "dcs-s-3-0".into(),
             txn_id: txn,
             rows: None,
+            dead_letter: false,
         }])
         .counters(Counters {
             rows_read: 1,

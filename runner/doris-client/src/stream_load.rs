@@ -125,6 +125,62 @@ pub fn first_rejected_row(log: &str) -> Option<RejectedRow> {
     })
 }
 
+/// At most this much of a load's error log is read to tell which rows it refused (Doris lists
+/// at most 50, each line cut at the BE's `load_error_log_limit_bytes`; docs/doris-protocols.md
+/// §4.2).
+pub const MAX_FULL_ERROR_LOG_BYTES: usize = 8 << 20;
+
+/// One refused row of a load error log: `Reason: <why>. src line [<row>]; `.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorLogLine {
+    /// Doris's reason.
+    pub reason: String,
+    /// The row as Doris quotes it: the load's source columns as text, space-separated (the
+    /// scanner's `dump_one_line`), or the body text a reader could not split.
+    pub src: Option<String>,
+}
+
+/// Every refused row of a load error log, in order, and whether the log lists them all: Doris
+/// writes at most 50 (`MAX_ERROR_NUM`), then `TOO MUCH ERROR! …`, and cuts a line longer than its
+/// `load_error_log_limit_bytes` with `error log is too long` (docs/doris-protocols.md §4.2).
+/// Pure.
+pub fn error_log_lines(log: &str) -> (Vec<ErrorLogLine>, bool) {
+    let mut complete = true;
+    let mut lines = Vec::new();
+    for line in log.lines() {
+        let line = line.trim_start();
+        if line.starts_with("TOO MUCH ERROR") || line.trim_end().ends_with("error log is too long")
+        {
+            complete = false;
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("Reason:") else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let (reason, src) = match rest.find(". src line [") {
+            Some(i) => {
+                let row = &rest[i + ". src line [".len()..];
+                let row = row.trim_end();
+                let row = row.strip_suffix(';').unwrap_or(row);
+                match row.strip_suffix(']') {
+                    Some(row) => (&rest[..i], Some(row.to_owned())),
+                    None => {
+                        complete = false;
+                        (&rest[..i], None)
+                    }
+                }
+            }
+            None => (rest, None),
+        };
+        lines.push(ErrorLogLine {
+            reason: reason.trim().to_owned(),
+            src,
+        });
+    }
+    (lines, complete)
+}
+
 /// A row Doris filtered out of a load, as its error log tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RejectedRow {
@@ -465,12 +521,27 @@ impl StreamLoadClient {
     /// report has none. The URL is followed only to a node of the cluster over the client's own
     /// scheme, as a redirect is: the credentials are sent along (Doris asks for them when
     /// `enable_all_http_auth` is set) and must reach no other host.
-    async fn error_log(&self, report: &LoadReport) -> Option<Result<String, String>> {
+    pub async fn error_log(&self, report: &LoadReport) -> Option<Result<String, String>> {
         let raw = report.error_url.as_deref()?;
         Some(self.read_error_log(raw).await)
     }
 
+    /// The error log of a load whose rows Doris refused, up to [`MAX_FULL_ERROR_LOG_BYTES`], to
+    /// tell which rows it refused ([`error_log_lines`]); `None` when the report has no
+    /// `ErrorURL`. Read as [`StreamLoadClient::load_once`] reads it.
+    pub async fn refused_rows_log(&self, report: &LoadReport) -> Option<Result<String, String>> {
+        let raw = report.error_url.as_deref()?;
+        Some(
+            self.read_error_log_capped(raw, MAX_FULL_ERROR_LOG_BYTES)
+                .await,
+        )
+    }
+
     async fn read_error_log(&self, raw: &str) -> Result<String, String> {
+        self.read_error_log_capped(raw, MAX_ERROR_LOG_BYTES).await
+    }
+
+    async fn read_error_log_capped(&self, raw: &str, cap: usize) -> Result<String, String> {
         let url = reqwest::Url::parse(raw).map_err(|e| format!("the ErrorURL is no URL ({e})"))?;
         let scheme = self.tls.http_scheme();
         if url.scheme() != scheme {
@@ -493,7 +564,7 @@ impl StreamLoadClient {
             .await
             .map_err(|e| without_url(&e))?;
         let status = resp.status().as_u16();
-        let text = crate::read_capped(resp, MAX_ERROR_LOG_BYTES)
+        let text = crate::read_capped(resp, cap)
             .await
             .map_err(|e| without_url(&e))?;
         if status != 200 {
@@ -506,8 +577,24 @@ impl StreamLoadClient {
         Ok(text)
     }
 
-    /// One attempt of one load.
+    /// One attempt of one load; rows Doris refused fail it for good, with a message naming the
+    /// column and the first refused row ([`rejection_message`]).
     pub async fn load_once(&self, req: &LoadRequest, attempt: u32) -> LoadOutcome {
+        match self.load_attempt(req, attempt).await {
+            LoadOutcome::Rejected(report) => {
+                let log = self.error_log(&report).await;
+                LoadOutcome::Permanent(rejection_message(
+                    &report,
+                    log.as_ref().map(|r| r.as_deref().map_err(Clone::clone)),
+                ))
+            }
+            other => other,
+        }
+    }
+
+    /// One attempt of one load, rows Doris refused answered as [`LoadOutcome::Rejected`] (for a
+    /// caller that sets them aside, [`StreamLoadClient::refused_rows_log`]).
+    pub async fn load_attempt(&self, req: &LoadRequest, attempt: u32) -> LoadOutcome {
         let url = match self.be_url(req, attempt).await {
             Ok(u) => u,
             Err(outcome) => return outcome,
@@ -525,16 +612,7 @@ impl StreamLoadClient {
             Ok(resp) => {
                 let status = resp.status().as_u16();
                 match crate::read_answer(resp).await {
-                    Ok(body) => match classify(status, &body) {
-                        LoadOutcome::Rejected(report) => {
-                            let log = self.error_log(&report).await;
-                            LoadOutcome::Permanent(rejection_message(
-                                &report,
-                                log.as_ref().map(|r| r.as_deref().map_err(Clone::clone)),
-                            ))
-                        }
-                        other => other,
-                    },
+                    Ok(body) => classify(status, &body),
                     Err(e) if e.is_timeout() => LoadOutcome::Retry(self.timed_out()),
                     Err(e) => LoadOutcome::Retry(format!(
                         "reading the Stream Load answer failed: {}",
@@ -787,6 +865,31 @@ fn hash(s: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_log_lists_its_refused_rows_and_says_whether_it_is_complete() {
+        let log = "Reason: column(age) value is incorrect while strict mode is true, src value is abc. src line [2 abc 0]; \n\
+                   Reason: column_name[name], the length of input is too long than schema. first 32 bytes of input str: [xxx] schema length: 4; actual length: 9; . src line [3 NULL 1]; \n";
+        let (lines, complete) = error_log_lines(log);
+        assert!(complete);
+        assert_eq!(
+            lines,
+            [
+                ErrorLogLine {
+                    reason: "column(age) value is incorrect while strict mode is true, src value is abc".into(),
+                    src: Some("2 abc 0".into()),
+                },
+                ErrorLogLine {
+                    reason: "column_name[name], the length of input is too long than schema. first 32 bytes of input str: [xxx] schema length: 4; actual length: 9;".into(),
+                    src: Some("3 NULL 1".into()),
+                },
+            ]
+        );
+        let more = format!("{log}TOO MUCH ERROR! already reach 50. show no more next error.\n");
+        assert!(!error_log_lines(&more).1, "a capped log is not complete");
+        let cut = "Reason: column(a) value is incorrect. src line [1 xxxxxerror log is too long\n";
+        assert!(!error_log_lines(cut).1, "a cut line is not complete");
+    }
 
     fn body(status: &str, extra: &str) -> String {
         format!(

@@ -81,6 +81,7 @@ mod tests {
                 label: format!("dcs-student-sync-{id}-0"),
                 txn_id: 7,
                 rows: None,
+                dead_letter: false,
             }])
             .counters(Counters {
                 rows_read: 10,
@@ -88,6 +89,7 @@ mod tests {
                 rows_deleted: 1,
                 loads: 2,
                 bytes: 100,
+                rows_rejected: 0,
             })
             .label_scheme(1)
             .build()

@@ -176,7 +176,13 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         lost: &[LostLoad],
     ) -> Result<Option<Checkpoint>> {
         let txns: Vec<PendingTxn> = lost.iter().map(|(t, _)| t.clone()).collect();
-        match repair::plan_repair(source, &txns, self.sink_mode()) {
+        let pending = self
+            .saving
+            .last
+            .as_ref()
+            .map(|c| c.pending_txns.as_slice())
+            .unwrap_or_default();
+        match repair::plan(pending, source, &txns, self.sink_mode()) {
             repair::Repair::Impossible(why) => Err(lost_error(lost, &why)),
             repair::Repair::Rewind(position) => {
                 tracing::warn!(
@@ -395,6 +401,7 @@ mod tests {
                     first: u64::from(seq) * 50_000,
                     count: 50_000,
                 }),
+                dead_letter: false,
             })
             .collect();
         let checkpoint = |position: Position| {

@@ -13,9 +13,9 @@ use super::rows::{SLICE_ROWS, with_changes};
 use crate::Result;
 use crate::checkpoint::{Counters, PendingTxn};
 use crate::settings::BatchLimits;
-use crate::sink::Sink;
 use crate::sink::batcher::Batcher;
 use crate::sink::label::LabelScheme;
+use crate::sink::{LoadBatch, RowOrigin, Sink};
 use crate::source::changelog::ChangelogWindow;
 
 /// The sink, its open batch, and the loads since the last checkpoint.
@@ -34,6 +34,11 @@ pub(super) struct Loads<K> {
     pub(super) ledger: LoadLedger,
     /// Load attempts beyond the first in this run.
     pub(super) retries: u64,
+    /// Where the rows of the open batch came from, line by line.
+    origins: Vec<Option<RowOrigin>>,
+    /// Where the snapshot rows handed over now come from (their op, the TSO they are read at),
+    /// when known.
+    pub(super) snapshot_origin: Option<RowOrigin>,
 }
 
 impl<K: Sink> Loads<K> {
@@ -48,6 +53,8 @@ impl<K: Sink> Loads<K> {
             counters: Counters::default(),
             ledger: LoadLedger::default(),
             retries: 0,
+            origins: Vec::new(),
+            snapshot_origin: None,
         }
     }
 
@@ -74,11 +81,16 @@ impl<K: Sink> Loads<K> {
             let len = room.min(n - offset).min(SLICE_ROWS);
             let slice = batch.slice(offset, len);
             offset += len;
+            let snapshot = self.snapshot_origin;
+            let mut origins = Vec::new();
             self.batcher.append(Instant::now().into_std(), |out| {
                 with_changes(&slice, changelog, snapshot_changes, |data, changes| {
-                    encoding.encode(data, changes, out)
+                    let encoded = encoding.encode(data, changes, out)?;
+                    origins = encoding.written_origins(changes, data.num_rows(), snapshot);
+                    Ok(encoded)
                 })
             })?;
+            self.origins.extend(origins);
             self.ledger.appended(len as u64);
             if self
                 .batcher
@@ -97,17 +109,29 @@ impl<K: Sink> Loads<K> {
             return Ok(false);
         };
         let bytes = batch.body.len() as u64;
-        let result = self.sink.load(batch.body, self.next_id, self.seq).await?;
+        let load = LoadBatch {
+            body: batch.body,
+            origins: std::mem::take(&mut self.origins),
+        };
+        let result = self.sink.load(load, self.next_id, self.seq).await?;
         tracing::debug!(label = %result.label, rows = batch.rows, bytes, attempts = result.attempts, "loaded a batch");
-        self.seq += 1;
+        self.seq += result.labels.max(1);
         self.retries += u64::from(result.attempts.saturating_sub(1));
         let rows = self.ledger.flushed();
         self.pending
             .extend(result.pending.map(|txn| PendingTxn { rows, ..txn }));
+        let (mut upserts, mut deletes) = (batch.upserts, batch.deletes);
+        if let Some(refused) = result.dead_letter {
+            self.pending
+                .extend(refused.pending.map(|txn| PendingTxn { rows, ..txn }));
+            deletes = deletes.saturating_sub(refused.deletes);
+            upserts = upserts.saturating_sub(refused.rows.saturating_sub(refused.deletes));
+            self.counters.rows_rejected += refused.rows;
+        }
         self.counters.loads += 1;
         self.counters.bytes += bytes;
-        self.counters.rows_written += batch.upserts;
-        self.counters.rows_deleted += batch.deletes;
+        self.counters.rows_written += upserts;
+        self.counters.rows_deleted += deletes;
         Ok(true)
     }
 
@@ -125,6 +149,7 @@ impl<K: Sink> Loads<K> {
     /// checkpoint (none of them is recorded), the open batch dropped unloaded.
     pub(super) async fn drop_unsaved(&mut self) -> Result<()> {
         let _ = self.batcher.take();
+        self.origins.clear();
         self.pending.clear();
         self.ledger.dropped();
         if self.sink.two_phase() {
@@ -171,7 +196,6 @@ mod tests {
 
     use arrow_array::Int32Array;
     use arrow_schema::{DataType, Field, Schema};
-    use bytes::Bytes;
     use dcs_crds::spec::TableRef;
 
     use super::*;
@@ -249,8 +273,9 @@ mod tests {
         async fn swap_rebuilt(&mut self, _shadow: &TableRef) -> Result<()> {
             Ok(())
         }
-        async fn load(&self, body: Bytes, checkpoint_id: u64, seq: u32) -> Result<LoadResult> {
-            let lines = body
+        async fn load(&self, batch: LoadBatch, checkpoint_id: u64, seq: u32) -> Result<LoadResult> {
+            let lines = batch
+                .body
                 .split(|b| *b == b'\n')
                 .filter(|l| !l.is_empty())
                 .count();
@@ -263,8 +288,11 @@ mod tests {
                     label: format!("l-{checkpoint_id}-{seq}"),
                     txn_id: i64::try_from(loads.len()).unwrap(),
                     rows: None,
+                    dead_letter: false,
                 }),
                 attempts: if loads.len() == 1 { 2 } else { 1 },
+                dead_letter: None,
+                labels: 1,
             })
         }
         async fn commit(&self, _txns: &[PendingTxn]) -> Result<Vec<LostLoad>> {

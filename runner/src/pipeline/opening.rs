@@ -109,7 +109,8 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
             && !lost.is_empty()
         {
             let txns: Vec<PendingTxn> = lost.iter().map(|(t, _)| t.clone()).collect();
-            match repair::plan_repair(cp.loads_source.as_ref(), &txns, self.sink_mode()) {
+            let source = cp.loads_source.as_ref();
+            match repair::plan(&cp.pending_txns, source, &txns, self.sink_mode()) {
                 repair::Repair::Rewind(position) => {
                     tracing::warn!(
                         ?position,

@@ -11,8 +11,8 @@ use super::reading::after_seam;
 use super::repair;
 use super::rows::{SLICE_ROWS, with_changes};
 use crate::checkpoint::{LoadsSource, PendingTxn, RowSpan};
-use crate::sink::Sink;
 use crate::sink::batcher::Batcher;
+use crate::sink::{LoadBatch, Sink};
 use crate::source::changelog::{ChangelogEvent, ChangelogReader};
 use crate::{Error, Result};
 
@@ -59,6 +59,7 @@ impl<K: Sink> Loads<K> {
                 let mut done = 0;
                 while done < len {
                     let mut batcher = Batcher::new(limits);
+                    let mut origins = Vec::new();
                     let mut taken = 0;
                     while done + taken < len {
                         let room = usize::try_from(batcher.room()).unwrap_or(usize::MAX);
@@ -69,7 +70,13 @@ impl<K: Sink> Loads<K> {
                         let slice = batch.slice(offset + done + taken, take);
                         batcher.append(Instant::now().into_std(), |out| {
                             with_changes(&slice, true, None, |data, changes| {
-                                encoding.encode(data, changes, out)
+                                let encoded = encoding.encode(data, changes, out)?;
+                                origins.extend(encoding.written_origins(
+                                    changes,
+                                    data.num_rows(),
+                                    None,
+                                ));
+                                Ok(encoded)
                             })
                         })?;
                         taken += take;
@@ -80,13 +87,20 @@ impl<K: Sink> Loads<K> {
                     let Some(body) = batcher.take() else {
                         break;
                     };
-                    let result = self.sink.load(body.body, id, seq).await?;
-                    seq += 1;
+                    let load = LoadBatch {
+                        body: body.body,
+                        origins,
+                    };
+                    let result = self.sink.load(load, id, seq).await?;
+                    seq += result.labels.max(1);
                     let rows = Some(RowSpan {
                         first: index + (offset + done) as u64,
                         count: taken as u64,
                     });
                     reloaded.extend(result.pending.map(|txn| PendingTxn { rows, ..txn }));
+                    if let Some(refused) = result.dead_letter {
+                        reloaded.extend(refused.pending.map(|txn| PendingTxn { rows, ..txn }));
+                    }
                     done += taken;
                 }
             }

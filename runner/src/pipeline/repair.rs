@@ -41,6 +41,26 @@ pub enum Repair {
     Impossible(String),
 }
 
+/// Decide how to make the lost loads `lost` of a checkpoint whose loads are `pending` again:
+/// never when it holds a load into the dead-letter table (`sink.doris.deadLetter`), since reading
+/// its rows again would write the refused ones twice, or lose them with the lost load; otherwise
+/// as [`plan_repair`].
+pub fn plan(
+    pending: &[PendingTxn],
+    source: Option<&LoadsSource>,
+    lost: &[PendingTxn],
+    mode: SinkMode,
+) -> Repair {
+    if pending.iter().chain(lost).any(|t| t.dead_letter) {
+        return Repair::Impossible(
+            "the checkpoint also holds rows written into the dead-letter table, which loading its \
+             rows again would write twice"
+                .into(),
+        );
+    }
+    plan_repair(source, lost, mode)
+}
+
 /// Decide how to make the lost loads `lost` of a checkpoint again.
 pub fn plan_repair(source: Option<&LoadsSource>, lost: &[PendingTxn], mode: SinkMode) -> Repair {
     let labels: Vec<&str> = lost.iter().map(|t| t.label.as_str()).collect();
@@ -120,6 +140,7 @@ mod tests {
             label: label.into(),
             txn_id: 1,
             rows: rows.map(|(first, count)| RowSpan { first, count }),
+            dead_letter: false,
         }
     }
 
@@ -173,6 +194,42 @@ mod tests {
             ]
         );
         assert_eq!(needed_until(&spans), 150);
+    }
+
+    #[test]
+    fn a_checkpoint_holding_a_dead_letter_load_is_never_loaded_again() {
+        let sink = txn("a", Some((0, 100)));
+        let dead = PendingTxn {
+            dead_letter: true,
+            ..txn("b", Some((0, 100)))
+        };
+        let why = "the checkpoint also holds rows written into the dead-letter table, which \
+                   loading its rows again would write twice";
+        for mode in [SinkMode::Upsert, SinkMode::Changelog] {
+            // The sink's load lost, the dead-letter load committed; and the other way round.
+            let pending = [sink.clone(), dead.clone()];
+            for lost in [&sink, &dead] {
+                assert_eq!(
+                    plan(
+                        &pending,
+                        Some(&source(true)),
+                        std::slice::from_ref(lost),
+                        mode
+                    ),
+                    Repair::Impossible(why.into())
+                );
+            }
+        }
+        // Without one, as before.
+        assert!(matches!(
+            plan(
+                std::slice::from_ref(&sink),
+                Some(&source(true)),
+                std::slice::from_ref(&sink),
+                SinkMode::Upsert
+            ),
+            Repair::Rewind(_)
+        ));
     }
 
     #[test]

@@ -15,8 +15,8 @@ use dcs_crds::spec::{StartupMode, TableRef};
 
 pub use shard::{Role, Sharding};
 pub use sink::{
-    BatchLimits, BodyFormat, CreateTableSettings, DorisSinkConfig, EventPolicy, SinkConfig,
-    parse_separator, sink_query_port,
+    BatchLimits, BodyFormat, CreateTableSettings, DeadLetterSettings, DorisSinkConfig, EventPolicy,
+    SinkConfig, parse_separator, sink_query_port,
 };
 pub use source::{
     ChangelogOptions, DEFAULT_REQUEST_RETRIES, SourceCredentials, SourceSettings, StreamRetry,
@@ -241,6 +241,13 @@ impl PipelineConfig {
                 let table = d
                     .table_ref()
                     .map_err(|e| config(format!("sink.doris.table: {e}")))?;
+                let dead_letter = d
+                    .dead_letter_ref()
+                    .map_err(|e| config(format!("sink.doris.deadLetter.table: {e}")))?
+                    .map(|t| DeadLetterSettings {
+                        table: t,
+                        source: source.table.clone(),
+                    });
                 let limits = BatchLimits {
                     max_rows: u64::try_from(d.batch.max_rows.max(1)).unwrap_or(1),
                     max_bytes: d
@@ -257,6 +264,7 @@ impl PipelineConfig {
                 )?;
                 SinkConfig::Doris(Box::new(DorisSinkConfig {
                     tls,
+                    dead_letter,
                     fe_nodes: d.fe_nodes.clone(),
                     be_nodes: d.be_nodes.clone().unwrap_or_default(),
                     table,

@@ -54,6 +54,17 @@ pub struct DorisSinkConfig {
     pub schema_change: dcs_crds::SchemaChangePolicy,
     /// TLS on every connection to the sink cluster (`sink.doris.tls`; plaintext by default).
     pub tls: dcs_doris_client::tls::Tls,
+    /// `sink.doris.deadLetter`: where refused rows go instead of stopping the sync.
+    pub dead_letter: Option<DeadLetterSettings>,
+}
+
+/// `sink.doris.deadLetter`, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterSettings {
+    /// The dead-letter table (in the sink table's database).
+    pub table: TableRef,
+    /// The source table, named in each dead-letter row.
+    pub source: TableRef,
 }
 
 /// `sink.doris.createTable`, resolved.
@@ -116,6 +127,7 @@ impl fmt::Debug for DorisSinkConfig {
             .field("create_table", &self.create_table)
             .field("schema_change", &self.schema_change)
             .field("tls", &self.tls)
+            .field("dead_letter", &self.dead_letter)
             .finish_non_exhaustive()
     }
 }

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use super::LoadBatch;
 use arrow_schema::DataType;
-use bytes::Bytes;
 use dcs_crds::SinkMode;
 use dcs_crds::spec::TableRef;
 
@@ -129,8 +129,8 @@ impl Sink for ConfiguredSink {
         each!(self, s => s.swap_rebuilt(shadow).await)
     }
 
-    async fn load(&self, body: Bytes, checkpoint_id: u64, seq: u32) -> Result<LoadResult> {
-        each!(self, s => s.load(body, checkpoint_id, seq).await)
+    async fn load(&self, batch: LoadBatch, checkpoint_id: u64, seq: u32) -> Result<LoadResult> {
+        each!(self, s => s.load(batch, checkpoint_id, seq).await)
     }
 
     async fn commit(&self, txns: &[PendingTxn]) -> Result<Vec<LostLoad>> {

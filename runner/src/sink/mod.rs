@@ -48,6 +48,38 @@ use label::LabelScheme;
 use rebuild::{Planned, Rebuild};
 use schema_change::SchemaChange;
 
+/// Where a row of a load came from: the op, TSO and LSN of its change (a snapshot row: the op it
+/// is written as, the TSO it was read at, LSN 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowOrigin {
+    /// The op code (`encode::op`).
+    pub op: i8,
+    /// The TSO.
+    pub tso: i64,
+    /// The LSN.
+    pub lsn: i64,
+}
+
+/// A batch to load: the body and, line by line, where its rows came from (`None` for a snapshot
+/// row read without a TSO), for the rows a sink may refuse.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LoadBatch {
+    /// The body.
+    pub body: Bytes,
+    /// One per line of the body, in order (empty when not known).
+    pub origins: Vec<Option<RowOrigin>>,
+}
+
+impl From<Bytes> for LoadBatch {
+    /// A body whose rows' origins are not known.
+    fn from(body: Bytes) -> Self {
+        Self {
+            body,
+            origins: Vec::new(),
+        }
+    }
+}
+
 /// What one successful load did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadResult {
@@ -57,6 +89,22 @@ pub struct LoadResult {
     pub pending: Option<PendingTxn>,
     /// Attempts made.
     pub attempts: u32,
+    /// The rows of the batch the sink refused, written into its dead-letter table instead.
+    pub dead_letter: Option<DeadLettered>,
+    /// Labels the load used: 2 when the refused rows went into the dead-letter table under the
+    /// next one, else 1.
+    pub labels: u32,
+}
+
+/// Rows of a batch the sink refused and wrote into its dead-letter table, in the same checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLettered {
+    /// The pre-committed dead-letter load (2PC only), committed with the batch's.
+    pub pending: Option<PendingTxn>,
+    /// Rows refused.
+    pub rows: u64,
+    /// Of which deletes.
+    pub deletes: u64,
 }
 
 /// A pre-committed load Doris no longer has, with what it said.
@@ -94,6 +142,34 @@ impl Encoding {
                 ..Encoded::default()
             }),
         }
+    }
+
+    /// Where the rows [`Encoding::encode`] writes for `rows` rows with `changes` came from, one
+    /// per written row (the events it skips have none); `snapshot` for rows without change
+    /// columns. Pure.
+    pub fn written_origins(
+        &self,
+        changes: Option<ChangeColumns<'_>>,
+        rows: usize,
+        snapshot: Option<RowOrigin>,
+    ) -> Vec<Option<RowOrigin>> {
+        let op = |r: usize| changes.map_or(encode::op::APPEND, |c| c.op.value(r));
+        (0..rows)
+            .filter(|&r| match self {
+                Self::Rows { policy, .. } if policy.mode == SinkMode::Upsert => {
+                    !matches!(policy.upsert_action(op(r)), Ok(encode::UpsertAction::Skip))
+                }
+                _ => true,
+            })
+            .map(|r| match changes {
+                Some(c) => Some(RowOrigin {
+                    op: c.op.value(r),
+                    tso: c.tso.value(r),
+                    lsn: c.lsn.value(r),
+                }),
+                None => snapshot,
+            })
+            .collect()
     }
 
     /// Whether snapshot rows are written as changes too (`+I` with the start point's TSO): a
@@ -208,14 +284,15 @@ pub trait Sink {
     /// The sink refused the swap and the shadow is still there.
     fn swap_rebuilt(&mut self, shadow: &TableRef) -> impl Future<Output = Result<()>> + Send;
 
-    /// Load `body` as load `seq` of checkpoint `checkpoint_id`; under two-phase commit the load is
-    /// pre-committed and its transaction is in the result.
+    /// Load `batch` as load `seq` of checkpoint `checkpoint_id`; under two-phase commit the load
+    /// is pre-committed and its transaction is in the result. A sink with a dead-letter table
+    /// writes the rows it refuses there (under the next label), also pre-committed.
     ///
     /// # Errors
     /// The sink refused the rows, or it could not be reached within its retries.
     fn load(
         &self,
-        body: Bytes,
+        batch: LoadBatch,
         checkpoint_id: u64,
         seq: u32,
     ) -> impl Future<Output = Result<LoadResult>> + Send;
@@ -252,4 +329,51 @@ pub trait Sink {
         &self,
         loaded: Option<&Checkpoint>,
     ) -> impl Future<Output = Result<Vec<LostLoad>>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Int8Array, Int64Array};
+
+    #[test]
+    fn the_origins_of_written_rows_skip_what_the_encoding_skips() {
+        let op = Int8Array::from(vec![
+            encode::op::APPEND,
+            encode::op::UPDATE_BEFORE,
+            encode::op::UPDATE_AFTER,
+        ]);
+        let tso = Int64Array::from(vec![10, 20, 20]);
+        let lsn = Int64Array::from(vec![0, 1, 2]);
+        let changes = ChangeColumns {
+            op: &op,
+            tso: &tso,
+            lsn: &lsn,
+        };
+        let origin = |op, tso, lsn| Some(RowOrigin { op, tso, lsn });
+        let rows = |mode| Encoding::Rows {
+            format: BodyFormat::JsonLines,
+            policy: EventPolicy {
+                mode,
+                enable_delete: true,
+                ignore_update_before: true,
+            },
+        };
+        // Upsert mode drops the update-before, as the encoder does.
+        assert_eq!(
+            rows(SinkMode::Upsert).written_origins(Some(changes), 3, None),
+            [origin(0, 10, 0), origin(3, 20, 2)]
+        );
+        assert_eq!(
+            rows(SinkMode::Changelog).written_origins(Some(changes), 3, None),
+            [origin(0, 10, 0), origin(2, 20, 1), origin(3, 20, 2)]
+        );
+        // Snapshot rows take the snapshot's origin, when there is one.
+        let snapshot = origin(0, 5, 0);
+        assert_eq!(
+            rows(SinkMode::Upsert).written_origins(None, 2, snapshot),
+            [snapshot, snapshot]
+        );
+        assert_eq!(Encoding::Records.written_origins(None, 1, None), [None]);
+    }
 }

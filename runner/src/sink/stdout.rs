@@ -18,8 +18,8 @@
 use std::io::Write;
 use std::time::Duration;
 
+use super::LoadBatch;
 use arrow_array::RecordBatch;
-use bytes::Bytes;
 use dcs_crds::spec::TableRef;
 
 use arrow_schema::DataType;
@@ -165,16 +165,18 @@ impl Sink for StdoutSink {
         Ok(())
     }
 
-    async fn load(&self, body: Bytes, _checkpoint_id: u64, _seq: u32) -> Result<LoadResult> {
+    async fn load(&self, batch: LoadBatch, _checkpoint_id: u64, _seq: u32) -> Result<LoadResult> {
         let mut stdout = std::io::stdout().lock();
         stdout
-            .write_all(&body)
+            .write_all(&batch.body)
             .and_then(|()| stdout.flush())
             .map_err(|e| Error::io("writing to stdout", e))?;
         Ok(LoadResult {
             label: String::new(),
             pending: None,
             attempts: 1,
+            dead_letter: None,
+            labels: 1,
         })
     }
 

@@ -139,6 +139,8 @@ struct Scenario {
     sink_mode: SinkMode,
     /// Whether loads are committed in two phases.
     two_phase: bool,
+    /// The dead-letter table, if any.
+    dead_letter: Option<&'static str>,
     /// Start the writer only once the changelog phase has begun (so the snapshot is the table
     /// as it was at T0).
     writer_after_snapshot: bool,
@@ -163,12 +165,11 @@ async fn crash_loop(s: &Scenario) -> Crashed {
     let emu = Arc::new(source_support::emu().await);
     setup(&emu, s.sink_ddl, s.rows).await;
     let initial_source = mysql_rows(&emu, "SELECT * FROM demo.student ORDER BY id").await;
-    let files = Files::new(
-        &sync(&emu)
-            .sink_mode(s.sink_mode)
-            .two_phase(s.two_phase)
-            .yaml(),
-    );
+    let mut sync = sync(&emu).sink_mode(s.sink_mode).two_phase(s.two_phase);
+    if let Some(table) = s.dead_letter {
+        sync = sync.dead_letter(table);
+    }
+    let files = Files::new(&sync.yaml());
     let stop = Arc::new(AtomicBool::new(false));
     let mut writer_task = None;
     let spawn_writer = || tokio::spawn(writer(emu.clone(), stop.clone(), seed, s.rows));
@@ -275,6 +276,7 @@ async fn two_phase_commit_upsert_sink_equals_the_source_after_sigkills() {
         sink_ddl: source_support::STUDENT_UPSERT_SINK_DDL,
         sink_mode: SinkMode::Upsert,
         two_phase: true,
+        dead_letter: None,
         writer_after_snapshot: false,
         rows: ROWS,
     })
@@ -302,6 +304,7 @@ async fn two_phase_commit_changelog_sink_holds_every_event_once_after_sigkills()
         sink_ddl: source_support::STUDENT_EVENTS_SINK_DDL,
         sink_mode: SinkMode::Changelog,
         two_phase: true,
+        dead_letter: None,
         writer_after_snapshot: true,
         rows: MANY_ROWS,
     })
@@ -332,6 +335,7 @@ async fn without_two_phase_commit_nothing_is_lost_after_sigkills() {
         sink_ddl: source_support::STUDENT_UPSERT_SINK_DDL,
         sink_mode: SinkMode::Upsert,
         two_phase: false,
+        dead_letter: None,
         writer_after_snapshot: false,
         rows: ROWS,
     })
@@ -349,4 +353,74 @@ async fn without_two_phase_commit_nothing_is_lost_after_sigkills() {
         &missing[..missing.len().min(5)],
         c.files.logs()
     );
+}
+
+/// A changelog-mode sink whose `name` is NOT NULL, with a dead-letter table: Doris refuses every
+/// event with a NULL name (a seventh of the snapshot, some of the writer's updates). With kills
+/// anywhere (between a refused load and its reload, between the sink's and the dead-letter
+/// table's pre-commits, before and after the checkpoint's save, during a restart's commits), the
+/// sink holds every other event exactly once and the dead-letter table every refused one exactly
+/// once, and the checkpoint counts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_rows_reach_the_dead_letter_table_exactly_once_after_sigkills() {
+    let c = crash_loop(&Scenario {
+        name: "2pc-dead-letter",
+        sink_ddl: "CREATE TABLE sink.student (id INT NOT NULL, name VARCHAR(64) NOT NULL, \
+             score DECIMAL(10,2), updated DATETIME(3), dcs_op VARCHAR(2), dcs_tso BIGINT, \
+             dcs_lsn BIGINT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2 \
+             PROPERTIES (\"replication_num\" = \"1\")",
+        sink_mode: SinkMode::Changelog,
+        two_phase: true,
+        dead_letter: Some("sink.student_rejected"),
+        writer_after_snapshot: true,
+        rows: ROWS,
+    })
+    .await;
+    let cp = dcs_runner::checkpoint::parse("checkpoint.json", &c.checkpoint.to_string()).unwrap();
+    let expected =
+        source_support::expected_student_events(&c.emu, c.initial_source.clone(), &cp).await;
+    let (mut refused, mut written): (Vec<Vec<String>>, Vec<Vec<String>>) =
+        expected.into_iter().partition(|r| r[1] == "NULL");
+    assert!(
+        refused.len() > ROWS as usize / 10,
+        "only {} refused",
+        refused.len()
+    );
+    let mut sink = mysql_rows(&c.emu, "SELECT * FROM sink.student").await;
+    written.sort();
+    sink.sort();
+    assert!(
+        written == sink,
+        "the sink's events differ from the source's accepted ones: {}\n{}",
+        source_support::row_diff(&written, &sink),
+        c.files.logs()
+    );
+    // The dead-letter table: each refused event once, with its position and its row.
+    let mut dead = mysql_rows(
+        &c.emu,
+        "SELECT op, tso, lsn, source_table, sink_table, reason FROM sink.student_rejected",
+    )
+    .await;
+    let mut expected_dead: Vec<Vec<String>> = refused
+        .iter_mut()
+        .map(|r| {
+            vec![
+                r[4].clone(),
+                r[5].clone(),
+                r[6].clone(),
+                "demo.student".into(),
+                "sink.student".into(),
+                "column(name) values is null while columns is not nullable".into(),
+            ]
+        })
+        .collect();
+    expected_dead.sort();
+    dead.sort();
+    assert!(
+        expected_dead == dead,
+        "the dead-letter table differs from the refused events: {}\n{}",
+        source_support::row_diff(&expected_dead, &dead),
+        c.files.logs()
+    );
+    assert_eq!(cp.counters.rows_rejected, expected_dead.len() as u64);
 }

@@ -81,7 +81,7 @@ async fn a_timed_out_load_is_retried_with_the_same_label_and_lands_once() {
             faults.faults.update(|f| f.http_delay_ms = 0);
         })
     };
-    let result = writer.load(body(), 7, 0).await.unwrap();
+    let result = writer.load(body().into(), 7, 0).await.unwrap();
     lift.await.unwrap();
     assert!(result.attempts > 1, "{result:?}");
     assert_eq!(result.label, source_support::label("student-sync", 7, 0));
@@ -108,7 +108,7 @@ async fn a_sink_that_never_answers_in_time_fails_after_the_retries_with_a_clear_
     let emu = source_support::emu().await;
     let writer = DorisSink::new(sink(&emu, 2).await, "default".into(), "student-sync".into());
     delay_answers(&emu, 2 * TIMEOUT.as_millis() as u64);
-    let err = writer.load(body(), 7, 0).await.unwrap_err();
+    let err = writer.load(body().into(), 7, 0).await.unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(

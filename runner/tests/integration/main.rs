@@ -10,6 +10,7 @@ mod check_cli;
 mod checkpoint_configmap;
 mod cli;
 mod crash;
+mod dead_letter;
 mod flight_cut;
 mod layers;
 mod load_timeouts;

@@ -207,10 +207,7 @@ async fn data_errors_are_permanent_naming_the_rejected_row() {
         LoadOutcome::Permanent(m) => {
             assert!(m.contains("rejected 1 of 1 rows"), "{m}");
             assert!(m.contains("; column id;"), "{m}");
-            assert!(
-                m.contains("first rejected row: {\"id\":null,\"name\":\"x\"}"),
-                "{m}"
-            );
+            assert!(m.contains("first rejected row: NULL x"), "{m}");
             assert!(!m.contains("_load_error_log"), "no URL in errors: {m}");
         }
         other => panic!("{other:?}"),
@@ -395,8 +392,8 @@ async fn strict_mode_rejections_name_the_column_and_the_row() {
         m,
         "Stream Load of label dcs-n-1-0 rejected 1 of 2 rows (Fail: [DATA_QUALITY_ERROR]too many \
          filtered rows), so the batch was not written; column big; Doris says: column(big) value \
-         is incorrect while strict mode is true, src value is 5000000000; first rejected row: \
-         {\"id\":2,\"big\":5000000000}; make the sink column hold the source's values (dcs-runner \
+         is incorrect while strict mode is true, src value is 5000000000; first rejected row: 2 \
+         5000000000 NULL; make the sink column hold the source's values (dcs-runner \
          check compares the types) and restart; nothing of this batch was counted as written"
     );
     let partial = sl
@@ -405,7 +402,7 @@ async fn strict_mode_rejections_name_the_column_and_the_row() {
     assert!(
         matches!(&partial, LoadOutcome::Permanent(m)
             if m.starts_with("Stream Load of label dcs-n-2-0 rejected 1 of 2 rows (Success: OK)")
-                && m.contains("first rejected row: {\"id\":2,\"big\":5000000000}")),
+                && m.contains("first rejected row: 2 5000000000 NULL")),
         "{partial:?}"
     );
     assert_eq!(emu.doris.counters.get("be_load_error_log"), 2);

@@ -103,9 +103,12 @@ async fn a_label_pre_committed_by_another_runner_is_neither_adopted_nor_aborted(
     let new = DorisSink::new(*sink, "default".into(), "student-sync".into());
 
     // The old runner pre-commits load 0 of checkpoint 7; the new one reaches the same label.
-    let loaded = old.load(rows(&["old-a", "old-b"]), 7, 0).await.unwrap();
+    let loaded = old
+        .load(rows(&["old-a", "old-b"]).into(), 7, 0)
+        .await
+        .unwrap();
     let pending = loaded.pending.expect("a pre-committed transaction");
-    let err = new.load(rows(&["new-a"]), 7, 0).await.unwrap_err();
+    let err = new.load(rows(&["new-a"]).into(), 7, 0).await.unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(

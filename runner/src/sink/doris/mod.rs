@@ -16,6 +16,7 @@
 //! shadow table of a re-initialised consumer; the decision is `crate::sink::rebuild`).
 
 pub mod create_table;
+pub mod dead_letter;
 pub mod rebuild;
 mod request;
 mod retry;
@@ -35,12 +36,13 @@ pub use request::load_headers;
 use super::label::LabelScheme;
 use super::rebuild::{Planned, Rebuild};
 use super::schema_change::{Follow, SchemaChange};
-use super::{Encoding, LoadResult, LostLoad, Sink};
+use super::{DeadLettered, Encoding, LoadBatch, LoadResult, LostLoad, Sink};
 use crate::checkpoint::{Checkpoint, PendingTxn};
-use crate::settings::{BatchLimits, DorisSinkConfig, SourceSettings};
+use crate::settings::{BatchLimits, DeadLetterSettings, DorisSinkConfig, SourceSettings};
 use crate::{Error, Result};
 use dcs_doris_client::stream_load::{
-    LoadOutcome, LoadRequest, StreamLoadClient, Sweep, rejection_message,
+    LoadOutcome, LoadReport, LoadRequest, StreamLoadClient, Sweep, error_log_lines,
+    rejection_message,
 };
 use dcs_doris_client::{TxnOperation, TxnOutcome};
 
@@ -207,6 +209,269 @@ impl DorisSink {
             None => Ok(swept.found),
         }
     }
+
+    /// Load `body` into `table` under `label`, retrying transient failures with the same label;
+    /// rows Doris refused are answered, not an error. The sink table (or a rebuild's shadow) gets
+    /// the sink's headers, the dead-letter table its own ([`request::dead_letter_headers`]).
+    ///
+    /// # Errors
+    /// [`Error::Sink`] with Doris's message on a permanent failure or when retries run out.
+    async fn send(&self, table: &TableRef, label: &str, body: Bytes) -> Result<Sent> {
+        let headers = if *table == self.config.table {
+            self.headers()
+        } else {
+            request::dead_letter_headers(&self.config)
+        };
+        let req = LoadRequest {
+            db: table.database.clone(),
+            table: table.table.clone(),
+            label: label.to_owned(),
+            headers,
+            body,
+        };
+        let mut attempt = 0;
+        loop {
+            let outcome = self.client.load_attempt(&req, attempt).await;
+            attempt += 1;
+            let pending = |txn_id: i64| {
+                self.config.enable_2pc.then(|| PendingTxn {
+                    db: req.db.clone(),
+                    label: label.to_owned(),
+                    txn_id,
+                    rows: None,
+                    dead_letter: false,
+                })
+            };
+            match outcome {
+                LoadOutcome::Loaded(report) => {
+                    return Ok(Sent::Loaded {
+                        pending: pending(report.txn_id),
+                        attempts: attempt,
+                    });
+                }
+                LoadOutcome::AlreadyLoaded {
+                    existing_status,
+                    txn_id,
+                } => {
+                    if !self.config.enable_2pc {
+                        return Ok(Sent::Loaded {
+                            pending: None,
+                            attempts: attempt,
+                        });
+                    }
+                    // Sent for the first time, yet pre-committed: not by this run (an earlier
+                    // run's were aborted at this run's start), so by a runner still loading.
+                    // Adopting it could commit that runner's rows for this label; aborting it
+                    // could fail that runner's commit. Stop and leave it to the restart.
+                    if let (Some(txn_id), "PRECOMMITTED", 1) =
+                        (txn_id, existing_status.as_str(), attempt)
+                    {
+                        return Err(Error::LabelInUse {
+                            label: label.to_owned(),
+                            txn_id,
+                        });
+                    }
+                    // Under 2PC a label of an unsaved checkpoint is never committed by this
+                    // protocol: a committed one was written by an earlier, forgotten run.
+                    let (Some(txn_id), "PRECOMMITTED") = (txn_id, existing_status.as_str()) else {
+                        return Err(Error::Sink {
+                            message: format!(
+                                "Stream Load label {label} was already used by an earlier run of consumer {} (job {existing_status}); the sink may already hold rows this runner would load again. Change sink.doris.labelPrefix or the consumer id, or restore the checkpoint",
+                                self.consumer_id
+                            ),
+                        });
+                    };
+                    return Ok(Sent::Loaded {
+                        pending: pending(txn_id),
+                        attempts: attempt,
+                    });
+                }
+                LoadOutcome::Retry(message) if attempt <= self.config.max_retries => {
+                    let delay = retry::delay(&self.config.backoff, attempt);
+                    tracing::warn!(%label, attempt, ?delay, %message, "Stream Load failed; retrying with the same label");
+                    tokio::time::sleep(delay).await;
+                }
+                LoadOutcome::Retry(message) => {
+                    return Err(Error::Sink {
+                        message: format!(
+                            "Stream Load of label {label} still failing after {attempt} attempts: {message}"
+                        ),
+                    });
+                }
+                LoadOutcome::Permanent(message) => return Err(Error::Sink { message }),
+                LoadOutcome::Rejected(report) => {
+                    return Ok(Sent::Refused {
+                        report,
+                        attempts: attempt,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The error for rows Doris refused that are not set aside: the column and the first refused
+    /// row from the error log, and `why` they could not go to the dead-letter table.
+    async fn refusal(&self, report: &LoadReport, why: Option<&str>) -> Error {
+        let log = self.client.error_log(report).await;
+        let mut message = rejection_message(
+            report,
+            log.as_ref().map(|r| r.as_deref().map_err(Clone::clone)),
+        );
+        if let Some(why) = why {
+            message.push_str(&format!(
+                "; the refused rows were not written into the dead-letter table: {why}"
+            ));
+        }
+        Error::Sink { message }
+    }
+
+    /// Rows of load `seq` of checkpoint `checkpoint_id` were refused (`report`): tell them apart
+    /// ([`dead_letter::identify`]), load the others again under the same label and the refused
+    /// ones into the dead-letter table under the next label (the same label when no other row
+    /// is left), both pre-committed for the same checkpoint. Rows that cannot be told apart
+    /// for certain, or a second refusal, stop the load as without a dead-letter table.
+    async fn set_aside(
+        &self,
+        dead_letter: &DeadLetterSettings,
+        batch: &LoadBatch,
+        report: &LoadReport,
+        (checkpoint_id, seq): (u64, u32),
+        attempts: u32,
+    ) -> Result<LoadResult> {
+        let label = self.label(checkpoint_id, seq);
+        let log = match self.client.refused_rows_log(report).await {
+            Some(Ok(log)) => log,
+            Some(Err(why)) => {
+                return Err(self
+                    .refusal(
+                        report,
+                        Some(&format!("its error log could not be read: {why}")),
+                    )
+                    .await);
+            }
+            None => return Err(self.refusal(report, Some("Doris gave no error log")).await),
+        };
+        let dst = self.config.mysql_target();
+        let columns = async {
+            let mut conn = dst.connect().await?;
+            let columns = dst.columns(&mut conn, &self.config.table).await;
+            let _ = conn.disconnect().await;
+            columns
+        }
+        .await?;
+        let upsert = self.config.policy.mode == SinkMode::Upsert;
+        let file_columns = dead_letter::file_columns(&columns, upsert);
+        let lines = dead_letter::body_lines(&batch.body);
+        let (entries, complete) = error_log_lines(&log);
+        let refused = match dead_letter::identify(
+            &lines,
+            &file_columns,
+            &entries,
+            complete,
+            report.number_filtered_rows,
+        ) {
+            Ok(refused) => refused,
+            Err(why) => return Err(self.refusal(report, Some(&why)).await),
+        };
+        let rest = dead_letter::rest(&lines, &refused);
+        let mut attempts = attempts;
+        let mut pending = None;
+        let mut labels = 1;
+        if !rest.is_empty() {
+            match self
+                .send(&self.config.table, &label, Bytes::from(rest))
+                .await?
+            {
+                Sent::Loaded {
+                    pending: p,
+                    attempts: a,
+                } => {
+                    pending = p;
+                    attempts += a;
+                    labels = 2;
+                }
+                Sent::Refused { report: again, .. } => {
+                    return Err(self
+                        .refusal(
+                            &again,
+                            Some("Doris refused rows again once the refused ones were taken out"),
+                        )
+                        .await);
+                }
+            }
+        }
+        let dead_label = self.label(checkpoint_id, seq + labels - 1);
+        let at = jiff::Timestamp::now()
+            .strftime("%Y-%m-%d %H:%M:%S%.6f")
+            .to_string();
+        let dead_body = dead_letter::body(
+            &lines,
+            &batch.origins,
+            &refused,
+            dead_letter::Origin {
+                source: &dead_letter.source,
+                sink: &self.home,
+                label: &label,
+                at: &at,
+            },
+        );
+        let dead_pending = match self
+            .send(&dead_letter.table, &dead_label, Bytes::from(dead_body))
+            .await?
+        {
+            Sent::Loaded { pending, .. } => pending.map(|t| PendingTxn {
+                dead_letter: true,
+                ..t
+            }),
+            Sent::Refused { report: again, .. } => {
+                return Err(self
+                    .refusal(
+                        report,
+                        Some(&format!(
+                            "the dead-letter table {} refused them too ({})",
+                            dead_letter.table, again.message
+                        )),
+                    )
+                    .await);
+            }
+        };
+        let deletes = refused
+            .iter()
+            .filter(|r| dead_letter::is_delete(lines[r.line]))
+            .count() as u64;
+        for r in &refused {
+            tracing::warn!(%label, dead_letter = %dead_letter.table, reason = %r.reason, "a row the sink refused goes into the dead-letter table");
+        }
+        Ok(LoadResult {
+            label,
+            pending,
+            attempts,
+            dead_letter: Some(DeadLettered {
+                pending: dead_pending,
+                rows: refused.len() as u64,
+                deletes,
+            }),
+            labels,
+        })
+    }
+}
+
+/// How one load request ended.
+enum Sent {
+    /// Loaded (pre-committed under 2PC).
+    Loaded {
+        /// The transaction to commit after the checkpoint (2PC only).
+        pending: Option<PendingTxn>,
+        /// Attempts made so far.
+        attempts: u32,
+    },
+    /// Doris refused rows of the body and loaded none.
+    Refused {
+        /// Its report.
+        report: LoadReport,
+        /// Attempts made so far.
+        attempts: u32,
+    },
 }
 
 impl Sink for DorisSink {
@@ -253,7 +518,13 @@ impl Sink for DorisSink {
 
     /// Creates the sink table when missing, checks it otherwise (`schema::prepare_sink_table`).
     async fn prepare(&self, source: &SourceSettings, columns: &[String]) -> Result<()> {
-        schema::prepare_sink_table(&self.home_config(), source, columns, self.follow).await
+        schema::prepare_sink_table(&self.home_config(), source, columns, self.follow).await?;
+        match &self.config.dead_letter {
+            Some(dead_letter) => {
+                schema::prepare_dead_letter_table(&self.config, &dead_letter.table).await
+            }
+            None => Ok(()),
+        }
     }
 
     /// ADD/DROP COLUMN on the table loads go to (`schema::apply_schema_change`): a rebuild's
@@ -305,94 +576,29 @@ impl Sink for DorisSink {
     }
 
     /// Load `body` as load `seq` of checkpoint `checkpoint_id`, retrying transient failures with
-    /// the same label up to `maxRetries` times.
+    /// the same label up to `maxRetries` times. Rows Doris refuses go into the dead-letter table
+    /// when there is one ([`DorisSink::set_aside`]); they stop the load otherwise.
     ///
     /// # Errors
     /// [`Error::Sink`] with Doris's message on a permanent failure or when retries run out.
-    async fn load(&self, body: Bytes, checkpoint_id: u64, seq: u32) -> Result<LoadResult> {
+    async fn load(&self, batch: LoadBatch, checkpoint_id: u64, seq: u32) -> Result<LoadResult> {
         let label = self.label(checkpoint_id, seq);
-        let req = LoadRequest {
-            db: self.config.table.database.clone(),
-            table: self.config.table.table.clone(),
-            label: label.clone(),
-            headers: self.headers(),
-            body,
-        };
-        let mut attempt = 0;
-        loop {
-            let outcome = self.client.load_once(&req, attempt).await;
-            attempt += 1;
-            let pending = |txn_id: i64| {
-                self.config.enable_2pc.then(|| PendingTxn {
-                    db: req.db.clone(),
-                    label: label.clone(),
-                    txn_id,
-                    rows: None,
-                })
-            };
-            match outcome {
-                LoadOutcome::Loaded(report) => {
-                    return Ok(LoadResult {
-                        pending: pending(report.txn_id),
-                        label,
-                        attempts: attempt,
-                    });
+        let table = self.config.table.clone();
+        match self.send(&table, &label, batch.body.clone()).await? {
+            Sent::Loaded { pending, attempts } => Ok(LoadResult {
+                label,
+                pending,
+                attempts,
+                dead_letter: None,
+                labels: 1,
+            }),
+            Sent::Refused { report, attempts } => match &self.config.dead_letter {
+                Some(dead_letter) if report.status == "Fail" => {
+                    self.set_aside(dead_letter, &batch, &report, (checkpoint_id, seq), attempts)
+                        .await
                 }
-                LoadOutcome::AlreadyLoaded {
-                    existing_status,
-                    txn_id,
-                } => {
-                    if !self.config.enable_2pc {
-                        return Ok(LoadResult {
-                            label,
-                            pending: None,
-                            attempts: attempt,
-                        });
-                    }
-                    // Sent for the first time, yet pre-committed: not by this run (an earlier
-                    // run's were aborted at this run's start), so by a runner still loading.
-                    // Adopting it could commit that runner's rows for this label; aborting it
-                    // could fail that runner's commit. Stop and leave it to the restart.
-                    if let (Some(txn_id), "PRECOMMITTED", 1) =
-                        (txn_id, existing_status.as_str(), attempt)
-                    {
-                        return Err(Error::LabelInUse { label, txn_id });
-                    }
-                    // Under 2PC a label of an unsaved checkpoint is never committed by this
-                    // protocol: a committed one was written by an earlier, forgotten run.
-                    let (Some(txn_id), "PRECOMMITTED") = (txn_id, existing_status.as_str()) else {
-                        return Err(Error::Sink {
-                            message: format!(
-                                "Stream Load label {label} was already used by an earlier run of consumer {} (job {existing_status}); the sink may already hold rows this runner would load again. Change sink.doris.labelPrefix or the consumer id, or restore the checkpoint",
-                                self.consumer_id
-                            ),
-                        });
-                    };
-                    return Ok(LoadResult {
-                        pending: pending(txn_id),
-                        label,
-                        attempts: attempt,
-                    });
-                }
-                LoadOutcome::Retry(message) if attempt <= self.config.max_retries => {
-                    let delay = retry::delay(&self.config.backoff, attempt);
-                    tracing::warn!(%label, attempt, ?delay, %message, "Stream Load failed; retrying with the same label");
-                    tokio::time::sleep(delay).await;
-                }
-                LoadOutcome::Retry(message) => {
-                    return Err(Error::Sink {
-                        message: format!(
-                            "Stream Load of label {label} still failing after {attempt} attempts: {message}"
-                        ),
-                    });
-                }
-                LoadOutcome::Permanent(message) => return Err(Error::Sink { message }),
-                LoadOutcome::Rejected(report) => {
-                    return Err(Error::Sink {
-                        message: rejection_message(&report, None),
-                    });
-                }
-            }
+                _ => Err(self.refusal(&report, None).await),
+            },
         }
     }
 

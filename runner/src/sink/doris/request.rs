@@ -54,6 +54,22 @@ pub fn load_headers(config: &DorisSinkConfig) -> Vec<(String, String)> {
     h
 }
 
+/// The Stream Load headers of a dead-letter load: JSON lines, 2PC, the load `timeout` and
+/// `strict_mode: true` as for the sink; not the sink's delete sign nor its `properties`, which
+/// describe the sink table's loads.
+pub fn dead_letter_headers(config: &DorisSinkConfig) -> Vec<(String, String)> {
+    let mut h: Vec<(String, String)> = vec![
+        ("format".into(), "json".into()),
+        ("read_json_by_line".into(), "true".into()),
+    ];
+    if config.enable_2pc {
+        h.push(("two_phase_commit".into(), "true".into()));
+    }
+    h.push(("timeout".into(), config.load_timeout.as_secs().to_string()));
+    h.push(("strict_mode".into(), "true".into()));
+    h
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use std::time::Duration;
@@ -92,6 +108,7 @@ pub(super) mod tests {
             create_table: Default::default(),
             schema_change: Default::default(),
             tls: Default::default(),
+            dead_letter: None,
         }
     }
 

@@ -278,6 +278,48 @@ pub async fn table_columns(sink: &DorisSinkConfig) -> Result<Vec<String>> {
         .collect())
 }
 
+/// Make sure the dead-letter table exists and fits before the first load: create it when
+/// missing (with `createTable.enabled`), check its columns otherwise
+/// ([`super::dead_letter::problems`]).
+///
+/// # Errors
+/// [`Error::Config`] naming what is wrong with the table (exit 2); [`Error::Sink`] when the sink
+/// refuses the DDL or cannot be reached.
+pub async fn prepare_dead_letter_table(sink: &DorisSinkConfig, table: &TableRef) -> Result<()> {
+    let dst = sink.mysql_target();
+    let mut conn = dst.connect().await?;
+    let result = async {
+        let existing = dst.columns(&mut conn, table).await?;
+        if !existing.is_empty() {
+            let problems = super::dead_letter::problems(table, &existing);
+            return if problems.is_empty() {
+                Ok(false)
+            } else {
+                Err(Error::Config {
+                    reason: format!("sink.doris.deadLetter.table: {}", problems.join("; ")),
+                })
+            };
+        }
+        if !sink.create_table.enabled {
+            return Err(Error::Config {
+                reason: format!(
+                    "sink.doris.deadLetter.table: the dead-letter table {table} does not exist and \
+                     createTable.enabled is false; create it or enable createTable"
+                ),
+            });
+        }
+        let ddl = super::dead_letter::create_ddl(table, &sink.create_table.properties);
+        dst.exec(&mut conn, &ddl).await?;
+        Ok(true)
+    }
+    .await;
+    let _ = conn.disconnect().await;
+    if result? {
+        tracing::info!(%table, "created the dead-letter table");
+    }
+    Ok(())
+}
+
 /// A Doris type for an Arrow type (docs/doris-protocols.md §3.5 read backwards), for a new column
 /// the source catalog does not describe.
 pub fn arrow_sink_type(data_type: &DataType) -> String {

@@ -11,8 +11,12 @@ use crate::types::{DorisType, Value};
 
 use super::stream_load::{DELETE_SIGN, Format, LoadOptions, MergeType, unquote_ident};
 
-/// At most this many per-row error reasons are kept for the error log.
-pub const MAX_ERROR_ROWS: usize = 1000;
+/// At most this many refused rows are written to the error log, then one `TOO MUCH ERROR` line (D
+/// be `runtime/runtime_state.cpp`: `MAX_ERROR_NUM`).
+pub const MAX_ERROR_ROWS: usize = 50;
+/// A log line longer than this is cut and marked `error log is too long` (the BE's
+/// `load_error_log_limit_bytes`; smaller here, so the emulator keeps little).
+pub const MAX_ERROR_LINE_BYTES: usize = 64 << 10;
 /// Deepest JSON nesting accepted (deeper documents are a row error, not a stack overflow).
 pub const MAX_JSON_DEPTH: usize = 128;
 
@@ -64,7 +68,8 @@ pub struct BodyOutcome {
     pub filtered: u64,
     /// Rows dropped by a `where` (always 0: `where` is not supported).
     pub unselected: u64,
-    /// Error-log lines (`Reason: ... src line [...]; `), at most [`MAX_ERROR_ROWS`].
+    /// Error-log lines (`Reason: ... src line [...]; `), at most [`MAX_ERROR_ROWS`], then one
+    /// `TOO MUCH ERROR! …` line.
     pub errors: Vec<String>,
 }
 
@@ -276,28 +281,33 @@ impl LoadPlan {
         out
     }
 
-    fn record(&self, out: &mut BodyOutcome, res: Result<RowWrite, String>, src: &[u8]) {
+    fn record(&self, out: &mut BodyOutcome, res: Result<RowWrite, Filtered>, src: &[u8]) {
         match res {
             Ok(w) => out.writes.push(w),
-            Err(reason) => {
+            Err(Filtered { reason, line }) => {
                 out.filtered += 1;
                 if out.errors.len() < MAX_ERROR_ROWS {
-                    let mut line = String::from_utf8_lossy(src).into_owned();
-                    if line.len() > 1024 {
-                        let mut cut = 1024;
-                        while !line.is_char_boundary(cut) {
+                    let line = line.unwrap_or_else(|| String::from_utf8_lossy(src).into_owned());
+                    let mut entry = format!("Reason: {reason}. src line [{line}]; ");
+                    if entry.len() > MAX_ERROR_LINE_BYTES {
+                        let mut cut = MAX_ERROR_LINE_BYTES;
+                        while !entry.is_char_boundary(cut) {
                             cut -= 1;
                         }
-                        line.truncate(cut);
+                        entry.truncate(cut);
+                        entry.push_str("error log is too long");
                     }
-                    out.errors
-                        .push(format!("Reason: {reason}. src line [{line}]; "));
+                    out.errors.push(entry);
+                } else if out.errors.len() == MAX_ERROR_ROWS {
+                    out.errors.push(format!(
+                        "TOO MUCH ERROR! already reach {MAX_ERROR_ROWS}. show no more next error."
+                    ));
                 }
             }
         }
     }
 
-    fn csv_row(&self, line: &[u8]) -> Result<RowWrite, String> {
+    fn csv_row(&self, line: &[u8]) -> Result<RowWrite, Filtered> {
         let parts: Vec<&[u8]> = split_bytes(line, &self.column_separator).collect();
         if parts.len() != self.fields.len() {
             let cmp = if parts.len() < self.fields.len() {
@@ -305,13 +315,13 @@ impl LoadPlan {
             } else {
                 "more"
             };
-            return Err(format!(
+            return Err(Filtered::reader(format!(
                 "actual column number in csv file is {cmp} than schema column number.actual number: {}, schema column number: {}; line delimiter: [{}], column separator: [{}]",
                 parts.len(),
                 self.fields.len(),
                 show_sep(&self.line_delimiter),
                 show_sep(&self.column_separator)
-            ));
+            )));
         }
         let mut cells = Vec::with_capacity(parts.len());
         for p in parts {
@@ -320,7 +330,7 @@ impl LoadPlan {
             } else {
                 match std::str::from_utf8(p) {
                     Ok(s) => cells.push(Cell::Text(s.to_string())),
-                    Err(_) => return Err("invalid utf8 data in csv".into()),
+                    Err(_) => return Err(Filtered::reader("invalid utf8 data in csv")),
                 }
             }
         }
@@ -338,9 +348,9 @@ impl LoadPlan {
                 out.total += 1;
                 self.record(
                     out,
-                    Err(format!(
+                    Err(Filtered::reader(format!(
                         "Parse json data for JsonDoc failed. error info: {e}"
-                    )),
+                    ))),
                     text,
                 );
                 return;
@@ -351,7 +361,7 @@ impl LoadPlan {
                 Some(j) => doc = j.clone(),
                 None => {
                     out.total += 1;
-                    self.record(out, Err("JSON Root not found.".into()), text);
+                    self.record(out, Err(Filtered::reader("JSON Root not found.")), text);
                     return;
                 }
             }
@@ -362,7 +372,9 @@ impl LoadPlan {
                     out.total += 1;
                     self.record(
                         out,
-                        Err("JSON data is array-object, `strip_outer_array` must be TRUE.".into()),
+                        Err(Filtered::reader(
+                            "JSON data is array-object, `strip_outer_array` must be TRUE.",
+                        )),
                         text,
                     );
                     return;
@@ -377,10 +389,9 @@ impl LoadPlan {
             JKind::Object(_) => {
                 out.total += 1;
                 let res = if self.strip_outer_array {
-                    Err(
-                        "JSON data is not an array-object, `strip_outer_array` must be FALSE."
-                            .into(),
-                    )
+                    Err(Filtered::reader(
+                        "JSON data is not an array-object, `strip_outer_array` must be FALSE.",
+                    ))
                 } else {
                     self.json_row(src, &doc)
                 };
@@ -388,14 +399,18 @@ impl LoadPlan {
             }
             _ => {
                 out.total += 1;
-                self.record(out, Err("Expected JSON object or array".into()), text);
+                self.record(
+                    out,
+                    Err(Filtered::reader("Expected JSON object or array")),
+                    text,
+                );
             }
         }
     }
 
-    fn json_row(&self, src: &str, obj: &Json) -> Result<RowWrite, String> {
+    fn json_row(&self, src: &str, obj: &Json) -> Result<RowWrite, Filtered> {
         if !matches!(obj.kind, JKind::Object(_)) {
-            return Err("Expected JSON object".into());
+            return Err(Filtered::reader("Expected JSON object"));
         }
         let mut cells = Vec::with_capacity(self.fields.len());
         for (i, (name, _)) in self.fields.iter().enumerate() {
@@ -425,7 +440,7 @@ impl LoadPlan {
         self.build_row(cells)
     }
 
-    fn convert(&self, col: &ColumnDef, cell: &Cell) -> Result<Value, String> {
+    fn convert(&self, col: &ColumnDef, cell: &Cell) -> Result<Value, Refusal> {
         let text = match cell {
             Cell::Missing => return Ok(col.default.clone().unwrap_or(Value::Null)),
             Cell::Null => return Ok(Value::Null),
@@ -442,15 +457,17 @@ impl LoadPlan {
             Ok(v) => Ok(v),
             Err(e) => {
                 let too_long = matches!(col.ty, DorisType::Char(_) | DorisType::Varchar(_));
-                if too_long || !col.nullable && !self.strict {
-                    Err(format!("column({}) {e}", col.name))
+                if too_long {
+                    Err(Refusal::Table(format!("column({}) {e}", col.name)))
+                } else if !col.nullable && !self.strict {
+                    Err(Refusal::Scanner(format!("column({}) {e}", col.name)))
                 } else if self.strict {
                     // The scanner's strict check (D be `vec/exec/scan/vfile_scanner.cpp`): a
                     // non-NULL value the cast turned into NULL.
-                    Err(format!(
+                    Err(Refusal::Scanner(format!(
                         "column({}) value is incorrect while strict mode is true, src value is {text}",
                         col.name
-                    ))
+                    )))
                 } else {
                     Ok(Value::Null)
                 }
@@ -458,7 +475,36 @@ impl LoadPlan {
         }
     }
 
-    fn build_row(&self, cells: Vec<Cell>) -> Result<RowWrite, String> {
+    /// The row of `cells`, or why it is filtered with the line Doris quotes for it: the load's
+    /// source columns as text, space-separated, NULL as `NULL` (D be `vec/core/block.cpp`
+    /// `Block::dump_one_line` over the source block, called by `vfile_scanner.cpp` and the tablet
+    /// sink's block convertor; `DataTypeNullable::to_string`), not the body line as sent.
+    fn build_row(&self, cells: Vec<Cell>) -> Result<RowWrite, Filtered> {
+        self.build_row_values(&cells)
+            .map_err(|refusal| match refusal {
+                Refusal::Scanner(reason) => Filtered {
+                    reason,
+                    line: Some(
+                        cells
+                            .iter()
+                            .map(|c| match c {
+                                Cell::Missing | Cell::Null => "NULL",
+                                Cell::Text(t) | Cell::Json { text: t, .. } => t.as_str(),
+                            })
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                    ),
+                },
+                // The table's own checks quote no row (D be `vec/sink/vtablet_block_convertor.cpp`
+                // `_validate_column`: `append_error_msg_to_file([]() { return ""; }, …)`).
+                Refusal::Table(reason) => Filtered {
+                    reason,
+                    line: Some(String::new()),
+                },
+            })
+    }
+
+    fn build_row_values(&self, cells: &[Cell]) -> Result<RowWrite, Refusal> {
         // Delete decision.
         let mut delete = matches!(self.merge, MergeType::Delete);
         for (i, (_, t)) in self.fields.iter().enumerate() {
@@ -468,9 +514,9 @@ impl LoadPlan {
                     Cell::Text(s) | Cell::Json { text: s, .. } => match s.trim().parse::<i64>() {
                         Ok(v) => v != 0,
                         Err(_) => {
-                            return Err(format!(
+                            return Err(Refusal::Scanner(format!(
                                 "column({DELETE_SIGN}) '{s}' is not a valid TINYINT"
-                            ));
+                            )));
                         }
                     },
                 };
@@ -497,7 +543,7 @@ impl LoadPlan {
             for (c, col) in self.columns.iter().enumerate() {
                 if let Some(f) = mapped[c] {
                     let v = self.convert(col, &cells[f])?;
-                    check_not_null(col, &v)?;
+                    check_not_null(col, &cells[f], &v)?;
                     idx.push(c);
                     vals.push(v);
                 }
@@ -509,12 +555,12 @@ impl LoadPlan {
         }
         let mut row = Vec::with_capacity(n);
         for (c, col) in self.columns.iter().enumerate() {
-            let v = match mapped[c] {
-                Some(f) => self.convert(col, &cells[f])?,
-                None => col.default.clone().unwrap_or(Value::Null),
+            let (v, cell) = match mapped[c] {
+                Some(f) => (self.convert(col, &cells[f])?, &cells[f]),
+                None => (col.default.clone().unwrap_or(Value::Null), &Cell::Missing),
             };
             if !delete || col.is_key {
-                check_not_null(col, &v)?;
+                check_not_null(col, cell, &v)?;
             }
             row.push(v);
         }
@@ -526,16 +572,33 @@ impl LoadPlan {
     }
 }
 
-fn check_not_null(col: &ColumnDef, v: &Value) -> Result<(), String> {
-    if v.is_null() && !col.nullable {
-        Err(format!(
+/// A NULL for a NOT NULL column: the scanner filters a NULL read from the body (D be
+/// `vec/exec/scan/vfile_scanner.cpp` `_convert_to_output_block`), the table's own check a NULL
+/// no body value gave (a missing column without a default; `vtablet_block_convertor.cpp`).
+fn check_not_null(col: &ColumnDef, cell: &Cell, v: &Value) -> Result<(), Refusal> {
+    if !v.is_null() || col.nullable {
+        Ok(())
+    } else if matches!(cell, Cell::Null) {
+        Err(Refusal::Scanner(format!(
+            "column({}) values is null while columns is not nullable",
+            col.name
+        )))
+    } else {
+        Err(Refusal::Table(format!(
             "null value for not null column, column={}, type={}",
             col.name,
             col.ty.display_name()
-        ))
-    } else {
-        Ok(())
+        )))
     }
+}
+
+/// Why a row is filtered, by who filters it (which decides what the error log quotes).
+enum Refusal {
+    /// The scanner, converting the body's values: the row is quoted.
+    Scanner(String),
+    /// The table's own checks (a text too long, a NULL for a NOT NULL column no value gave): no
+    /// row is quoted.
+    Table(String),
 }
 
 fn cond_eq(value: &str, literal: &str) -> bool {
@@ -594,6 +657,23 @@ fn show_sep(s: &[u8]) -> String {
 
 /// One body field before conversion.
 #[derive(Debug, Clone)]
+/// Why a row is filtered, and the line the error log quotes for it.
+struct Filtered {
+    reason: String,
+    /// `None`: the reader's own error, which quotes the body text as read.
+    line: Option<String>,
+}
+
+impl Filtered {
+    /// A reader's error (a line or document it could not split into values).
+    fn reader(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            line: None,
+        }
+    }
+}
+
 enum Cell {
     /// Not present (JSON key missing).
     Missing,
@@ -1017,6 +1097,19 @@ mod tests {
     }
 
     #[test]
+    fn the_error_log_lists_fifty_refused_rows_then_says_so() {
+        let p = plan(&[("column_separator", ",")]).unwrap();
+        let body: String = (0..60).map(|_| "\\N,a,1,1,1\n").collect();
+        let out = p.parse(body.as_bytes());
+        assert_eq!(out.filtered, 60);
+        assert_eq!(out.errors.len(), 51);
+        assert_eq!(
+            out.errors[50],
+            "TOO MUCH ERROR! already reach 50. show no more next error."
+        );
+    }
+
+    #[test]
     fn csv_field_count_and_not_null_filtered() {
         let p = plan(&[("column_separator", ",")]).unwrap();
         let out = p.parse(b"1,a\n\\N,a,1,1,1\n3,c,1,1,1");
@@ -1026,10 +1119,19 @@ mod tests {
             "{}",
             out.errors[0]
         );
+        // A NULL read into a NOT NULL column is the scanner's, which quotes the source columns.
+        assert_eq!(
+            out.errors[1],
+            "Reason: column(id) values is null while columns is not nullable. src line [NULL a 1 1 1]; "
+        );
+        // A text too long is the table's own check, which quotes no row.
+        let long = plan(&[("column_separator", ","), ("columns", "id,name")])
+            .unwrap()
+            .parse(b"1,abcdefghijk\n");
         assert!(
-            out.errors[1].contains("null value for not null column"),
+            long.errors[0].ends_with(". src line []; "),
             "{}",
-            out.errors[1]
+            long.errors[0]
         );
     }
 
@@ -1060,7 +1162,7 @@ mod tests {
         assert_eq!(
             strict.errors,
             [
-                "Reason: column(age) value is incorrect while strict mode is true, src value is abc. src line [1,abc]; "
+                "Reason: column(age) value is incorrect while strict mode is true, src value is abc. src line [1 abc]; "
             ]
         );
         // too long strings are filtered even when not strict

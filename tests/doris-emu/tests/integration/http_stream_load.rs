@@ -299,7 +299,12 @@ async fn filtered_rows_max_filter_ratio_and_error_url() {
         .await
         .unwrap();
     assert!(log.contains("Reason: "), "{log}");
-    assert!(log.contains("null value for not null column"), "{log}");
+    assert!(
+        log.contains(
+            "Reason: column(id) values is null while columns is not nullable. src line [NULL b 2 2 NULL]; "
+        ),
+        "{log}"
+    );
     assert!(log.contains("src line [3,c]"), "{log}");
     assert_eq!(ids(&e).await, json!([]));
     // The failed load's label is free again.
