@@ -58,6 +58,11 @@ pub const TIMESTAMP_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
         "message": "snapshot.parallelism above 1 is only allowed with startup.mode snapshot or initial, the modes that read a snapshot",
         "fieldPath": ".snapshot.parallelism",
     },
+    {
+        "rule": "!has(self.source.columns) || !has(self.sink.doris) || !has(self.sink.doris.schemaChange) || self.sink.doris.schemaChange == 'evolve'",
+        "message": "sink.doris.schemaChange fail and ignore apply only when every source column is read; remove source.columns, or schemaChange",
+        "fieldPath": ".sink.doris.schemaChange",
+    },
 ]))]
 pub struct DorisChangelogSyncSpec {
     /// The Doris table to read: its snapshot and its changelog.
@@ -633,7 +638,8 @@ pub struct DorisSink {
     /// cannot follow; fail: stop on any change, phase Blocked with the change described, until
     /// a person sets evolve or ignore; ignore: keep the sink's columns (new source columns are
     /// not written, a dropped one is written as NULL), the status listing what is ignored.
-    /// Applies when every source column is read (no source.columns list).
+    /// Applies when every source column is read: fail and ignore are refused with a
+    /// source.columns list, whose columns never change.
     #[serde(default)]
     pub schema_change: SchemaChangePolicy,
     /// TLS on every connection to the sink cluster: FE and BE HTTP (Stream Load, 2PC) and MySQL.

@@ -371,6 +371,18 @@ fn sink(errors: &mut Errors, spec: &DorisChangelogSyncSpec) {
     }
     if let Some(doris) = &spec.sink.doris {
         doris_sink(errors, doris);
+        // With a fixed column list nothing is followed: a policy other than evolve would
+        // promise what no run does.
+        if spec.source.columns.is_some() && doris.schema_change != crate::SchemaChangePolicy::Evolve
+        {
+            errors.push(
+                "spec.sink.doris.schemaChange",
+                format!(
+                    "is {}, which applies only when every source column is read; remove source.columns, or schemaChange",
+                    doris.schema_change.as_str()
+                ),
+            );
+        }
     }
 }
 

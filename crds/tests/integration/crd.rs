@@ -155,6 +155,7 @@ fn cel_rules_are_in_the_schema_where_they_belong() {
             "!has(self.source.filter) || !has(self.startup) || !has(self.startup.mode) || self.startup.mode == 'snapshot'",
             "!has(self.offsets) || (has(self.startup) && has(self.startup.mode) && self.startup.mode != 'snapshot')",
             "!has(self.snapshot) || !has(self.snapshot.parallelism) || self.snapshot.parallelism == 1 || !has(self.startup) || !has(self.startup.mode) || self.startup.mode == 'snapshot' || self.startup.mode == 'initial'",
+            "!has(self.source.columns) || !has(self.sink.doris) || !has(self.sink.doris.schemaChange) || self.sink.doris.schemaChange == 'evolve'",
         ]
     );
     assert_eq!(
@@ -296,6 +297,19 @@ fn cel_rejects_cross_field_mistakes() {
             "spec.sink: set exactly one sink: doris or stdout",
         ),
         (
+            "schemaChange fail with a fixed column list",
+            with(
+                with(
+                    with(object(), "/spec/sink/stdout", Value::Null),
+                    "/spec/sink/doris",
+                    json!({"feNodes": ["fe:8030"], "table": "a.b", "credentials": {"secretName": "s"}, "schemaChange": "fail"}),
+                ),
+                "/spec/source/columns",
+                json!(["id", "name"]),
+            ),
+            "spec.sink.doris.schemaChange: sink.doris.schemaChange fail and ignore apply only when every source column is read; remove source.columns, or schemaChange",
+        ),
+        (
             "the dead-letter table is the sink table",
             with(
                 object(),
@@ -368,6 +382,28 @@ fn cel_rejects_cross_field_mistakes() {
 #[test]
 fn cel_accepts_what_the_rules_allow() {
     let cases: Vec<(&str, Value)> = vec![
+        (
+            "schemaChange evolve with a fixed column list",
+            with(
+                with(
+                    object(),
+                    "/spec/sink",
+                    json!({"doris": {"feNodes": ["fe:8030"], "table": "a.b", "credentials": {"secretName": "s"},
+                                     "schemaChange": "evolve"}}),
+                ),
+                "/spec/source/columns",
+                json!(["id", "name"]),
+            ),
+        ),
+        (
+            "schemaChange ignore reading every column",
+            with(
+                object(),
+                "/spec/sink",
+                json!({"doris": {"feNodes": ["fe:8030"], "table": "a.b", "credentials": {"secretName": "s"},
+                                 "schemaChange": "ignore"}}),
+            ),
+        ),
         (
             "a dead-letter table next to the sink table",
             with(

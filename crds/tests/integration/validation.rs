@@ -67,6 +67,8 @@ fn a_minimal_manifest_gets_every_default() {
     assert!(doris.create_table.enabled);
     assert!(doris.create_table.properties.is_empty());
     assert_eq!(doris.create_table.auto_partition, None);
+    assert_eq!(doris.schema_change, dcs_crds::SchemaChangePolicy::Evolve);
+    assert_eq!(doris.dead_letter, None);
     assert_eq!(sync.consumer_id(), "student-sync");
     assert_eq!(doris.table_ref().unwrap().quoted(), "`sink_db`.`student`");
 
@@ -784,5 +786,34 @@ fn snapshot_parallelism_defaults_to_one_and_is_checked_with_its_path() {
         [
             "spec.snapshot.parallelism: is 2 together with offsets.table, which a sharded snapshot does not support yet (an offset-table row would skip the snapshot the shards read); remove one of them"
         ]
+    );
+}
+
+#[test]
+fn a_schema_change_policy_other_than_evolve_needs_every_column_read() {
+    use dcs_crds::SchemaChangePolicy::{Evolve, Fail, Ignore};
+    let spec = |policy, columns: Option<&[&str]>| {
+        let b = SyncBuilder::new().schema_change(policy);
+        match columns {
+            Some(c) => b.columns(c),
+            None => b,
+        }
+        .spec()
+    };
+    for policy in [Evolve, Fail, Ignore] {
+        assert_eq!(validate(&spec(policy, None)), Ok(()), "{policy:?}");
+    }
+    assert_eq!(validate(&spec(Evolve, Some(&["id", "name"]))), Ok(()));
+    let errors = validate(&spec(Fail, Some(&["id", "name"]))).unwrap_err();
+    assert_eq!(
+        errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "spec.sink.doris.schemaChange: is fail, which applies only when every source column is read; remove source.columns, or schemaChange"
+        ]
+    );
+    let errors = validate(&spec(Ignore, Some(&["id"]))).unwrap_err();
+    assert_eq!(
+        errors[0].to_string(),
+        "spec.sink.doris.schemaChange: is ignore, which applies only when every source column is read; remove source.columns, or schemaChange"
     );
 }

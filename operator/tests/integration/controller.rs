@@ -333,3 +333,66 @@ spec:
     .await?;
     Ok(())
 }
+
+/// The genuine API server keeps `spec.sink.doris.schemaChange` to its three values and refuses
+/// `fail` or `ignore` with a fixed `source.columns` list (CEL), naming the field; `evolve` is the
+/// default it stores.
+#[tokio::test]
+async fn the_api_server_keeps_schema_change_to_what_a_run_does() -> Result<()> {
+    let ns = common::bed("schema-change").await?;
+    install_crd(&ns.client).await?;
+    let api: Api<DorisChangelogSync> = Api::default_namespaced(ns.client.clone());
+    let base = || {
+        SyncBuilder::new()
+            .namespace(&ns.name)
+            .source_table("demo.student")
+            .sink_table("sink.student")
+    };
+    let err = api
+        .create(
+            &PostParams::default(),
+            &base()
+                .name("fixed-columns")
+                .columns(&["id", "name"])
+                .schema_change(dcs_crds::SchemaChangePolicy::Fail)
+                .build(),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("spec.sink.doris.schemaChange: Invalid value")
+            && err.contains("sink.doris.schemaChange fail and ignore apply only when every source column is read; remove source.columns, or schemaChange"),
+        "{err}"
+    );
+    // A value the enum does not hold, sent as the raw object a kubectl apply would send.
+    let resource = ApiResource::erase::<DorisChangelogSync>(&());
+    let raw: Api<DynamicObject> = Api::default_namespaced_with(ns.client.clone(), &resource);
+    let mut object: DynamicObject =
+        serde_json::from_value(serde_json::to_value(base().name("sometimes").build())?)?;
+    object.data["spec"]["sink"]["doris"]["schemaChange"] = serde_json::json!("sometimes");
+    let err = raw
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("spec.sink.doris.schemaChange: Unsupported value: \"sometimes\"")
+            && err.contains("\"evolve\", \"fail\", \"ignore\""),
+        "{err}"
+    );
+    let stored = api
+        .create(
+            &PostParams::default(),
+            &base()
+                .name("ignore")
+                .schema_change(dcs_crds::SchemaChangePolicy::Ignore)
+                .build(),
+        )
+        .await?;
+    assert_eq!(
+        stored.spec.sink.doris.unwrap().schema_change,
+        dcs_crds::SchemaChangePolicy::Ignore
+    );
+    Ok(())
+}
