@@ -333,6 +333,16 @@ pub struct SchemaRecord {
     pub last_change: Option<SchemaChangeNote>,
 }
 
+/// What a sync did about a change of the source's columns ([`SchemaChangeNote::action`]).
+pub mod schema_action {
+    /// The sink table changed with it (or had the new columns already).
+    pub const FOLLOWED: &str = "Followed";
+    /// The sink kept its columns (`schemaChange: ignore`).
+    pub const IGNORED: &str = "Ignored";
+    /// The sync stopped.
+    pub const REFUSED: &str = "Refused";
+}
+
 /// A change of the source table's columns and what the sync did about it (checkpoint and status).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -598,7 +598,7 @@ pub fn notices(old: &DorisChangelogSyncStatus, new: &DorisChangelogSyncStatus) -
         && schema_change(old).map(|c| c.at) != Some(change.at.clone())
     {
         out.push(Notice {
-            warning: change.action == "Refused",
+            warning: change.action == dcs_crds::checkpoint::schema_action::REFUSED,
             reason: reasons::SCHEMA_CHANGED.to_owned(),
             note: change.message,
         });

@@ -5,6 +5,7 @@
 //! a change met by a run that stopped is met again by the next.
 
 use arrow_array::RecordBatch;
+use dcs_crds::checkpoint::schema_action::{FOLLOWED, IGNORED, REFUSED};
 use dcs_crds::checkpoint::{SchemaChangeNote, SchemaRecord};
 
 use super::Flow;
@@ -128,7 +129,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         match self.decide_columns(&known, &columns) {
             Step::Stop { change, message } => {
                 tracing::warn!(%message, "the source's columns changed while no runner ran");
-                self.schema.note(&change, "Refused", message.clone());
+                self.schema.note(&change, REFUSED, message.clone());
                 self.schema.stop = Some(message);
                 return Ok(());
             }
@@ -147,12 +148,12 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                 {
                     tracing::info!(statement = %s, "dropped a column the source no longer has");
                 }
-                self.followed(&change, columns.clone(), "Followed");
+                self.followed(&change, columns.clone(), FOLLOWED);
             }
-            Step::Alter(change) => self.followed(&change, columns.clone(), "Followed"),
+            Step::Alter(change) => self.followed(&change, columns.clone(), FOLLOWED),
             Step::Keep { change, ignored } => {
                 self.schema.ignored = ignored;
-                self.followed(&change, columns.clone(), "Ignored");
+                self.followed(&change, columns.clone(), self.kept());
             }
             Step::Same => {}
         }
@@ -180,7 +181,7 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                     .join(", ")
             );
             tracing::warn!(%message, "columns no longer ignored");
-            self.schema.note(&now_written, "Followed", message);
+            self.schema.note(&now_written, FOLLOWED, message);
             self.saving.changed();
         }
         Ok(())
@@ -202,11 +203,25 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
         )
     }
 
+    /// What keeping the sink's columns is: ignoring the change (`ignore`), or following it where
+    /// the sink has the new columns already (`evolve` on a table dcs may not change).
+    fn kept(&self) -> &'static str {
+        if self.schema.follow == Follow::Ignore {
+            IGNORED
+        } else {
+            FOLLOWED
+        }
+    }
+
     /// The sink is in step with `columns` after `change` (`action`: what was done about it).
     fn followed(&mut self, change: &SchemaChange, columns: Vec<String>, action: &str) {
-        let message = match action {
-            "Ignored" => format!(
+        let message = match (action, self.schema.follow) {
+            (IGNORED, _) => format!(
                 "{}; schemaChange is ignore: the sink keeps its columns",
+                change.describe(&self.config.source.table.to_string())
+            ),
+            (_, Follow::EvolveByHand) => format!(
+                "{}; the sink table has the new columns already (createTable.enabled is false: dcs does not change it; a dropped column stays, written as NULL)",
                 change.describe(&self.config.source.table.to_string())
             ),
             _ => format!(
@@ -246,15 +261,15 @@ impl<S: CheckpointStore, K: Sink> Flow<'_, S, K> {
                     tracing::info!(statement = %s, "applied to the sink table");
                 }
                 self.schema.sink_columns = self.loads.sink.table_columns().await?;
-                self.followed(&change, names, "Followed");
+                self.followed(&change, names, FOLLOWED);
             }
             Step::Keep { change, ignored } => {
                 tracing::warn!(added = ?change.added, dropped = ?change.dropped, ?ignored, "the source's columns changed; the sink keeps its columns");
                 self.schema.ignored = ignored;
-                self.followed(&change, names, "Ignored");
+                self.followed(&change, names, self.kept());
             }
             Step::Stop { change, message } => {
-                self.schema.note(&change, "Refused", message.clone());
+                self.schema.note(&change, REFUSED, message.clone());
                 return Err(Error::SchemaChanged { message });
             }
         }

@@ -365,6 +365,15 @@ async fn evolve_on_a_sink_dcs_may_not_change_waits_for_a_person() {
     exec(&emu, &["ALTER TABLE sink.student ADD COLUMN level BIGINT"]).await;
     let mut runner = files.start();
     converged(&emu, &files, &mut runner, "*").await;
+    files
+        .wait_checkpoint(&mut runner, "the change followed by hand", |c| {
+            c["schema"]["lastChange"]["action"] == "Followed"
+        })
+        .await;
+    assert_eq!(
+        files.checkpoint().unwrap()["schema"]["lastChange"]["message"],
+        "the columns of source table demo.student changed: added `level`; the sink table has the new columns already (createTable.enabled is false: dcs does not change it; a dropped column stays, written as NULL)"
+    );
     stop(runner).await;
 }
 
