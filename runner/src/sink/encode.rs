@@ -137,6 +137,24 @@ pub enum EncodeError {
         /// The value or type, and the range.
         detail: String,
     },
+    /// An update's before-image and after-image not next to each other in one batch: the formats
+    /// that write an update as one event (`debezium-json`, `canal-json`) need both.
+    #[error(
+        "an update's before-image and after-image (TSO {tso}) are not next to each other in one batch, so the update cannot be written as one event"
+    )]
+    UnpairedUpdate {
+        /// The TSO of the image without its pair.
+        tso: i64,
+    },
+    /// A key column the format writes is not among the batch's columns.
+    #[error("the key column {column} is not among the columns read")]
+    MissingKeyColumn {
+        /// Column name.
+        column: String,
+    },
+    /// The upsert format keys every record; a table without key columns cannot be written so.
+    #[error("the upsert format needs key columns; the table has none")]
+    UpsertWithoutKey,
     /// A CSV value is the text `\N`, which Doris would read as NULL.
     #[error(
         "a value of column {column} is the text \\N, which a CSV body cannot tell from NULL; use the JSON format"
@@ -233,6 +251,136 @@ fn row_tail(
             RowTail::Change(text, c.tso.value(row), c.lsn.value(row))
         }
     })
+}
+
+/// How a row object writes its exact numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonValues {
+    /// As Stream Load reads them: LARGEINT and DECIMAL as strings (docs/doris-protocols.md §3.5).
+    StreamLoad,
+    /// As the JSON readers of changelog formats read them (Flink's `json`, `debezium-json` and
+    /// `canal-json` formats, which write DECIMAL as a plain number themselves): LARGEINT and
+    /// DECIMAL as JSON numbers, digit for digit, so still exact.
+    Numbers,
+}
+
+/// The rows of a batch as JSON objects (`{"col":value,...}`), each column downcast once.
+pub struct RowObjects<'a> {
+    names: Vec<&'a str>,
+    columns: Vec<ColumnWriter<'a>>,
+    /// `"name":` per column.
+    keys: Vec<Vec<u8>>,
+    style: JsonValues,
+}
+
+impl<'a> RowObjects<'a> {
+    /// The writers of `data`'s columns.
+    ///
+    /// # Errors
+    /// A column type or value that cannot be written ([`EncodeError::UnsupportedType`],
+    /// [`EncodeError::OutOfRange`], [`EncodeError::UnknownTimeZone`]).
+    pub fn new(data: &'a RecordBatch, style: JsonValues) -> Result<Self, EncodeError> {
+        let schema = data.schema_ref();
+        let names: Vec<&'a str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let keys = names
+            .iter()
+            .map(|name| {
+                let mut k = Vec::with_capacity(name.len() + 3);
+                write_json_str(&mut k, name);
+                k.push(b':');
+                k
+            })
+            .collect();
+        Ok(Self {
+            names,
+            columns: column_writers(data)?,
+            keys,
+            style,
+        })
+    }
+
+    /// The index of the column `name`.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| *n == name)
+    }
+
+    /// Write row `row` as an object of every column.
+    pub fn write(&self, row: usize, out: &mut Vec<u8>) {
+        out.push(b'{');
+        for col in 0..self.columns.len() {
+            self.write_field(row, col, col > 0, out);
+        }
+        out.push(b'}');
+    }
+
+    /// Write row `row` as an object of the columns `cols`, in that order.
+    pub fn write_columns(&self, row: usize, cols: &[usize], out: &mut Vec<u8>) {
+        out.push(b'{');
+        for (i, &col) in cols.iter().enumerate() {
+            self.write_field(row, col, i > 0, out);
+        }
+        out.push(b'}');
+    }
+
+    /// Write the value of column `col` at row `row` (a JSON value).
+    pub fn write_value(&self, row: usize, col: usize, out: &mut Vec<u8>) {
+        self.columns[col].write_as(row, self.style, out);
+    }
+
+    /// The columns whose values differ between rows `a` and `b`.
+    pub fn changed_columns(&self, a: usize, b: usize) -> Vec<usize> {
+        let (mut va, mut vb) = (Vec::new(), Vec::new());
+        (0..self.columns.len())
+            .filter(|&col| {
+                va.clear();
+                vb.clear();
+                self.write_value(a, col, &mut va);
+                self.write_value(b, col, &mut vb);
+                va != vb
+            })
+            .collect()
+    }
+
+    fn write_field(&self, row: usize, col: usize, comma: bool, out: &mut Vec<u8>) {
+        if comma {
+            out.push(b',');
+        }
+        out.extend_from_slice(&self.keys[col]);
+        self.write_value(row, col, out);
+    }
+}
+
+/// Write row `row` as a change record: `{"op":"+U","tso":…,"lsn":…,"row":{…}}`, the op as Flink's
+/// RowKind short string; a row without change columns (a snapshot row) is `{"op":"+I","row":{…}}`.
+///
+/// # Errors
+/// An op code Doris does not define.
+pub fn write_change_record(
+    rows: &RowObjects<'_>,
+    row: usize,
+    changes: Option<ChangeColumns<'_>>,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    out.extend_from_slice(b"{\"op\":\"");
+    match changes {
+        Some(c) => {
+            out.extend_from_slice(changelog_op_text(c.op.value(row))?.as_bytes());
+            out.extend_from_slice(b"\",\"tso\":");
+            digits::write_i64(out, c.tso.value(row));
+            out.extend_from_slice(b",\"lsn\":");
+            digits::write_i64(out, c.lsn.value(row));
+        }
+        None => out.extend_from_slice(b"+I\""),
+    }
+    out.extend_from_slice(b",\"row\":");
+    rows.write(row, out);
+    out.push(b'}');
+    Ok(())
+}
+
+/// Write `s` as a JSON string (escaped).
+pub fn json_string(out: &mut Vec<u8>, s: &str) {
+    write_json_str(out, s);
 }
 
 fn column_writers(data: &RecordBatch) -> Result<Vec<ColumnWriter<'_>>, EncodeError> {
@@ -531,6 +679,11 @@ impl<'a> ColumnWriter<'a> {
     /// Write the value at `row` as a JSON value: numbers and booleans bare, strings escaped,
     /// everything else as a string of its [`Self::write_text`] form, NULL as `null`.
     fn write(&self, row: usize, out: &mut Vec<u8>) {
+        self.write_as(row, JsonValues::StreamLoad, out);
+    }
+
+    /// [`Self::write`], with LARGEINT and DECIMAL as numbers under [`JsonValues::Numbers`].
+    fn write_as(&self, row: usize, style: JsonValues, out: &mut Vec<u8>) {
         if self.is_null(row) {
             out.extend_from_slice(b"null");
             return;
@@ -540,6 +693,11 @@ impl<'a> ColumnWriter<'a> {
             Values::LargeUtf8(a) => write_json_str(out, a.value(row)),
             Values::Int(ints) => ints.write(row, out),
             Values::Bool(_) => {
+                self.write_text(row, out);
+            }
+            Values::Decimal128(..) | Values::Decimal256(_) | Values::LargeIntBytes(_)
+                if style == JsonValues::Numbers =>
+            {
                 self.write_text(row, out);
             }
             // JSON has no NaN/Infinity; Doris's float parser reads these as strings.

@@ -26,6 +26,7 @@ pub mod configured;
 mod digits;
 pub mod doris;
 pub mod encode;
+pub mod kafka;
 pub use dcs_crds::label;
 pub mod rebuild;
 pub mod schema_change;

@@ -29,61 +29,27 @@ use super::rebuild::{self, Planned, Rebuild};
 use super::schema_change::SchemaChange;
 use super::{Encoding, LoadResult, LostLoad, Sink};
 use crate::checkpoint::{Checkpoint, PendingTxn};
-use crate::settings::{BatchLimits, EventPolicy, SourceSettings};
+use crate::settings::{BatchLimits, SourceSettings};
 use crate::{Error, Result};
 use dcs_crds::SinkMode;
 
-use super::encode::{
-    ChangeColumns, DELETE_SIGN_COLUMN, EncodeError, changelog_op_text, encode_json_lines,
-};
+use super::encode::{ChangeColumns, EncodeError, JsonValues, RowObjects, write_change_record};
 
 /// Append one record line per row of `data` to `out`; returns the number of lines.
 ///
 /// # Errors
-/// As [`encode_json_lines`], or for an unknown op code.
+/// A value that cannot be written (as [`RowObjects::new`]), or an unknown op code.
 pub fn encode_records(
     data: &RecordBatch,
     changes: Option<ChangeColumns<'_>>,
     out: &mut Vec<u8>,
 ) -> std::result::Result<u64, EncodeError> {
-    // Every row as an upsert: the encoder then writes each row object followed by the delete
-    // sign, which is cut off again below.
-    let policy = EventPolicy {
-        mode: SinkMode::Upsert,
-        enable_delete: true,
-        ignore_update_before: true,
-    };
-    let mut rows = Vec::new();
-    encode_json_lines(data, None, &policy, &mut rows)?;
-    let tail = format!("\"{DELETE_SIGN_COLUMN}\":0}}");
-    let mut count = 0;
-    for (i, line) in rows.split(|b| *b == b'\n').enumerate() {
-        if line.is_empty() {
-            continue;
-        }
-        let object = line
-            .strip_suffix(tail.as_bytes())
-            .expect("the encoder ends every upsert row with the delete sign");
-        let object = object.strip_suffix(b",").unwrap_or(object);
-        out.extend_from_slice(b"{\"op\":\"");
-        match changes {
-            Some(c) => {
-                let op = changelog_op_text(c.op.value(i))?;
-                let _ = write!(
-                    out,
-                    "{op}\",\"tso\":{},\"lsn\":{}",
-                    c.tso.value(i),
-                    c.lsn.value(i)
-                );
-            }
-            None => out.extend_from_slice(b"+I\""),
-        }
-        out.extend_from_slice(b",\"row\":");
-        out.extend_from_slice(object);
-        out.extend_from_slice(b"}}\n");
-        count += 1;
+    let rows = RowObjects::new(data, JsonValues::StreamLoad)?;
+    for row in 0..data.num_rows() {
+        write_change_record(&rows, row, changes, out)?;
+        out.push(b'\n');
     }
-    Ok(count)
+    Ok(data.num_rows() as u64)
 }
 
 /// The stdout sink.
