@@ -196,15 +196,10 @@ mod tests {
 
     use arrow_array::Int32Array;
     use arrow_schema::{DataType, Field, Schema};
-    use dcs_crds::spec::TableRef;
 
     use super::*;
     use crate::checkpoint::{Checkpoint, RowSpan};
-    use crate::settings::SourceSettings;
-    use crate::sink::rebuild::{Planned, Rebuild};
-    use crate::sink::schema_change::SchemaChange;
     use crate::sink::{Encoding, LoadResult, LostLoad};
-    use dcs_crds::SinkMode;
 
     /// A two-phase sink of three rows a load that records what it was sent; its first load
     /// takes two attempts.
@@ -233,45 +228,8 @@ mod tests {
                 interval: Duration::from_secs(3600),
             }
         }
-        fn mode(&self) -> SinkMode {
-            SinkMode::Upsert
-        }
         fn request_timeout(&self) -> Duration {
             Duration::ZERO
-        }
-        fn has_table(&self) -> bool {
-            false
-        }
-        async fn prepare(&self, _source: &SourceSettings, _columns: &[String]) -> Result<()> {
-            Ok(())
-        }
-        async fn follow_columns(
-            &self,
-            _source: &SourceSettings,
-            _change: &SchemaChange,
-            _current: &[String],
-            _arrow_types: &[(String, DataType)],
-        ) -> Result<Vec<String>> {
-            Ok(Vec::new())
-        }
-        fn plan_rebuild(
-            &self,
-            _stored: Option<&Checkpoint>,
-            _directive: Option<&str>,
-            _snapshot_first: bool,
-        ) -> std::result::Result<Planned, String> {
-            Ok((Rebuild::default(), None))
-        }
-        async fn begin_rebuild(
-            &mut self,
-            _rebuild: &Rebuild,
-            _source: &SourceSettings,
-            _columns: &[String],
-        ) -> Result<()> {
-            Ok(())
-        }
-        async fn swap_rebuilt(&mut self, _shadow: &TableRef) -> Result<()> {
-            Ok(())
         }
         async fn load(&self, batch: LoadBatch, checkpoint_id: u64, seq: u32) -> Result<LoadResult> {
             let lines = batch

@@ -198,7 +198,9 @@ pub trait Sink {
 
     /// How rows land: upserts keyed like the source, or appended as a changelog. A sink without
     /// modes takes every row as an upsert.
-    fn mode(&self) -> SinkMode;
+    fn mode(&self) -> SinkMode {
+        SinkMode::Upsert
+    }
 
     /// How long a load request may go unanswered: a load an earlier run had in flight has landed
     /// or failed this long after that run stopped (zero for a sink without loads in flight).
@@ -221,8 +223,12 @@ pub trait Sink {
     }
 
     /// Whether rows go into a table that [`Sink::prepare`] makes ready for the source's columns
-    /// (which are read for it) before the first load.
-    fn has_table(&self) -> bool;
+    /// (which are read for it) before the first load. The methods of a sink's table
+    /// (`prepare`, `follow_columns`, the rebuild) do nothing by default: a sink without a table
+    /// implements none of them.
+    fn has_table(&self) -> bool {
+        false
+    }
 
     /// Before any load or recovery: make the sink ready for rows of the source's `columns`
     /// (create its table when missing, check it otherwise); a sink without tables has nothing to
@@ -235,7 +241,10 @@ pub trait Sink {
         &self,
         source: &SourceSettings,
         columns: &[String],
-    ) -> impl Future<Output = Result<()>> + Send;
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (source, columns);
+        async { Ok(()) }
+    }
 
     /// Schema evolution: the source's columns changed by `change` (`current` the new list,
     /// `arrow_types` their Arrow types); change the sink's to match before a row that needs
@@ -250,7 +259,10 @@ pub trait Sink {
         change: &SchemaChange,
         current: &[String],
         arrow_types: &[(String, DataType)],
-    ) -> impl Future<Output = Result<Vec<String>>> + Send;
+    ) -> impl Future<Output = Result<Vec<String>>> + Send {
+        let _ = (source, change, current, arrow_types);
+        async { Ok(Vec::new()) }
+    }
 
     /// Decide the rebuild of a re-initialised consumer ([`rebuild::plan`], pure): `stored` is the
     /// checkpoint the run starts from, `directive` the manifest's annotation, `snapshot_first`
@@ -258,12 +270,15 @@ pub trait Sink {
     ///
     /// # Errors
     /// A checkpoint whose rebuild cannot be read.
+    /// A sink without a table has nothing to rebuild: a directive is ignored, with the reason.
     fn plan_rebuild(
         &self,
         stored: Option<&Checkpoint>,
         directive: Option<&str>,
         snapshot_first: bool,
-    ) -> std::result::Result<Planned, String>;
+    ) -> std::result::Result<Planned, String> {
+        rebuild::plan(stored, directive, None, snapshot_first)
+    }
 
     /// Before the first load of a run whose `rebuild` uses a shadow: create it (or check that it
     /// is still there and takes the source's `columns`), then load into it until
@@ -276,14 +291,20 @@ pub trait Sink {
         rebuild: &Rebuild,
         source: &SourceSettings,
         columns: &[String],
-    ) -> impl Future<Output = Result<()>> + Send;
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (rebuild, source, columns);
+        async { Ok(()) }
+    }
 
     /// Once the rebuilt snapshot is committed: swap `shadow` in for the sink's table, and load
     /// into the sink's table again.
     ///
     /// # Errors
     /// The sink refused the swap and the shadow is still there.
-    fn swap_rebuilt(&mut self, shadow: &TableRef) -> impl Future<Output = Result<()>> + Send;
+    fn swap_rebuilt(&mut self, shadow: &TableRef) -> impl Future<Output = Result<()>> + Send {
+        let _ = shadow;
+        async { Ok(()) }
+    }
 
     /// Load `batch` as load `seq` of checkpoint `checkpoint_id`; under two-phase commit the load
     /// is pre-committed and its transaction is in the result. A sink with a dead-letter table

@@ -18,22 +18,14 @@
 use std::io::Write;
 use std::time::Duration;
 
-use super::LoadBatch;
 use arrow_array::RecordBatch;
-use dcs_crds::spec::TableRef;
-
-use arrow_schema::DataType;
-
-use super::label::LabelScheme;
-use super::rebuild::{self, Planned, Rebuild};
-use super::schema_change::SchemaChange;
-use super::{Encoding, LoadResult, LostLoad, Sink};
-use crate::checkpoint::{Checkpoint, PendingTxn};
-use crate::settings::{BatchLimits, SourceSettings};
-use crate::{Error, Result};
-use dcs_crds::SinkMode;
 
 use super::encode::{ChangeColumns, EncodeError, JsonValues, RowObjects, write_change_record};
+use super::label::LabelScheme;
+use super::{Encoding, LoadBatch, LoadResult, LostLoad, Sink};
+use crate::checkpoint::{Checkpoint, PendingTxn};
+use crate::settings::BatchLimits;
+use crate::{Error, Result};
 
 /// Append one record line per row of `data` to `out`; returns the number of lines.
 ///
@@ -78,57 +70,9 @@ impl Sink for StdoutSink {
         }
     }
 
-    fn mode(&self) -> SinkMode {
-        SinkMode::Upsert
-    }
-
     /// Nothing is in flight once a write returned.
     fn request_timeout(&self) -> Duration {
         Duration::ZERO
-    }
-
-    fn has_table(&self) -> bool {
-        false
-    }
-
-    /// No table to prepare.
-    async fn prepare(&self, _source: &SourceSettings, _columns: &[String]) -> Result<()> {
-        Ok(())
-    }
-
-    /// Never asked: the columns are not followed ([`Sink::schema_follow`]); each record names
-    /// its own.
-    async fn follow_columns(
-        &self,
-        _source: &SourceSettings,
-        _change: &SchemaChange,
-        _current: &[String],
-        _arrow_types: &[(String, DataType)],
-    ) -> Result<Vec<String>> {
-        Ok(Vec::new())
-    }
-
-    /// Nothing to rebuild: a directive is ignored, with the reason.
-    fn plan_rebuild(
-        &self,
-        stored: Option<&Checkpoint>,
-        directive: Option<&str>,
-        snapshot_first: bool,
-    ) -> std::result::Result<Planned, String> {
-        rebuild::plan(stored, directive, None, snapshot_first)
-    }
-
-    async fn begin_rebuild(
-        &mut self,
-        _rebuild: &Rebuild,
-        _source: &SourceSettings,
-        _columns: &[String],
-    ) -> Result<()> {
-        Ok(())
-    }
-
-    async fn swap_rebuilt(&mut self, _shadow: &TableRef) -> Result<()> {
-        Ok(())
     }
 
     async fn load(&self, batch: LoadBatch, _checkpoint_id: u64, _seq: u32) -> Result<LoadResult> {
