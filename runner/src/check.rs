@@ -14,7 +14,9 @@ use crate::Error;
 use crate::checkpoint::{Checkpoint, CheckpointStore, Offset};
 use crate::pipeline::start::{StartPlan, StartSource, plan_start_with_offset_row};
 use crate::settings::{PipelineConfig, Sharding};
-use crate::sink::doris::schema::{SinkTablePlan, inspect_sink_table, schema_follow};
+use crate::sink::doris::schema::{
+    DeadLetterPlan, SinkTablePlan, inspect_dead_letter_table, inspect_sink_table, schema_follow,
+};
 use crate::source::fe_http::FeHttpClient;
 use crate::source::properties::{SourceTableInfo, read_table_info};
 use crate::source::snapshot;
@@ -72,6 +74,8 @@ pub enum SinkCheck {
         table: String,
         /// The plan, or why it could not be made.
         plan: std::result::Result<SinkTablePlan, Problem>,
+        /// With `deadLetter`: its table (`db.table`) and what it needs, or why that is not known.
+        dead_letter: Option<(String, std::result::Result<DeadLetterPlan, Problem>)>,
     },
 }
 
@@ -363,34 +367,77 @@ pub fn plan_check(input: &CheckInput) -> CheckReport {
         SinkCheck::Stdout => {
             lines.push(("sink".into(), "stdout, one JSON record per change".into()))
         }
-        SinkCheck::Doris { table, plan } => match plan {
-            Ok(SinkTablePlan::Exists) => {
-                lines.push(("sink".into(), format!("{table} exists and fits")));
+        SinkCheck::Doris {
+            table,
+            plan,
+            dead_letter,
+        } => {
+            sink_lines(table, plan, &mut lines, &mut problems);
+            if let Some((table, plan)) = dead_letter {
+                dead_letter_lines(table, plan, &mut lines, &mut problems);
             }
-            Ok(SinkTablePlan::AddColumns { columns }) => lines.push((
-                "sink".into(),
-                format!(
-                    "{table} exists; run will add the source column(s) it lacks: {}",
-                    columns.join(", ")
-                ),
-            )),
-            Ok(SinkTablePlan::Create { ddl }) => lines.push((
-                "sink".into(),
-                format!("{table} does not exist; run will create it with:\n{ddl};"),
-            )),
-            Ok(SinkTablePlan::Unusable { problems: ps }) => {
-                lines.push(("sink".into(), format!("{table} cannot be used")));
-                for p in ps {
-                    problems.push(Problem::from_message(p, "see the message"));
-                }
-            }
-            Err(p) => {
-                lines.push(("sink".into(), format!("{table}: not checked")));
-                problems.push(p.clone());
-            }
-        },
+        }
     }
     CheckReport { lines, problems }
+}
+
+/// The sink table's line, and its problems.
+fn sink_lines(
+    table: &str,
+    plan: &std::result::Result<SinkTablePlan, Problem>,
+    lines: &mut Vec<(String, String)>,
+    problems: &mut Vec<Problem>,
+) {
+    match plan {
+        Ok(SinkTablePlan::Exists) => {
+            lines.push(("sink".into(), format!("{table} exists and fits")));
+        }
+        Ok(SinkTablePlan::AddColumns { columns }) => lines.push((
+            "sink".into(),
+            format!(
+                "{table} exists; run will add the source column(s) it lacks: {}",
+                columns.join(", ")
+            ),
+        )),
+        Ok(SinkTablePlan::Create { ddl }) => lines.push((
+            "sink".into(),
+            format!("{table} does not exist; run will create it with:\n{ddl};"),
+        )),
+        Ok(SinkTablePlan::Unusable { problems: ps }) => {
+            lines.push(("sink".into(), format!("{table} cannot be used")));
+            for p in ps {
+                problems.push(Problem::from_message(p, "see the message"));
+            }
+        }
+        Err(p) => {
+            lines.push(("sink".into(), format!("{table}: not checked")));
+            problems.push(p.clone());
+        }
+    }
+}
+
+/// The dead-letter table's line, and its problem.
+fn dead_letter_lines(
+    table: &str,
+    plan: &std::result::Result<DeadLetterPlan, Problem>,
+    lines: &mut Vec<(String, String)>,
+    problems: &mut Vec<Problem>,
+) {
+    let line = match plan {
+        Ok(DeadLetterPlan::Fits) => format!("{table} exists and fits"),
+        Ok(DeadLetterPlan::Create { ddl }) => {
+            format!("{table} does not exist; run will create it with:\n{ddl};")
+        }
+        Ok(DeadLetterPlan::Unusable { reason }) => {
+            problems.push(Problem::from_message(reason, "see the message"));
+            format!("{table} cannot be used")
+        }
+        Err(p) => {
+            problems.push(p.clone());
+            format!("{table}: not checked")
+        }
+    };
+    lines.push(("rejected".into(), line));
 }
 
 /// The TTL line for the report (kept separate so the numbers show even when covered).
@@ -499,9 +546,22 @@ pub async fn gather<S: CheckpointStore>(
                     })
                 }
             };
+            let dead_letter = match &d.dead_letter {
+                None => None,
+                Some(dl) => {
+                    let plan = inspect_dead_letter_table(d, &dl.table).await.map_err(|e| {
+                        Problem::from_message(
+                            &e.to_string(),
+                            "check sink.doris.feNodes and the sink credentials",
+                        )
+                    });
+                    Some((dl.table.to_string(), plan))
+                }
+            };
             SinkCheck::Doris {
                 table: d.table.to_string(),
                 plan,
+                dead_letter,
             }
         }
     };
@@ -570,6 +630,7 @@ mod tests {
                 plan: Ok(SinkTablePlan::Create {
                     ddl: "CREATE TABLE IF NOT EXISTS `db`.`dst` (…)".into(),
                 }),
+                dead_letter: None,
             },
             tls: Vec::new(),
             sharding: Sharding::default(),
@@ -640,6 +701,55 @@ mod tests {
     }
 
     #[test]
+    fn a_dead_letter_table_is_checked_as_run_would_prepare_it() {
+        let with = |plan| {
+            let mut i = input();
+            if let SinkCheck::Doris { dead_letter, .. } = &mut i.sink {
+                *dead_letter = Some(("db.dst_rejected".into(), plan));
+            }
+            check_report(&i)
+        };
+        let r = with(Ok(DeadLetterPlan::Fits));
+        assert_eq!(r.exit_code(), 0);
+        assert!(
+            r.render().contains("db.dst_rejected exists and fits"),
+            "{}",
+            r.render()
+        );
+        let r = with(Ok(DeadLetterPlan::Create {
+            ddl: "CREATE TABLE IF NOT EXISTS `db`.`dst_rejected` (…)".into(),
+        }));
+        assert_eq!(r.exit_code(), 0);
+        let text = r.render();
+        assert!(
+            text.contains("rejected:  db.dst_rejected does not exist; run will create it with:")
+                && text.contains("CREATE TABLE IF NOT EXISTS `db`.`dst_rejected` (…);"),
+            "{text}"
+        );
+        let r = with(Ok(DeadLetterPlan::Unusable {
+            reason: "sink.doris.deadLetter.table: the dead-letter table db.dst_rejected does not exist and createTable.enabled is false; create it or enable createTable".into(),
+        }));
+        assert_eq!(r.exit_code(), 2);
+        let text = r.render();
+        for part in [
+            "rejected:  db.dst_rejected cannot be used",
+            "the dead-letter table db.dst_rejected does not exist and createTable.enabled is false\n     fix: create it or enable createTable",
+        ] {
+            assert!(text.contains(part), "{part} missing in\n{text}");
+        }
+        let r = with(Err(Problem::new(
+            "the sink answered 1045",
+            "check the sink credentials",
+        )));
+        assert_eq!(r.exit_code(), 2);
+        assert!(
+            r.render().contains("db.dst_rejected: not checked"),
+            "{}",
+            r.render()
+        );
+    }
+
+    #[test]
     fn a_checkpoint_wins_and_says_so() {
         let mut i = input();
         i.checkpoint = Ok(Some(
@@ -675,6 +785,7 @@ mod tests {
             plan: Ok(SinkTablePlan::Unusable {
                 problems: vec!["sink table db.dst has no column x; add it".into()],
             }),
+            dead_letter: None,
         };
         let r = check_report(&i);
         assert_eq!(r.exit_code(), 2);

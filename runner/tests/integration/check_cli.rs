@@ -113,3 +113,62 @@ async fn check_reports_the_plan_for_a_good_table_and_problems_for_bad_ones() {
     );
     assert!(!text.contains("wrong"), "no secret in the output: {text}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn check_looks_at_the_dead_letter_table_as_run_would_prepare_it() {
+    let emu = source_support::emu().await;
+    exec(
+        &emu,
+        &[
+            "CREATE DATABASE demo",
+            "CREATE DATABASE sink",
+            &source_support::unique_ddl("demo.student", 2),
+            "CREATE TABLE sink.bad_rejects (id INT NOT NULL, note VARCHAR(10)) DUPLICATE KEY(id) \
+             DISTRIBUTED BY HASH(id) BUCKETS 1 PROPERTIES (\"replication_num\" = \"1\")",
+        ],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+
+    let fresh = check(
+        dir.path(),
+        sync(&emu, "demo.student")
+            .dead_letter("sink.student_rejected")
+            .yaml(),
+        "",
+    )
+    .await;
+    let text = String::from_utf8_lossy(&fresh.stdout);
+    assert_eq!(fresh.status.code(), Some(0), "{text}\n{fresh:?}");
+    for part in [
+        "rejected:  sink.student_rejected does not exist; run will create it with:",
+        "CREATE TABLE IF NOT EXISTS `sink`.`student_rejected`",
+        "problems:  none",
+    ] {
+        assert!(text.contains(part), "{part} missing in\n{text}");
+    }
+    // check changes nothing: the table is still missing.
+    let tables = source_support::mysql_rows(&emu, "SHOW TABLES FROM sink").await;
+    assert!(
+        !tables.iter().flatten().any(|t| t == "student_rejected"),
+        "{tables:?}"
+    );
+
+    let bad = check(
+        dir.path(),
+        sync(&emu, "demo.student")
+            .dead_letter("sink.bad_rejects")
+            .yaml(),
+        "",
+    )
+    .await;
+    let text = String::from_utf8_lossy(&bad.stdout);
+    assert_eq!(bad.status.code(), Some(2), "{text}\n{bad:?}");
+    for part in [
+        "rejected:  sink.bad_rejects cannot be used",
+        "the dead-letter table sink.bad_rejects has no column reason",
+        "column id of the dead-letter table sink.bad_rejects is NOT NULL and not written by dcs",
+    ] {
+        assert!(text.contains(part), "{part} missing in\n{text}");
+    }
+}

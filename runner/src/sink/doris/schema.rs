@@ -278,9 +278,72 @@ pub async fn table_columns(sink: &DorisSinkConfig) -> Result<Vec<String>> {
         .collect())
 }
 
+/// What the dead-letter table needs before the first load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeadLetterPlan {
+    /// It exists and fits.
+    Fits,
+    /// It is missing and will be created with this DDL.
+    Create {
+        /// `CREATE TABLE IF NOT EXISTS …`.
+        ddl: String,
+    },
+    /// It cannot be used: what is wrong, with what to do.
+    Unusable {
+        /// `sink.doris.deadLetter.table: …`.
+        reason: String,
+    },
+}
+
+/// What the dead-letter `table` needs, from its columns as the sink has them (`existing`, empty
+/// when it is missing). Pure.
+pub fn plan_dead_letter_table(
+    sink: &DorisSinkConfig,
+    table: &TableRef,
+    existing: &[TableColumn],
+) -> DeadLetterPlan {
+    if !existing.is_empty() {
+        let problems = super::dead_letter::problems(table, existing);
+        return if problems.is_empty() {
+            DeadLetterPlan::Fits
+        } else {
+            DeadLetterPlan::Unusable {
+                reason: format!("sink.doris.deadLetter.table: {}", problems.join("; ")),
+            }
+        };
+    }
+    if !sink.create_table.enabled {
+        return DeadLetterPlan::Unusable {
+            reason: format!(
+                "sink.doris.deadLetter.table: the dead-letter table {table} does not exist and \
+                 createTable.enabled is false; create it or enable createTable"
+            ),
+        };
+    }
+    DeadLetterPlan::Create {
+        ddl: super::dead_letter::create_ddl(table, &sink.create_table.properties),
+    }
+}
+
+/// Read what the dead-letter `table` needs ([`plan_dead_letter_table`]), changing nothing
+/// (`dcs-runner check`).
+///
+/// # Errors
+/// [`Error::Sink`] when the sink cannot be reached or read.
+pub async fn inspect_dead_letter_table(
+    sink: &DorisSinkConfig,
+    table: &TableRef,
+) -> Result<DeadLetterPlan> {
+    let dst = sink.mysql_target();
+    let mut conn = dst.connect().await?;
+    let existing = dst.columns(&mut conn, table).await;
+    let _ = conn.disconnect().await;
+    Ok(plan_dead_letter_table(sink, table, &existing?))
+}
+
 /// Make sure the dead-letter table exists and fits before the first load: create it when
 /// missing (with `createTable.enabled`), check its columns otherwise
-/// ([`super::dead_letter::problems`]).
+/// ([`plan_dead_letter_table`]).
 ///
 /// # Errors
 /// [`Error::Config`] naming what is wrong with the table (exit 2); [`Error::Sink`] when the sink
@@ -290,27 +353,14 @@ pub async fn prepare_dead_letter_table(sink: &DorisSinkConfig, table: &TableRef)
     let mut conn = dst.connect().await?;
     let result = async {
         let existing = dst.columns(&mut conn, table).await?;
-        if !existing.is_empty() {
-            let problems = super::dead_letter::problems(table, &existing);
-            return if problems.is_empty() {
-                Ok(false)
-            } else {
-                Err(Error::Config {
-                    reason: format!("sink.doris.deadLetter.table: {}", problems.join("; ")),
-                })
-            };
+        match plan_dead_letter_table(sink, table, &existing) {
+            DeadLetterPlan::Fits => Ok(false),
+            DeadLetterPlan::Unusable { reason } => Err(Error::Config { reason }),
+            DeadLetterPlan::Create { ddl } => {
+                dst.exec(&mut conn, &ddl).await?;
+                Ok(true)
+            }
         }
-        if !sink.create_table.enabled {
-            return Err(Error::Config {
-                reason: format!(
-                    "sink.doris.deadLetter.table: the dead-letter table {table} does not exist and \
-                     createTable.enabled is false; create it or enable createTable"
-                ),
-            });
-        }
-        let ddl = super::dead_letter::create_ddl(table, &sink.create_table.properties);
-        dst.exec(&mut conn, &ddl).await?;
-        Ok(true)
     }
     .await;
     let _ = conn.disconnect().await;
