@@ -141,36 +141,27 @@ pub fn encode(
             counts.upserts += 1;
         }
         let at = position(row);
-        match format {
-            KafkaFormat::Upsert => frame::push_with(
-                out,
-                |o| write_key(row, o),
-                |o| {
-                    if event == Event::Delete {
-                        return false;
-                    }
-                    rows.write(row, o);
-                    true
-                },
-            ),
-            KafkaFormat::DebeziumJson => frame::push_with(
-                out,
-                |o| write_key(row, o),
-                |o| {
+        frame::push_with(
+            out,
+            |o| write_key(row, o),
+            |o| match format {
+                KafkaFormat::DebeziumJson => {
                     debezium(&rows, table, row, event, at, now_ms, o);
                     true
-                },
-            ),
-            KafkaFormat::CanalJson => frame::push_with(
-                out,
-                |o| write_key(row, o),
-                |o| {
+                }
+                KafkaFormat::CanalJson => {
                     canal(&rows, table, row, event, at, now_ms, o);
                     true
-                },
-            ),
-            KafkaFormat::ChangelogJson => unreachable!("written above"),
-        }
+                }
+                // A tombstone.
+                KafkaFormat::Upsert if event == Event::Delete => false,
+                // upsert (changelog-json was written above, a record per row).
+                KafkaFormat::Upsert | KafkaFormat::ChangelogJson => {
+                    rows.write(row, o);
+                    true
+                }
+            },
+        );
     }
     Ok(counts)
 }
