@@ -307,10 +307,15 @@ impl<'a> RowObjects<'a> {
     /// Write row `row` as an object of every column.
     pub fn write(&self, row: usize, out: &mut Vec<u8>) {
         out.push(b'{');
+        self.write_fields(row, out);
+        out.push(b'}');
+    }
+
+    /// Write the fields of row `row`, `"name":value` comma-separated, without the braces.
+    fn write_fields(&self, row: usize, out: &mut Vec<u8>) {
         for col in 0..self.columns.len() {
             self.write_field(row, col, col > 0, out);
         }
-        out.push(b'}');
     }
 
     /// Write row `row` as an object of the columns `cols`, in that order.
@@ -400,18 +405,7 @@ pub fn encode_json_lines(
     policy: &EventPolicy,
     out: &mut Vec<u8>,
 ) -> Result<Encoded, EncodeError> {
-    let schema = data.schema();
-    let columns = column_writers(data)?;
-    let keys: Vec<Vec<u8>> = schema
-        .fields()
-        .iter()
-        .map(|f| {
-            let mut k = Vec::with_capacity(f.name().len() + 4);
-            write_json_str(&mut k, f.name());
-            k.push(b':');
-            k
-        })
-        .collect();
+    let rows = RowObjects::new(data, JsonValues::StreamLoad)?;
     let (op_key, tso_key, lsn_key) = (
         format!("\"{OP_COLUMN}\":\""),
         format!("\",\"{TSO_COLUMN}\":"),
@@ -424,14 +418,8 @@ pub fn encode_json_lines(
             continue;
         }
         out.push(b'{');
-        for (i, (col, key)) in columns.iter().zip(&keys).enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(key);
-            col.write(row, out);
-        }
-        if !columns.is_empty() {
+        rows.write_fields(row, out);
+        if !rows.columns.is_empty() {
             out.push(b',');
         }
         match tail {
@@ -677,12 +665,8 @@ impl<'a> ColumnWriter<'a> {
     }
 
     /// Write the value at `row` as a JSON value: numbers and booleans bare, strings escaped,
-    /// everything else as a string of its [`Self::write_text`] form, NULL as `null`.
-    fn write(&self, row: usize, out: &mut Vec<u8>) {
-        self.write_as(row, JsonValues::StreamLoad, out);
-    }
-
-    /// [`Self::write`], with LARGEINT and DECIMAL as numbers under [`JsonValues::Numbers`].
+    /// LARGEINT and DECIMAL as `style` says, everything else as a string of its
+    /// [`Self::write_text`] form, NULL as `null`.
     fn write_as(&self, row: usize, style: JsonValues, out: &mut Vec<u8>) {
         if self.is_null(row) {
             out.extend_from_slice(b"null");
