@@ -11,11 +11,16 @@ WORKDIR /src
 # has no libz.so.1.
 ENV LIBZ_SYS_STATIC=1 \
     CARGO_TERM_COLOR=never
+# librdkafka (the Kafka client) is built from its bundled source: cmake, and curl's headers
+# (included even with curl left out). It links OpenSSL, which the runtime image has.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends cmake libcurl4-openssl-dev libssl-dev pkg-config \
+    && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/usr/local/cargo/git \
     --mount=type=cache,target=/src/target,id=dcs-target \
-    cargo build --release --locked -p dcs-runner --no-default-features --bin dcs-runner \
+    cargo build --release --locked -p dcs-runner --no-default-features --features kafka --bin dcs-runner \
     && install -D -m 0755 target/release/dcs-runner /out/dcs-runner
 
 # glibc + libgcc, CA certificates, no shell, uid/gid 65532 ("nonroot").

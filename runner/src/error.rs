@@ -38,6 +38,15 @@ pub enum Error {
         /// The revision in the store now, and what changed, e.g. `resourceVersion 57 (annotation dcs.dev/fenced)`.
         found: String,
     },
+    /// Another producer took this run's Kafka transactional id: a newer runner of the same sync
+    /// owns the topic's writes now.
+    #[error(
+        "Kafka transactional id {transactional_id} was taken by another producer (a newer runner of this sync); this runner stops without committing"
+    )]
+    KafkaFenced {
+        /// The transactional id.
+        transactional_id: String,
+    },
     /// A label this run sends for the first time is already pre-committed: another runner of the
     /// same consumer is still loading (one the store has fenced, or one that has not noticed yet).
     #[error(
@@ -378,6 +387,7 @@ impl Error {
             }
             Self::Fenced { .. }
             | Self::FencedAfterUnclearSave { .. }
+            | Self::KafkaFenced { .. }
             | Self::CheckpointLocked { .. }
             | Self::LabelInUse { .. } => exit_code::FENCED,
             Self::SnapshotTabletsChanged { .. } => exit_code::TABLETS_CHANGED,
@@ -392,6 +402,7 @@ impl Error {
             Self::Config { .. } | Self::SourceConfig { .. } => "InvalidConfiguration",
             Self::Fenced { .. }
             | Self::FencedAfterUnclearSave { .. }
+            | Self::KafkaFenced { .. }
             | Self::CheckpointLocked { .. }
             | Self::LabelInUse { .. } => "Fenced",
             e if e.is_offset_expired() => dcs_crds::conditions::reasons::OFFSET_EXPIRED,

@@ -12,6 +12,8 @@ mod cli;
 mod crash;
 mod dead_letter;
 mod flight_cut;
+#[cfg(feature = "kafka")]
+mod kafka_producer;
 mod layers;
 mod load_timeouts;
 mod lost_loads;
