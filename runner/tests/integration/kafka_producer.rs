@@ -47,7 +47,15 @@ impl Broker {
             .expect("running tests/kafka/install.sh");
         assert!(install.success(), "tests/kafka/install.sh failed");
         let dir = tempfile::tempdir().unwrap();
-        let bootstrap = broker_sh(&["start", dir.path().to_str().unwrap()]);
+        // Kafka's own session and heartbeat, not the smoke suite's shorter ones: this test runs
+        // beside the others of its binary, and a heartbeat late on a loaded machine must not
+        // fence the broker from its own controller in the middle of a transaction.
+        let bootstrap = broker_sh(&[
+            "start",
+            dir.path().to_str().unwrap(),
+            "broker.session.timeout.ms=9000",
+            "broker.heartbeat.interval.ms=2000",
+        ]);
         Self { dir, bootstrap }
     }
 
