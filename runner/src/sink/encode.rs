@@ -293,7 +293,7 @@ impl<'a> RowObjects<'a> {
             .collect();
         Ok(Self {
             names,
-            columns: column_writers(data)?,
+            columns: column_writers(data, style)?,
             keys,
             style,
         })
@@ -388,12 +388,17 @@ pub fn json_string(out: &mut Vec<u8>, s: &str) {
     write_json_str(out, s);
 }
 
-fn column_writers(data: &RecordBatch) -> Result<Vec<ColumnWriter<'_>>, EncodeError> {
+/// The writers of `data`'s columns; ARRAY, MAP and STRUCT columns only under
+/// [`JsonValues::Numbers`] (Stream Load bodies and stdout records refuse them).
+fn column_writers(
+    data: &RecordBatch,
+    style: JsonValues,
+) -> Result<Vec<ColumnWriter<'_>>, EncodeError> {
     data.schema()
         .fields()
         .iter()
         .zip(data.columns())
-        .map(|(f, a)| ColumnWriter::new(f.name(), a))
+        .map(|(f, a)| ColumnWriter::new(f.name(), a, style == JsonValues::Numbers))
         .collect()
 }
 
@@ -460,7 +465,7 @@ pub fn encode_csv(
     out: &mut Vec<u8>,
 ) -> Result<Encoded, EncodeError> {
     let schema = data.schema();
-    let columns = column_writers(data)?;
+    let columns = column_writers(data, JsonValues::StreamLoad)?;
     let mut counts = Encoded::default();
     let start = out.len();
     for row in 0..data.num_rows() {
@@ -542,6 +547,14 @@ enum Values<'a> {
     Timestamp(&'a dyn Array, TimeUnit, Option<jiff::tz::TimeZone>),
     /// Old Doris builds send LARGEINT as 16 little-endian bytes.
     LargeIntBytes(&'a arrow_array::FixedSizeBinaryArray),
+    /// ARRAY: each row's items are `items` from one offset to the next.
+    List(&'a [i32], Box<ColumnWriter<'a>>),
+    /// ARRAY with 64-bit offsets.
+    LargeList(&'a [i64], Box<ColumnWriter<'a>>),
+    /// MAP: each row's entries, keys and values, from one offset to the next.
+    Map(&'a [i32], Box<ColumnWriter<'a>>, Box<ColumnWriter<'a>>),
+    /// STRUCT: `"name":` and the writer of each field.
+    Struct(Vec<(Vec<u8>, ColumnWriter<'a>)>),
 }
 
 /// The values of an integer column.
@@ -572,9 +585,43 @@ impl Ints<'_> {
 }
 
 impl<'a> ColumnWriter<'a> {
-    fn new(name: &str, array: &'a ArrayRef) -> Result<Self, EncodeError> {
+    /// The writer of column `name`; `nested`: whether ARRAY, MAP and STRUCT may be written (as
+    /// JSON arrays and objects).
+    fn new(name: &str, array: &'a ArrayRef, nested: bool) -> Result<Self, EncodeError> {
         let a: &dyn Array = array.as_ref();
+        let child = |array: &'a ArrayRef| ColumnWriter::new(name, array, nested).map(Box::new);
         let values = match array.data_type() {
+            DataType::List(_) if nested => {
+                let list = array.as_list::<i32>();
+                Values::List(list.value_offsets(), child(list.values())?)
+            }
+            DataType::LargeList(_) if nested => {
+                let list = array.as_list::<i64>();
+                Values::LargeList(list.value_offsets(), child(list.values())?)
+            }
+            DataType::Map(..) if nested => {
+                let map = array.as_map();
+                Values::Map(
+                    map.value_offsets(),
+                    child(map.keys())?,
+                    child(map.values())?,
+                )
+            }
+            DataType::Struct(_) if nested => {
+                let st = array.as_struct();
+                let fields = st
+                    .fields()
+                    .iter()
+                    .zip(st.columns())
+                    .map(|(f, c)| {
+                        let mut key = Vec::with_capacity(f.name().len() + 3);
+                        write_json_str(&mut key, f.name());
+                        key.push(b':');
+                        Ok((key, ColumnWriter::new(name, c, nested)?))
+                    })
+                    .collect::<Result<_, EncodeError>>()?;
+                Values::Struct(fields)
+            }
             DataType::Null => Values::Null,
             DataType::Boolean => Values::Bool(array.as_boolean()),
             DataType::Int8 => Values::Int(Ints::I8(array.as_primitive::<Int8Type>().values())),
@@ -684,6 +731,9 @@ impl<'a> ColumnWriter<'a> {
             {
                 self.write_text(row, out);
             }
+            Values::List(..) | Values::LargeList(..) | Values::Map(..) | Values::Struct(_) => {
+                self.write_nested(row, style, out);
+            }
             // JSON has no NaN/Infinity; Doris's float parser reads these as strings.
             Values::Float(a, f) if f(*a, row).is_finite() => {
                 self.write_text(row, out);
@@ -732,8 +782,68 @@ impl<'a> ColumnWriter<'a> {
                 let bytes: [u8; 16] = a.value(row).try_into().unwrap_or([0; 16]);
                 digits::write_i128(out, i128::from_le_bytes(bytes));
             }
+            Values::List(..) | Values::LargeList(..) | Values::Map(..) | Values::Struct(_) => {
+                self.write_nested(row, JsonValues::Numbers, out);
+            }
         }
         true
+    }
+
+    /// An ARRAY as a JSON array, a MAP as a JSON object (keys as strings), a STRUCT as an object
+    /// by field name; their items as [`Self::write_as`] writes them.
+    fn write_nested(&self, row: usize, style: JsonValues, out: &mut Vec<u8>) {
+        let items =
+            |from: usize, to: usize, out: &mut Vec<u8>, each: &dyn Fn(usize, &mut Vec<u8>)| {
+                for i in from..to {
+                    if i > from {
+                        out.push(b',');
+                    }
+                    each(i, out);
+                }
+            };
+        match &self.values {
+            Values::List(offsets, item) => {
+                out.push(b'[');
+                let (from, to) = (offsets[row] as usize, offsets[row + 1] as usize);
+                items(from, to, out, &|i, out| item.write_as(i, style, out));
+                out.push(b']');
+            }
+            Values::LargeList(offsets, item) => {
+                out.push(b'[');
+                let (from, to) = (offsets[row] as usize, offsets[row + 1] as usize);
+                items(from, to, out, &|i, out| item.write_as(i, style, out));
+                out.push(b']');
+            }
+            Values::Map(offsets, keys, values) => {
+                out.push(b'{');
+                let (from, to) = (offsets[row] as usize, offsets[row + 1] as usize);
+                items(from, to, out, &|i, out| {
+                    // A JSON object's keys are strings: a text key as itself, any other as its text.
+                    if matches!(keys.values, Values::Utf8(_) | Values::LargeUtf8(_)) {
+                        keys.write_as(i, style, out);
+                    } else {
+                        let mut text = Vec::new();
+                        keys.write_text(i, &mut text);
+                        write_json_str(out, &String::from_utf8_lossy(&text));
+                    }
+                    out.push(b':');
+                    values.write_as(i, style, out);
+                });
+                out.push(b'}');
+            }
+            Values::Struct(fields) => {
+                out.push(b'{');
+                for (i, (key, field)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(key);
+                    field.write_as(row, style, out);
+                }
+                out.push(b'}');
+            }
+            _ => {}
+        }
     }
 }
 
@@ -829,6 +939,120 @@ fn write_json_str(out: &mut Vec<u8>, s: &str) {
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+#[cfg(test)]
+mod nested_tests {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{Int32Builder, ListBuilder, MapBuilder, StringBuilder};
+    use arrow_array::{Int32Array, StringArray, StructArray};
+    use arrow_schema::{Field, Schema};
+
+    use super::*;
+
+    /// tags ARRAY<INT>, attrs MAP<STRING,INT>, dims STRUCT<w INT, unit STRING, sizes ARRAY<INT>>:
+    /// a row with values (a NULL item, a NULL field), a row of empty ones, a row of NULLs.
+    fn nested() -> RecordBatch {
+        let mut tags = ListBuilder::new(Int32Builder::new());
+        tags.values().append_value(1);
+        tags.values().append_null();
+        tags.values().append_value(3);
+        tags.append(true);
+        tags.append(true);
+        tags.append(false);
+        let mut attrs = MapBuilder::new(None, StringBuilder::new(), Int32Builder::new());
+        attrs.keys().append_value("a \"b\"");
+        attrs.values().append_value(7);
+        attrs.append(true).unwrap();
+        attrs.append(true).unwrap();
+        attrs.append(false).unwrap();
+        let mut sizes = ListBuilder::new(Int32Builder::new());
+        sizes.values().append_value(5);
+        sizes.append(true);
+        sizes.append(true);
+        sizes.append(true);
+        let sizes = sizes.finish();
+        let dims = StructArray::try_new(
+            vec![
+                Field::new("w", DataType::Int32, true),
+                Field::new("unit", DataType::Utf8, true),
+                Field::new("sizes", sizes.data_type().clone(), true),
+            ]
+            .into(),
+            vec![
+                Arc::new(Int32Array::from(vec![Some(2), None, None])) as ArrayRef,
+                Arc::new(StringArray::from(vec![Some("cm"), Some(""), None])),
+                Arc::new(sizes),
+            ],
+            Some(vec![true, true, false].into()),
+        )
+        .unwrap();
+        let (tags, attrs) = (tags.finish(), attrs.finish());
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("tags", tags.data_type().clone(), true),
+                Field::new("attrs", attrs.data_type().clone(), true),
+                Field::new("dims", dims.data_type().clone(), true),
+            ])),
+            vec![Arc::new(tags), Arc::new(attrs), Arc::new(dims)],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn arrays_maps_and_structs_are_json_arrays_and_objects_in_kafka_records() {
+        let data = nested();
+        let rows = RowObjects::new(&data, JsonValues::Numbers).unwrap();
+        let text = |row| {
+            let mut out = Vec::new();
+            rows.write(row, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            text(0),
+            r#"{"tags":[1,null,3],"attrs":{"a \"b\"":7},"dims":{"w":2,"unit":"cm","sizes":[5]}}"#
+        );
+        assert_eq!(
+            text(1),
+            r#"{"tags":[],"attrs":{},"dims":{"w":null,"unit":"","sizes":[]}}"#
+        );
+        assert_eq!(text(2), r#"{"tags":null,"attrs":null,"dims":null}"#);
+    }
+
+    #[test]
+    fn stream_load_bodies_still_refuse_nested_columns_naming_them() {
+        let data = nested();
+        let err = RowObjects::new(&data, JsonValues::StreamLoad)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&err, EncodeError::UnsupportedType { column, .. } if column == "tags"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn map_keys_that_are_not_text_are_written_as_json_strings() {
+        let mut map = MapBuilder::new(None, Int32Builder::new(), StringBuilder::new());
+        map.keys().append_value(-4);
+        map.values().append_value("x");
+        map.append(true).unwrap();
+        let map = map.finish();
+        let data = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new(
+                "m",
+                map.data_type().clone(),
+                true,
+            )])),
+            vec![Arc::new(map)],
+        )
+        .unwrap();
+        let rows = RowObjects::new(&data, JsonValues::Numbers).unwrap();
+        let mut out = Vec::new();
+        rows.write(0, &mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), r#"{"m":{"-4":"x"}}"#);
+    }
 }
 
 #[cfg(test)]

@@ -10,11 +10,14 @@
 //!
 //! Every record's key is the key columns as a JSON object (`{"id":1}`), so all changes of a key go
 //! to one partition in order; a table without key columns gives records without a key (not for
-//! `upsert`, which needs one). Values are JSON objects with LARGEINT and DECIMAL as exact numbers,
-//! DATE as `yyyy-MM-dd`, DATETIME as `yyyy-MM-dd HH:mm:ss.ffffff`, strings (JSON and VARIANT
-//! columns included) as JSON strings, NULL as `null` ([`JsonValues::Numbers`]): what Flink's
-//! `json`, `debezium-json` and `canal-json` formats read, checked by those formats themselves in
-//! `tests/flink-connector` on the vectors of `runner/tests/vectors/kafka`.
+//! `upsert`, which needs one). Values are JSON objects ([`JsonValues::Numbers`]): DECIMAL as an
+//! exact JSON number; LARGEINT as Doris sends it (a string of digits, as it exceeds DECIMAL(38); a
+//! number from the older 16-byte form); DATE as `yyyy-MM-dd`; DATETIME as
+//! `yyyy-MM-dd HH:mm:ss.ffffff`; strings (JSON and VARIANT columns included) as JSON strings;
+//! ARRAY as a JSON array, MAP as a JSON object (keys as strings), STRUCT as an object by field
+//! name; NULL as `null`. That is what Flink's `json`, `debezium-json` and `canal-json` formats
+//! read, checked by those formats themselves in `tests/flink-connector` on the vectors of
+//! `runner/tests/vectors/kafka` (`kinds-debezium-json.txt` holds a column of each kind).
 //!
 //! An update is one event in `debezium-json` and `canal-json`: Doris reads it as the before-image
 //! directly followed by the after-image (docs/doris-protocols.md §1.5), and both must be in the
@@ -524,6 +527,131 @@ mod tests {
                 "{name}: the encoder no longer writes {path:?}"
             );
         }
+    }
+
+    /// `shop.kinds`: a column of each kind a JSON reader must map: LARGEINT as Doris sends it (a
+    /// string of digits), DECIMAL(38,10), DATETIME(3), JSON (text), ARRAY<INT>,
+    /// MAP<STRING,INT>, STRUCT<w INT, unit STRING>; two snapshot rows, the second of NULLs and
+    /// empty ones.
+    fn kinds() -> RecordBatch {
+        use arrow_array::builder::{Int32Builder, ListBuilder, MapBuilder, StringBuilder};
+        use arrow_array::{Array, StructArray, TimestampMillisecondArray};
+        use arrow_schema::DataType;
+        let mut tags = ListBuilder::new(Int32Builder::new());
+        tags.values().append_value(1);
+        tags.values().append_null();
+        tags.append(true);
+        tags.append(true);
+        let tags = tags.finish();
+        let mut attrs = MapBuilder::new(None, StringBuilder::new(), Int32Builder::new());
+        attrs.keys().append_value("k");
+        attrs.values().append_value(2);
+        attrs.append(true).unwrap();
+        attrs.append(false).unwrap();
+        let attrs = attrs.finish();
+        let dims = StructArray::try_new(
+            vec![
+                Field::new("w", DataType::Int32, true),
+                Field::new("unit", DataType::Utf8, true),
+            ]
+            .into(),
+            vec![
+                Arc::new(Int32Array::from(vec![Some(3), None])) as ArrayRef,
+                Arc::new(StringArray::from(vec![Some("cm"), None])),
+            ],
+            None,
+        )
+        .unwrap();
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("id", DataType::Int32, false),
+                Field::new("big", DataType::Utf8, true),
+                Field::new("price", DataType::Decimal128(38, 10), true),
+                Field::new(
+                    "at",
+                    DataType::Timestamp(arrow_schema::TimeUnit::Millisecond, None),
+                    true,
+                ),
+                Field::new("doc", DataType::Utf8, true),
+                Field::new("tags", tags.data_type().clone(), true),
+                Field::new("attrs", attrs.data_type().clone(), true),
+                Field::new("dims", dims.data_type().clone(), true),
+            ])),
+            vec![
+                Arc::new(Int32Array::from(vec![1, 2])),
+                Arc::new(StringArray::from(vec![
+                    Some("170141183460469231731687303715884105727"),
+                    None,
+                ])),
+                Arc::new(
+                    Decimal128Array::from(vec![Some(-12_345_678_901_234_567_890_i128), None])
+                        .with_precision_and_scale(38, 10)
+                        .unwrap(),
+                ),
+                Arc::new(TimestampMillisecondArray::from(vec![
+                    Some(1_765_000_000_123),
+                    None,
+                ])),
+                Arc::new(StringArray::from(vec![Some(r#"{"a":[1,2]}"#), None])),
+                Arc::new(tags),
+                Arc::new(attrs),
+                Arc::new(dims),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// The `kinds` vectors: the snapshot in debezium-json, read back by Flink's format with each
+    /// column's Flink type (`KafkaFormatsTest`).
+    #[test]
+    fn the_type_vectors_flink_reads_back_are_what_the_encoder_writes() {
+        let key = key();
+        let table = TableInfo {
+            database: "shop",
+            table: "kinds",
+            key: &key,
+        };
+        let mut body = Vec::new();
+        encode(
+            KafkaFormat::DebeziumJson,
+            table,
+            &kinds(),
+            None,
+            Some(SNAPSHOT_AT),
+            NOW_MS,
+            &mut body,
+        )
+        .unwrap();
+        let version = format!("\"version\":\"{}\"", env!("CARGO_PKG_VERSION"));
+        let lines: String = messages(&body)
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let text = |b: Option<&[u8]>| {
+                    b.map_or("null".to_string(), |b| {
+                        String::from_utf8(b.to_vec()).unwrap()
+                    })
+                };
+                format!("{}\t{}\n", text(m.key), text(m.value))
+            })
+            .collect::<String>()
+            .replace(&version, "\"version\":\"VERSION\"");
+        assert!(
+            lines.contains(
+                r#""after":{"id":1,"big":"170141183460469231731687303715884105727","price":-1234567890.1234567890,"at":"2025-12-06 05:46:40.123000","doc":"{\"a\":[1,2]}","tags":[1,null],"attrs":{"k":2},"dims":{"w":3,"unit":"cm"}}"#
+            ),
+            "{lines}"
+        );
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/vectors/kafka/kinds-debezium-json.txt");
+        if std::env::var_os("DCS_WRITE_VECTORS").is_some() {
+            std::fs::write(&path, &lines).unwrap();
+        }
+        assert_eq!(
+            lines,
+            std::fs::read_to_string(&path).unwrap(),
+            "the encoder no longer writes {path:?}"
+        );
     }
 
     #[test]

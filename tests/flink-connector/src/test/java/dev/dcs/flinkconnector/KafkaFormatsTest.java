@@ -95,6 +95,52 @@ class KafkaFormatsTest {
         }
     }
 
+    /** Each kind of column a JSON reader must map, with the Flink type it is read as. */
+    @Test
+    void debeziumJsonReadsEveryKindOfColumnWithItsFlinkType() throws Exception {
+        DataType kinds =
+                DataTypes.ROW(
+                        DataTypes.FIELD("id", DataTypes.INT().notNull()),
+                        // LARGEINT: Doris sends its digits as text, beyond DECIMAL(38)'s range.
+                        DataTypes.FIELD("big", DataTypes.STRING()),
+                        DataTypes.FIELD("price", DataTypes.DECIMAL(38, 10)),
+                        DataTypes.FIELD("at", DataTypes.TIMESTAMP(3)),
+                        DataTypes.FIELD("doc", DataTypes.STRING()),
+                        DataTypes.FIELD("tags", DataTypes.ARRAY(DataTypes.INT())),
+                        DataTypes.FIELD("attrs", DataTypes.MAP(DataTypes.STRING(), DataTypes.INT())),
+                        DataTypes.FIELD(
+                                "dims",
+                                DataTypes.ROW(
+                                        DataTypes.FIELD("w", DataTypes.INT()),
+                                        DataTypes.FIELD("unit", DataTypes.STRING()))));
+        DeserializationSchema<RowData> decoder = decoder(new DebeziumJsonFormatFactory(), kinds, List.of());
+        List<RowData> rows = new ArrayList<>();
+        for (String[] message : messages("kinds-debezium-json")) {
+            decoder.deserialize(bytes(message[1]), collector(rows));
+        }
+        assertEquals(2, rows.size());
+        RowData full = rows.get(0);
+        assertEquals(RowKind.INSERT, full.getRowKind());
+        assertEquals("170141183460469231731687303715884105727", full.getString(1).toString());
+        assertEquals("-1234567890.1234567890", full.getDecimal(2, 38, 10).toBigDecimal().toPlainString());
+        assertEquals("2025-12-06T05:46:40.123", full.getTimestamp(3, 3).toLocalDateTime().toString());
+        assertEquals("{\"a\":[1,2]}", full.getString(4).toString());
+        assertEquals(2, full.getArray(5).size());
+        assertEquals(1, full.getArray(5).getInt(0));
+        assertTrue(full.getArray(5).isNullAt(1));
+        assertEquals(1, full.getMap(6).size());
+        assertEquals("k", full.getMap(6).keyArray().getString(0).toString());
+        assertEquals(2, full.getMap(6).valueArray().getInt(0));
+        assertEquals(3, full.getRow(7, 2).getInt(0));
+        assertEquals("cm", full.getRow(7, 2).getString(1).toString());
+        RowData empty = rows.get(1);
+        for (int f : new int[] {1, 2, 3, 4, 6}) {
+            assertTrue(empty.isNullAt(f), "field " + f);
+        }
+        assertEquals(0, empty.getArray(5).size());
+        assertTrue(empty.getRow(7, 2).isNullAt(0) && empty.getRow(7, 2).isNullAt(1));
+    }
+
     /** upsert-kafka's reading: the value through the json format, a null value deletes the key. */
     @Test
     void upsertKeepsTheTableByKeyWithTombstonesForDeletes() throws Exception {
@@ -150,20 +196,22 @@ class KafkaFormatsTest {
             List<String> metadata) throws Exception {
         DeserializationSchema<RowData> decoder = decoder(factory, ORDERS, metadata);
         List<RowData> rows = new ArrayList<>();
-        Collector<RowData> out =
-                new Collector<>() {
-                    @Override
-                    public void collect(RowData record) {
-                        rows.add(record);
-                    }
-
-                    @Override
-                    public void close() {}
-                };
         for (String[] message : messages(vectors)) {
-            decoder.deserialize(bytes(message[1]), out);
+            decoder.deserialize(bytes(message[1]), collector(rows));
         }
         return rows;
+    }
+
+    private static Collector<RowData> collector(List<RowData> rows) {
+        return new Collector<>() {
+            @Override
+            public void collect(RowData record) {
+                rows.add(record);
+            }
+
+            @Override
+            public void close() {}
+        };
     }
 
     @SuppressWarnings("unchecked")
