@@ -2,7 +2,9 @@
 //! test and stopped when it ends), read back by a `read_committed` consumer of librdkafka: records
 //! of a committed transaction in order (tombstones included), an aborted one never, a producer
 //! fenced by a newer one with its transactional id, and a transaction open when the broker is
-//! SIGKILLed never visible after the restart.
+//! SIGKILLed never visible after the restart; a run's position committed with its records and
+//! read back only once committed, never an older one while another producer's transaction is
+//! open in the offsets topic.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use dcs_runner::Error;
 use dcs_runner::sink::kafka::frame;
-use dcs_runner::sink::kafka::producer::{ProducerSettings, TransactionalProducer};
+use dcs_runner::sink::kafka::producer::{
+    ProducerSettings, TransactionalProducer, committed_position,
+};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -221,4 +225,66 @@ async fn transactions_reach_read_committed_consumers_exactly_when_committed() {
         vec!["{\"id\":1}", "{\"id\":2}", "{\"id\":1}", "m1", "m2"],
         "no aborted, fenced or open-at-kill record is read"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_position_is_read_back_exactly_as_last_committed() {
+    let broker = Broker::start();
+    let offsets = "dcs-offsets";
+    let a = settings(&broker, "dcs-a");
+    assert_eq!(
+        committed_position(&a, offsets, "a").await.unwrap(),
+        None,
+        "no offsets topic yet"
+    );
+
+    let p = TransactionalProducer::open(a.clone()).await.unwrap();
+    p.begin().unwrap();
+    p.send("orders", &body(&[("{\"id\":1}", Some("a"))]))
+        .await
+        .unwrap();
+    p.send_position(offsets, "a", b"cp-1").await.unwrap();
+    p.commit().await.unwrap();
+    assert_eq!(
+        committed_position(&a, offsets, "a").await.unwrap(),
+        Some(b"cp-1".to_vec())
+    );
+    assert_eq!(committed_position(&a, offsets, "b").await.unwrap(), None);
+
+    // Another sync's producer opens a transaction in the offsets topic, then this one commits
+    // cp-2 after it: a read_committed reader sees nothing past the open transaction's start, so
+    // a reader that did not wait would take cp-1 for the last position (and write cp-2's records
+    // again). The read waits for the open transaction to end.
+    let q = TransactionalProducer::open(settings(&broker, "dcs-b"))
+        .await
+        .unwrap();
+    q.begin().unwrap();
+    q.send_position(offsets, "b", b"q-1").await.unwrap();
+    p.begin().unwrap();
+    p.send_position(offsets, "a", b"cp-2").await.unwrap();
+    p.commit().await.unwrap();
+    let reader = {
+        let a = a.clone();
+        tokio::spawn(async move { committed_position(&a, offsets, "a").await })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !reader.is_finished(),
+        "the read must wait while a transaction is open in the offsets topic"
+    );
+    q.abort().await.unwrap();
+    assert_eq!(reader.await.unwrap().unwrap(), Some(b"cp-2".to_vec()));
+    assert_eq!(committed_position(&a, offsets, "b").await.unwrap(), None);
+
+    // A run that dies with its position sent and not committed: the next run with the id aborts
+    // its transaction, and the position read is the last committed one.
+    p.begin().unwrap();
+    p.send_position(offsets, "a", b"cp-3").await.unwrap();
+    drop(p);
+    let next = TransactionalProducer::open(a.clone()).await.unwrap();
+    assert_eq!(
+        committed_position(&a, offsets, "a").await.unwrap(),
+        Some(b"cp-2".to_vec())
+    );
+    drop(next);
 }

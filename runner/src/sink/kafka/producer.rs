@@ -146,6 +146,24 @@ impl TransactionalProducer {
         Ok(messages.len() as u64)
     }
 
+    /// Send the run's `position` under `consumer_id` to `offsets_topic` in the open transaction,
+    /// so that it is committed exactly when the records it covers are (as Kafka Connect's
+    /// exactly-once source connectors keep their offsets, KIP-618); read back with
+    /// [`committed_position`].
+    ///
+    /// # Errors
+    /// As [`TransactionalProducer::send`].
+    pub async fn send_position(
+        &self,
+        offsets_topic: &str,
+        consumer_id: &str,
+        position: &[u8],
+    ) -> Result<()> {
+        let mut body = Vec::new();
+        frame::push(&mut body, Some(consumer_id.as_bytes()), Some(position));
+        self.send(offsets_topic, &body).await.map(|_| ())
+    }
+
     /// Commit the open transaction: its records become visible to `read_committed` consumers.
     ///
     /// # Errors
@@ -193,6 +211,130 @@ impl TransactionalProducer {
             })?;
         result.map_err(|e| kafka_error(&self.settings, what, &e))
     }
+}
+
+/// The last position committed under `consumer_id` in `offsets_topic`
+/// ([`TransactionalProducer::send_position`]), `None` when there is none (or no such topic).
+///
+/// A `read_committed` reader stops at the first offset of the oldest open transaction (the last
+/// stable offset), so a position committed after another producer began a transaction in the
+/// topic would not be seen yet, and an older one taken for the last. This waits, within
+/// `settings.transaction_timeout` (after which the broker aborts any transaction), until no
+/// transaction is open in the topic, then reads every partition to its end. Open the run's own
+/// producer first: taking the transactional id aborts the transaction a dead run left open.
+///
+/// # Errors
+/// Brokers that do not answer, or a transaction still open after the wait.
+pub async fn committed_position(
+    settings: &ProducerSettings,
+    offsets_topic: &str,
+    consumer_id: &str,
+) -> Result<Option<Vec<u8>>> {
+    let settings = settings.clone();
+    let topic = offsets_topic.to_owned();
+    let key = consumer_id.to_owned();
+    tokio::task::spawn_blocking(move || read_position(&settings, &topic, &key))
+        .await
+        .map_err(|e| Error::Sink {
+            message: format!("Kafka offsets topic {offsets_topic}: reading the position: {e}"),
+        })?
+}
+
+fn read_position(settings: &ProducerSettings, topic: &str, key: &str) -> Result<Option<Vec<u8>>> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::{Offset, TopicPartitionList};
+
+    let fail = |what: &str, e: &dyn std::fmt::Display| Error::Sink {
+        message: format!(
+            "Kafka offsets topic {topic} at {}: {what}: {e}",
+            settings.bootstrap_servers
+        ),
+    };
+    let consumer = |isolation: &str| -> Result<BaseConsumer> {
+        ClientConfig::new()
+            .set("bootstrap.servers", &settings.bootstrap_servers)
+            .set("group.id", "dcs-position-reader")
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "true")
+            .set("isolation.level", isolation)
+            .create()
+            .map_err(|e| fail("creating a reader", &e))
+    };
+    let committed = consumer("read_committed")?;
+    let uncommitted = consumer("read_uncommitted")?;
+    let timeout = settings.request_timeout;
+    let metadata = committed
+        .fetch_metadata(Some(topic), timeout)
+        .map_err(|e| fail("reading its partitions", &e))?;
+    let partitions: Vec<i32> = metadata
+        .topics()
+        .iter()
+        .filter(|t| t.name() == topic && t.error().is_none())
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect();
+    if partitions.is_empty() {
+        return Ok(None);
+    }
+    // Until no transaction is open: the last stable offset (what read_committed sees) equals the
+    // high watermark everywhere.
+    let deadline = std::time::Instant::now() + settings.transaction_timeout + timeout;
+    loop {
+        let mut stable = true;
+        for &p in &partitions {
+            let (_, lso) = committed
+                .fetch_watermarks(topic, p, timeout)
+                .map_err(|e| fail("reading its last stable offset", &e))?;
+            let (_, high) = uncommitted
+                .fetch_watermarks(topic, p, timeout)
+                .map_err(|e| fail("reading its high watermark", &e))?;
+            stable &= lso >= high;
+        }
+        if stable {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(Error::Sink {
+                message: format!(
+                    "Kafka offsets topic {topic}: a transaction stayed open for longer than the transaction timeout ({} s), so the last committed position cannot be read; check for a producer stuck in a transaction",
+                    settings.transaction_timeout.as_secs()
+                ),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut tpl = TopicPartitionList::new();
+    for &p in &partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .map_err(|e| fail("assigning its partitions", &e))?;
+    }
+    committed
+        .assign(&tpl)
+        .map_err(|e| fail("assigning its partitions", &e))?;
+    let mut at_end = std::collections::BTreeSet::new();
+    let mut last = None;
+    let deadline = std::time::Instant::now() + timeout;
+    while at_end.len() < partitions.len() {
+        if std::time::Instant::now() > deadline {
+            return Err(fail(
+                "reading to its end",
+                &"no end within the request timeout",
+            ));
+        }
+        match committed.poll(Duration::from_millis(200)) {
+            None => {}
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                at_end.insert(p);
+            }
+            Some(Err(e)) => return Err(fail("reading", &e)),
+            // A tombstone for the key: no position.
+            Some(Ok(m)) if m.key() == Some(key.as_bytes()) => {
+                last = m.payload().map(<[u8]>::to_vec);
+            }
+            Some(Ok(_)) => {}
+        }
+    }
+    Ok(last)
 }
 
 /// The crate's error for a Kafka error: a fencing is [`Error::KafkaFenced`], the rest
