@@ -1,6 +1,6 @@
 //! Kafka messages in a load body: the pipeline's batcher holds bytes, a Kafka sink sends records,
-//! so each message is one frame: the key and the value, each a little-endian `u32` length (with
-//! `u32::MAX` for none: no key, or a tombstone's null value) followed by its bytes.
+//! so each message is one frame: the key and the value, each a little-endian `u64` length (with
+//! `u64::MAX` for none: no key, or a tombstone's null value) followed by its bytes.
 
 /// A message read back from a body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,7 +12,9 @@ pub struct Message<'a> {
 }
 
 /// The length written for an absent key or value.
-const ABSENT: u32 = u32::MAX;
+const ABSENT: u64 = u64::MAX;
+/// The width of a length.
+const LEN: usize = 8;
 
 /// A body that is not a sequence of frames.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,9 +31,8 @@ pub fn push(out: &mut Vec<u8>, key: Option<&[u8]>, value: Option<&[u8]>) {
     for part in [key, value] {
         match part {
             Some(bytes) => {
-                let len = u32::try_from(bytes.len()).unwrap_or(ABSENT - 1);
-                out.extend_from_slice(&len.to_le_bytes());
-                out.extend_from_slice(&bytes[..len as usize]);
+                out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+                out.extend_from_slice(bytes);
             }
             None => out.extend_from_slice(&ABSENT.to_le_bytes()),
         }
@@ -49,8 +50,8 @@ pub fn push_with(
         let at = out.len();
         out.extend_from_slice(&ABSENT.to_le_bytes());
         if write(out) {
-            let len = u32::try_from(out.len() - at - 4).unwrap_or(ABSENT - 1);
-            out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+            let len = (out.len() - at - LEN) as u64;
+            out[at..at + LEN].copy_from_slice(&len.to_le_bytes());
         }
     }
     part(out, key);
@@ -71,17 +72,21 @@ pub fn messages(body: &[u8]) -> Result<Vec<Message<'_>>, FrameError> {
     while at < body.len() {
         let start = at;
         let mut part = || -> Result<Option<&[u8]>, FrameError> {
-            let len_bytes: [u8; 4] = body
-                .get(at..at + 4)
+            let len_bytes: [u8; LEN] = body
+                .get(at..at + LEN)
                 .and_then(|b| b.try_into().ok())
                 .ok_or(err(start))?;
-            at += 4;
-            let len = u32::from_le_bytes(len_bytes);
+            at += LEN;
+            let len = u64::from_le_bytes(len_bytes);
             if len == ABSENT {
                 return Ok(None);
             }
-            let bytes = body.get(at..at + len as usize).ok_or(err(start))?;
-            at += len as usize;
+            let end = usize::try_from(len)
+                .ok()
+                .and_then(|len| at.checked_add(len))
+                .ok_or(err(start))?;
+            let bytes = body.get(at..end).ok_or(err(start))?;
+            at = end;
             Ok(Some(bytes))
         };
         let key = part()?;
@@ -152,5 +157,8 @@ mod tests {
             );
         }
         assert_eq!(messages(&[]).unwrap(), vec![]);
+        // A length past anything addressable.
+        let huge = (u64::MAX - 1).to_le_bytes();
+        assert_eq!(messages(&huge), Err(FrameError { at: 0, len: 8 }));
     }
 }
