@@ -132,7 +132,16 @@ configure() { # dir [NAME=VALUE ...]
             echo "$kv"
         done
     } >"$dir/server.properties"
-    cluster_id=$("$PY" -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+    # A random Kafka UUID (URL-safe base64 of 16 bytes). Like Kafka's own Uuid.randomUuid, never
+    # one that starts with "-": the storage tool would read it as an option (1 id in 64).
+    cluster_id=$("$PY" -c '
+import base64, uuid
+while True:
+    id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not id.startswith("-"):
+        print(id)
+        break
+')
     # shellcheck disable=SC2086
     if ! java ${KAFKA_HEAP_OPTS:--Xms64m -Xmx256m} -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$here/log4j2.properties" \
         -cp "$lib/*" kafka.tools.StorageTool format --standalone --cluster-id "$cluster_id" \
