@@ -245,7 +245,7 @@ fn debezium(
     out.extend_from_slice(b",\"source\":{\"version\":\"");
     out.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
     out.extend_from_slice(b"\",\"connector\":\"doris\",\"name\":\"dcs\",\"ts_ms\":");
-    write_i64(out, at.map_or(now_ms, |(tso, _)| tso_to_ms(tso)));
+    write_i64(out, event_ms(at, now_ms));
     out.extend_from_slice(b",\"snapshot\":\"");
     out.extend_from_slice(if event == Event::Snapshot {
         b"true"
@@ -309,11 +309,17 @@ fn canal(
         out.push(b']');
     }
     out.extend_from_slice(b",\"isDdl\":false,\"es\":");
-    write_i64(out, at.map_or(now_ms, |(tso, _)| tso_to_ms(tso)));
+    write_i64(out, event_ms(at, now_ms));
     out.extend_from_slice(b",\"ts\":");
     write_i64(out, now_ms);
     write_position(at, out);
     out.push(b'}');
+}
+
+/// When the change happened: its TSO's time, or `now_ms` for a snapshot row read without a TSO
+/// (Debezium's `source.ts_ms`, Canal's `es`).
+fn event_ms(at: Option<(i64, i64)>, now_ms: i64) -> i64 {
+    at.map_or(now_ms, |(tso, _)| tso_to_ms(tso))
 }
 
 /// `,"tso":…,"lsn":…` (`null` for a snapshot row read without a TSO).
@@ -479,20 +485,24 @@ mod tests {
             lsn: &lsns,
         };
         let second = encode(format, table, &data, Some(c), None, NOW_MS, &mut body).unwrap();
+        (vector_lines(&body), first, second)
+    }
+
+    /// A body's messages as the vectors hold them: one `key<TAB>value` line each (`null` for
+    /// none). The vectors outlive a release: Debezium's `source.version` is written as `VERSION`.
+    fn vector_lines(body: &[u8]) -> String {
         let text = |b: Option<&[u8]>| {
             b.map_or("null".to_string(), |b| {
                 String::from_utf8(b.to_vec()).unwrap()
             })
         };
-        // The vectors outlive a release: Debezium's `source.version` is written as `VERSION`.
         let version = format!("\"version\":\"{}\"", env!("CARGO_PKG_VERSION"));
-        let lines: String = messages(&body)
+        messages(body)
             .unwrap()
             .iter()
             .map(|m| format!("{}\t{}\n", text(m.key), text(m.value)))
             .collect::<String>()
-            .replace(&version, "\"version\":\"VERSION\"");
-        (lines, first, second)
+            .replace(&version, "\"version\":\"VERSION\"")
     }
 
     fn counts(upserts: u64, deletes: u64, skipped: u64) -> Encoded {
@@ -622,20 +632,7 @@ mod tests {
             &mut body,
         )
         .unwrap();
-        let version = format!("\"version\":\"{}\"", env!("CARGO_PKG_VERSION"));
-        let lines: String = messages(&body)
-            .unwrap()
-            .iter()
-            .map(|m| {
-                let text = |b: Option<&[u8]>| {
-                    b.map_or("null".to_string(), |b| {
-                        String::from_utf8(b.to_vec()).unwrap()
-                    })
-                };
-                format!("{}\t{}\n", text(m.key), text(m.value))
-            })
-            .collect::<String>()
-            .replace(&version, "\"version\":\"VERSION\"");
+        let lines = vector_lines(&body);
         assert!(
             lines.contains(
                 r#""after":{"id":1,"big":"170141183460469231731687303715884105727","price":-1234567890.1234567890,"at":"2025-12-06 05:46:40.123000","doc":"{\"a\":[1,2]}","tags":[1,null],"attrs":{"k":2},"dims":{"w":3,"unit":"cm"}}"#
